@@ -1,0 +1,1 @@
+//! Early demultiplexing (placeholder, being written).

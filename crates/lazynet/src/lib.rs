@@ -1,0 +1,30 @@
+//! # lazynet
+//!
+//! A user-space TCP/IP stack and server runtime built around *lazy receiver
+//! processing*: the NIC (or the receive loop standing in for it) only
+//! demultiplexes frames into bounded per-socket channels and drops excess right
+//! there; protocol work runs later, in the receiver's context.
+//!
+//! Layering (each module may use only the modules listed before it):
+//!
+//! | module   | owns |
+//! |----------|------|
+//! | [`wire`]   | zero-copy views and builders, Internet checksum |
+//! | [`mem`]    | the communication area: memfd regions, buffers, descriptors, SPSC rings |
+//! | [`nic`]    | the [`nic::Nic`] trait and its drivers |
+//! | [`demux`]  | the early-demultiplexing classifier and its bounded channels |
+//! | [`proto`]  | sans-IO protocol state (ARP, IPv4, ICMP, UDP) |
+//! | [`stack`]  | wiring: decides *when* protocol code runs |
+//! | [`socket`] | the application API; lazy work happens inside its calls |
+//!
+//! Unsafe code is confined to `mem` and `nic`; every block carries a
+//! `// SAFETY:` comment.
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod demux;
+pub mod mem;
+pub mod nic;
+pub mod proto;
+pub mod socket;
+pub mod stack;
+pub mod wire;

@@ -1,0 +1,168 @@
+//! memfd-backed regions and the fixed-size buffers carved out of them.
+//!
+//! `memfd` + `memmap2` are used rather than raw `memfd_create`/`mmap` calls:
+//! both are small, well-kept crates and give us sealing and safe unmapping.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::Arc;
+
+use memmap2::MmapRaw;
+
+use super::Desc;
+
+/// A shared-memory region backed by a memfd. Another process can map the
+/// same memory through [`Region::fd`] and [`Region::open`].
+#[derive(Debug)]
+pub struct Region {
+    map: MmapRaw,
+    file: File,
+}
+
+impl Region {
+    /// Creates a zero-filled region of `len` bytes.
+    pub fn create(name: &str, len: usize) -> io::Result<Arc<Region>> {
+        let mfd = memfd::MemfdOptions::default()
+            .close_on_exec(true)
+            .allow_sealing(true)
+            .create(name)
+            .map_err(io::Error::other)?;
+        let file = mfd.into_file();
+        file.set_len(len as u64)?;
+        Self::map(file)
+    }
+
+    /// Maps a region created by another process (or an earlier call) from
+    /// its file descriptor. The length is the file's length.
+    pub fn open(fd: OwnedFd) -> io::Result<Arc<Region>> {
+        Self::map(File::from(fd))
+    }
+
+    fn map(file: File) -> io::Result<Arc<Region>> {
+        let map = MmapRaw::map_raw(&file)?;
+        Ok(Arc::new(Region { map, file }))
+    }
+
+    /// The memfd, to hand to another process (clear `FD_CLOEXEC` on a
+    /// duplicate first when passing it through `exec`).
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.file.as_fd()
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// True for a zero-length region.
+    pub fn is_empty(&self) -> bool {
+        self.map.len() == 0
+    }
+
+    /// Base address of the mapping. Valid for as long as the region lives.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.map.as_mut_ptr()
+    }
+}
+
+/// `count` buffers of `buf_size` bytes each, laid out back to back at
+/// `offset` inside a [`Region`].
+///
+/// Ownership protocol: a buffer belongs to exactly one party at a time (the
+/// NIC, the demux channel, a socket, the peer process); ownership moves only
+/// with the descriptor that names it. [`BufArea::frame`] and
+/// [`BufArea::buf_mut`] may only be used by the current owner. All indices and
+/// ranges are checked, so a wrong descriptor (for example one written by a
+/// hostile peer) yields `None`, never an out-of-bounds access.
+#[derive(Clone, Debug)]
+pub struct BufArea {
+    region: Arc<Region>,
+    offset: usize,
+    buf_size: u32,
+    count: u32,
+}
+
+// SAFETY: BufArea only hands out byte slices inside its region under the
+// ownership protocol above; the region mapping itself is valid on any thread.
+unsafe impl Send for BufArea {}
+// SAFETY: shared references give read access to buffers the caller owns.
+unsafe impl Sync for BufArea {}
+
+impl BufArea {
+    /// Describes `count` buffers of `buf_size` bytes starting at `offset`.
+    /// Fails if they do not fit inside the region.
+    pub fn new(region: Arc<Region>, offset: usize, buf_size: u32, count: u32) -> io::Result<Self> {
+        let need = (buf_size as usize)
+            .checked_mul(count as usize)
+            .and_then(|n| n.checked_add(offset));
+        match need {
+            Some(end) if end <= region.len() && buf_size > 0 && buf_size <= 65536 => Ok(BufArea {
+                region,
+                offset,
+                buf_size,
+                count,
+            }),
+            _ => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "buffer area does not fit region",
+            )),
+        }
+    }
+
+    /// A process-private area of `count` buffers (memfd-backed all the same).
+    pub fn private(name: &str, buf_size: u32, count: u32) -> io::Result<Self> {
+        let region = Region::create(name, buf_size as usize * count as usize)?;
+        Self::new(region, 0, buf_size, count)
+    }
+
+    /// Size of every buffer.
+    #[inline]
+    pub fn buf_size(&self) -> usize {
+        self.buf_size as usize
+    }
+
+    /// Number of buffers.
+    #[inline]
+    pub fn count(&self) -> u32 {
+        self.count
+    }
+
+    /// The region the buffers live in.
+    pub fn region(&self) -> &Arc<Region> {
+        &self.region
+    }
+
+    /// True if `d` names a byte range inside one buffer of this area.
+    #[inline]
+    pub fn valid(&self, d: Desc) -> bool {
+        d.buf < self.count && d.off as u32 + d.len as u32 <= self.buf_size
+    }
+
+    /// The bytes `d` describes, or `None` if `d` is out of range.
+    #[inline]
+    pub fn frame(&self, d: Desc) -> Option<&[u8]> {
+        if !self.valid(d) {
+            return None;
+        }
+        let start = self.offset + d.buf as usize * self.buf_size as usize + d.off as usize;
+        // SAFETY: `valid` checked that [start, start+len) lies inside the
+        // mapping (checked at construction). The caller owns the buffer per the
+        // ownership protocol, so no one writes it while the slice lives.
+        Some(unsafe { std::slice::from_raw_parts(self.region.as_ptr().add(start), d.len as usize) })
+    }
+
+    /// The whole buffer `buf` for writing, or `None` if out of range.
+    #[inline]
+    pub fn buf_mut(&mut self, buf: u32) -> Option<&mut [u8]> {
+        if buf >= self.count {
+            return None;
+        }
+        let start = self.offset + buf as usize * self.buf_size as usize;
+        // SAFETY: in bounds as above; `&mut self` rules out other slices from
+        // this handle, and the ownership protocol rules out other owners.
+        Some(unsafe {
+            std::slice::from_raw_parts_mut(self.region.as_ptr().add(start), self.buf_size as usize)
+        })
+    }
+}

@@ -1,0 +1,1 @@
+//! SPSC rings (filled in by the mem work).

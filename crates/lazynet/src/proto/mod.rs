@@ -1,0 +1,1 @@
+//! Protocols (placeholder, being written).

@@ -1,0 +1,1 @@
+//! Sockets (placeholder, being written).

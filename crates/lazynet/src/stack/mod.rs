@@ -1,0 +1,1 @@
+//! Stack (placeholder, being written).

@@ -1,0 +1,1 @@
+//! Wire formats (placeholder, being written).
