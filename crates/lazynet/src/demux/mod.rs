@@ -1,1 +1,517 @@
-//! Early demultiplexing (placeholder, being written).
+//! Early demultiplexing: the classifier and its bounded channels.
+//!
+//! **Owns:** the channel table (which socket a frame is for), the per-channel
+//! bounded queues of descriptors, and the counters of everything it dropped.
+//!
+//! **May not touch:** protocol state, clocks, the NIC, the allocator on the
+//! per-frame path. [`Classifier::deliver`] neither allocates, blocks nor uses
+//! timers, so it can run on a separate "NI" core (LRP §3.2). It reads only the
+//! fixed header fields it needs to pick a channel and validates nothing else:
+//! header checksums, UDP lengths and payload checksums are verified lazily by
+//! the receiver (LRP §3.3), so a flood of bad packets costs one classification
+//! each and lands in a bounded channel — never protocol work.
+//!
+//! Channels:
+//! * [`CONTROL`] — ARP for our address, ICMP to us, UDP to a port nobody has
+//!   bound (so the stack can answer with a rate-limited port unreachable);
+//! * [`FRAGMENT`] — IPv4 fragments, which cannot be classified by port since
+//!   only the first carries the transport header;
+//! * one channel per bound UDP socket, found by (local address, local port)
+//!   with a hash lookup, then (wildcard address, port): two probes at most,
+//!   whatever the number of sockets.
+//!
+//! Every channel is a fixed-capacity ring allocated at bind time; a full
+//! channel drops the frame right here (early discard) and counts it.
+
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+use std::net::Ipv4Addr;
+
+use rustc_hash::FxHasher;
+
+use crate::mem::Desc;
+
+/// Identifies a channel in a [`Classifier`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ChannelId(pub u32);
+
+/// ARP, ICMP and UDP to unbound ports.
+pub const CONTROL: ChannelId = ChannelId(0);
+/// IPv4 fragments.
+pub const FRAGMENT: ChannelId = ChannelId(1);
+const FIRST_SOCKET: u32 = 2;
+
+/// Why the classifier dropped a frame. Small and `Copy`: no allocation on a
+/// drop path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum DropReason {
+    /// Shorter than the headers needed to classify it.
+    Truncated = 0,
+    /// Ethernet destination is neither us nor broadcast.
+    NotOurMac,
+    /// Ethertype other than IPv4 or ARP.
+    UnknownEthertype,
+    /// ARP that is malformed or not asking about our address.
+    ArpNotForUs,
+    /// IPv4 version, header length or total length inconsistent.
+    BadIpHeader,
+    /// IPv4 destination is not ours (we do not forward).
+    NotOurIp,
+    /// ICMP sent to a broadcast address (smurf amplification guard).
+    BroadcastIcmp,
+    /// UDP to a broadcast address and a port nobody bound.
+    BroadcastNoSocket,
+    /// TCP segment: no TCP in this build yet.
+    NoTcp,
+    /// IP protocol we do not speak.
+    UnknownProtocol,
+    /// The destination channel was full: early discard.
+    ChannelFull,
+}
+
+impl DropReason {
+    /// Every reason, in counter order.
+    pub const ALL: [DropReason; 11] = [
+        DropReason::Truncated,
+        DropReason::NotOurMac,
+        DropReason::UnknownEthertype,
+        DropReason::ArpNotForUs,
+        DropReason::BadIpHeader,
+        DropReason::NotOurIp,
+        DropReason::BroadcastIcmp,
+        DropReason::BroadcastNoSocket,
+        DropReason::NoTcp,
+        DropReason::UnknownProtocol,
+        DropReason::ChannelFull,
+    ];
+
+    /// A short stable name for counters.
+    pub const fn name(self) -> &'static str {
+        match self {
+            DropReason::Truncated => "truncated",
+            DropReason::NotOurMac => "not_our_mac",
+            DropReason::UnknownEthertype => "unknown_ethertype",
+            DropReason::ArpNotForUs => "arp_not_for_us",
+            DropReason::BadIpHeader => "bad_ip_header",
+            DropReason::NotOurIp => "not_our_ip",
+            DropReason::BroadcastIcmp => "broadcast_icmp",
+            DropReason::BroadcastNoSocket => "broadcast_no_socket",
+            DropReason::NoTcp => "no_tcp",
+            DropReason::UnknownProtocol => "unknown_protocol",
+            DropReason::ChannelFull => "channel_full",
+        }
+    }
+}
+
+/// Counters of the classifier.
+#[derive(Clone, Debug, Default)]
+pub struct DemuxStats {
+    /// Frames offered to [`Classifier::deliver`].
+    pub frames: u64,
+    /// Frames placed on a channel.
+    pub enqueued: u64,
+    /// Drops by reason, indexed by `DropReason as usize`.
+    pub drops: [u64; DropReason::ALL.len()],
+}
+
+impl DemuxStats {
+    /// Total frames dropped for any reason.
+    pub fn dropped(&self) -> u64 {
+        self.drops.iter().sum()
+    }
+
+    /// Drops for one reason.
+    pub fn drops_for(&self, r: DropReason) -> u64 {
+        self.drops[r as usize]
+    }
+}
+
+/// A bounded FIFO of descriptors. Capacity is fixed at creation; nothing
+/// allocates afterwards.
+#[derive(Debug)]
+pub struct Channel {
+    slots: Box<[Desc]>,
+    head: u32,
+    len: u32,
+    /// Frames enqueued over the channel's life.
+    pub enqueued: u64,
+    /// Frames dropped because the channel was full.
+    pub dropped_full: u64,
+}
+
+impl Channel {
+    fn new(cap: usize) -> Self {
+        let cap = cap.clamp(1, 1 << 20);
+        Channel {
+            slots: vec![Desc::default(); cap].into_boxed_slice(),
+            head: 0,
+            len: 0,
+            enqueued: 0,
+            dropped_full: 0,
+        }
+    }
+
+    /// Capacity in frames.
+    #[inline]
+    pub fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Frames waiting.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// True if nothing waits.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    #[inline]
+    fn push(&mut self, d: Desc) -> bool {
+        let cap = self.slots.len() as u32;
+        if self.len == cap {
+            self.dropped_full += 1;
+            return false;
+        }
+        let mut i = self.head + self.len;
+        if i >= cap {
+            i -= cap;
+        }
+        self.slots[i as usize] = d;
+        self.len += 1;
+        self.enqueued += 1;
+        true
+    }
+
+    /// Removes the oldest frame.
+    #[inline]
+    pub fn pop(&mut self) -> Option<Desc> {
+        if self.len == 0 {
+            return None;
+        }
+        let d = self.slots[self.head as usize];
+        self.head += 1;
+        if self.head as usize == self.slots.len() {
+            self.head = 0;
+        }
+        self.len -= 1;
+        Some(d)
+    }
+
+    /// Puts a frame back at the head (the receiver looked at it and could not
+    /// consume it yet). Never drops: the slot it came from is free.
+    pub fn unpop(&mut self, d: Desc) -> bool {
+        let cap = self.slots.len() as u32;
+        if self.len == cap {
+            return false;
+        }
+        self.head = if self.head == 0 {
+            cap - 1
+        } else {
+            self.head - 1
+        };
+        self.slots[self.head as usize] = d;
+        self.len += 1;
+        true
+    }
+}
+
+/// Errors of the control-path (bind/unbind) operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BindError {
+    /// Another socket has this (address, port), or a wildcard overlaps.
+    AddrInUse,
+    /// No such channel.
+    NoChannel,
+}
+
+type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+
+#[inline]
+fn key(addr: u32, port: u16) -> u64 {
+    ((addr as u64) << 16) | port as u64
+}
+
+/// The early-demultiplexing classifier.
+#[derive(Debug)]
+pub struct Classifier {
+    mac: [u8; 6],
+    addr: u32,
+    bcast: u32,
+    udp: FxMap<u64, u32>,
+    channels: Vec<Option<Channel>>,
+    free: Vec<u32>,
+    stats: DemuxStats,
+}
+
+/// Where a frame goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Onto this channel.
+    Channel(ChannelId),
+    /// Dropped for this reason.
+    Drop(DropReason),
+}
+
+const ETH_LEN: usize = 14;
+
+#[inline(always)]
+fn be16(b: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_be_bytes([*b.get(at)?, *b.get(at + 1)?]))
+}
+
+#[inline(always)]
+fn be32(b: &[u8], at: usize) -> Option<u32> {
+    let s = b.get(at..at + 4)?;
+    Some(u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
+}
+
+impl Classifier {
+    /// A classifier for interface `mac` with address `addr/prefix_len`.
+    /// `control_cap` and `fragment_cap` bound the two special channels.
+    pub fn new(
+        mac: [u8; 6],
+        addr: Ipv4Addr,
+        prefix_len: u8,
+        control_cap: usize,
+        fragment_cap: usize,
+    ) -> Self {
+        let a = u32::from(addr);
+        let host_mask = if prefix_len >= 32 {
+            0
+        } else {
+            u32::MAX >> prefix_len
+        };
+        Classifier {
+            mac,
+            addr: a,
+            bcast: a | host_mask,
+            udp: FxMap::default(),
+            channels: vec![
+                Some(Channel::new(control_cap)),
+                Some(Channel::new(fragment_cap)),
+            ],
+            free: Vec::new(),
+            stats: DemuxStats::default(),
+        }
+    }
+
+    /// Our IPv4 address.
+    pub fn addr(&self) -> Ipv4Addr {
+        Ipv4Addr::from(self.addr)
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &DemuxStats {
+        &self.stats
+    }
+
+    /// The channel `id`, if it exists.
+    pub fn channel(&self, id: ChannelId) -> Option<&Channel> {
+        self.channels.get(id.0 as usize)?.as_ref()
+    }
+
+    /// The channel `id` for consuming, if it exists.
+    pub fn channel_mut(&mut self, id: ChannelId) -> Option<&mut Channel> {
+        self.channels.get_mut(id.0 as usize)?.as_mut()
+    }
+
+    /// Number of bound sockets.
+    pub fn sockets(&self) -> usize {
+        self.udp.len()
+    }
+
+    /// True if UDP `port` is bound on `addr` or on the wildcard address
+    /// (or, for the wildcard, on any address).
+    pub fn udp_port_used(&self, addr: Ipv4Addr, port: u16) -> bool {
+        let a = u32::from(addr);
+        self.udp.contains_key(&key(a, port))
+            || self.udp.contains_key(&key(0, port))
+            || (a == 0 && self.udp.contains_key(&key(self.addr, port)))
+    }
+
+    /// Binds UDP (`addr`, `port`) to a new channel of `cap` frames.
+    /// `addr` may be `0.0.0.0` (any of our addresses). Control path: allocates.
+    pub fn bind_udp(
+        &mut self,
+        addr: Ipv4Addr,
+        port: u16,
+        cap: usize,
+    ) -> Result<ChannelId, BindError> {
+        if self.udp_port_used(addr, port) {
+            return Err(BindError::AddrInUse);
+        }
+        let ch = Channel::new(cap);
+        let id = match self.free.pop() {
+            Some(i) => {
+                self.channels[i as usize] = Some(ch);
+                i
+            }
+            None => {
+                self.channels.push(Some(ch));
+                (self.channels.len() - 1) as u32
+            }
+        };
+        self.udp.insert(key(u32::from(addr), port), id);
+        Ok(ChannelId(id))
+    }
+
+    /// Removes the binding of (`addr`, `port`) and its channel; the frames
+    /// still queued are written to `leftover` so the caller can release them.
+    pub fn unbind_udp(
+        &mut self,
+        addr: Ipv4Addr,
+        port: u16,
+        leftover: &mut Vec<Desc>,
+    ) -> Result<(), BindError> {
+        let id = self
+            .udp
+            .remove(&key(u32::from(addr), port))
+            .ok_or(BindError::NoChannel)?;
+        if let Some(mut ch) = self.channels[id as usize].take() {
+            while let Some(d) = ch.pop() {
+                leftover.push(d);
+            }
+        }
+        self.free.push(id);
+        Ok(())
+    }
+
+    /// Classifies one Ethernet frame without side effects.
+    ///
+    /// Reads only: Ethernet destination and type; for ARP the target
+    /// protocol address; for IPv4 version/IHL/total length, fragment field,
+    /// protocol and destination; for UDP the destination port.
+    #[inline]
+    pub fn classify(&self, f: &[u8]) -> Verdict {
+        use DropReason::*;
+        if f.len() < ETH_LEN {
+            return Verdict::Drop(Truncated);
+        }
+        let dst = &f[0..6];
+        if dst != self.mac && dst != [0xff; 6] {
+            return Verdict::Drop(NotOurMac);
+        }
+        match u16::from_be_bytes([f[12], f[13]]) {
+            0x0800 => {}
+            0x0806 => {
+                // Ethernet/IPv4 ARP: target protocol address at 24..28 of the ARP body.
+                return match be32(f, ETH_LEN + 24) {
+                    Some(tpa) if tpa == self.addr => Verdict::Channel(CONTROL),
+                    Some(_) => Verdict::Drop(ArpNotForUs),
+                    None => Verdict::Drop(Truncated),
+                };
+            }
+            _ => return Verdict::Drop(UnknownEthertype),
+        }
+        let ip = &f[ETH_LEN..];
+        if ip.len() < 20 {
+            return Verdict::Drop(Truncated);
+        }
+        let ihl = ((ip[0] & 0x0f) as usize) * 4;
+        let total = u16::from_be_bytes([ip[2], ip[3]]) as usize;
+        if ip[0] >> 4 != 4 || ihl < 20 || total < ihl || total > ip.len() {
+            return Verdict::Drop(BadIpHeader);
+        }
+        let daddr = u32::from_be_bytes([ip[16], ip[17], ip[18], ip[19]]);
+        let bcast = daddr == u32::MAX || daddr == self.bcast;
+        if daddr != self.addr && !bcast {
+            return Verdict::Drop(NotOurIp);
+        }
+        // More-fragments flag or a non-zero offset: only reassembly can tell
+        // which socket it is for.
+        if u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff != 0 {
+            return Verdict::Channel(FRAGMENT);
+        }
+        match ip[9] {
+            17 => {
+                let Some(dport) = (if total >= ihl + 8 {
+                    be16(ip, ihl + 2)
+                } else {
+                    None
+                }) else {
+                    return Verdict::Drop(Truncated);
+                };
+                if let Some(&c) = self
+                    .udp
+                    .get(&key(daddr, dport))
+                    .or_else(|| self.udp.get(&key(0, dport)))
+                {
+                    return Verdict::Channel(ChannelId(c));
+                }
+                if bcast {
+                    Verdict::Drop(BroadcastNoSocket)
+                } else {
+                    Verdict::Channel(CONTROL)
+                }
+            }
+            1 if bcast => Verdict::Drop(BroadcastIcmp),
+            1 => Verdict::Channel(CONTROL),
+            6 => Verdict::Drop(NoTcp),
+            _ => Verdict::Drop(UnknownProtocol),
+        }
+    }
+
+    /// Classifies `frame` (the bytes `d` names) and queues `d` on its
+    /// channel. On `Err` the frame was dropped and counted, and the caller
+    /// still owns `d` and must release it.
+    #[inline]
+    pub fn deliver(&mut self, d: Desc, frame: &[u8]) -> Result<ChannelId, DropReason> {
+        self.stats.frames += 1;
+        let r = match self.classify(frame) {
+            Verdict::Channel(c) => match self.channels.get_mut(c.0 as usize) {
+                Some(Some(ch)) => {
+                    if ch.push(d) {
+                        Ok(c)
+                    } else {
+                        Err(DropReason::ChannelFull)
+                    }
+                }
+                _ => Err(DropReason::ChannelFull),
+            },
+            Verdict::Drop(r) => Err(r),
+        };
+        match r {
+            Ok(_) => self.stats.enqueued += 1,
+            Err(reason) => self.stats.drops[reason as usize] += 1,
+        }
+        r
+    }
+
+    /// Queues a descriptor on a channel directly (used by the stack to hand a
+    /// reassembled datagram to its socket). Counts a full channel as a drop.
+    pub fn enqueue(&mut self, c: ChannelId, d: Desc) -> Result<(), DropReason> {
+        match self.channels.get_mut(c.0 as usize) {
+            Some(Some(ch)) => {
+                if ch.push(d) {
+                    Ok(())
+                } else {
+                    Err(DropReason::ChannelFull)
+                }
+            }
+            _ => Err(DropReason::ChannelFull),
+        }
+    }
+
+    /// Looks up the channel of UDP (`addr`, `port`), for datagrams the stack
+    /// reassembled.
+    pub fn lookup_udp(&self, addr: Ipv4Addr, port: u16) -> Option<ChannelId> {
+        let a = u32::from(addr);
+        self.udp
+            .get(&key(a, port))
+            .or_else(|| self.udp.get(&key(0, port)))
+            .map(|&c| ChannelId(c))
+    }
+
+    /// First channel id used for sockets.
+    pub const fn first_socket_channel() -> ChannelId {
+        ChannelId(FIRST_SOCKET)
+    }
+}
+
+#[cfg(test)]
+mod tests;

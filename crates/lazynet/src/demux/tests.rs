@@ -1,0 +1,242 @@
+use super::*;
+
+const MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
+const ME: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+
+fn cls() -> Classifier {
+    Classifier::new(MAC, ME, 24, 8, 8)
+}
+
+/// Ethernet + IPv4 (no options unless `opts`) + 8 bytes of transport header.
+fn ip_frame(
+    dst_mac: [u8; 6],
+    dst: Ipv4Addr,
+    proto: u8,
+    frag: u16,
+    dport: u16,
+    opts: usize,
+) -> Vec<u8> {
+    let ihl = 20 + opts;
+    let total = ihl + 8 + 4;
+    let mut f = vec![0u8; 14 + total];
+    f[0..6].copy_from_slice(&dst_mac);
+    f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 9]);
+    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    let ip = &mut f[14..];
+    ip[0] = 0x40 | (ihl / 4) as u8;
+    ip[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+    ip[6..8].copy_from_slice(&frag.to_be_bytes());
+    ip[8] = 64;
+    ip[9] = proto;
+    ip[12..16].copy_from_slice(&[10, 0, 0, 1]);
+    ip[16..20].copy_from_slice(&dst.octets());
+    ip[ihl + 2..ihl + 4].copy_from_slice(&dport.to_be_bytes());
+    f
+}
+
+fn udp(dport: u16) -> Vec<u8> {
+    ip_frame(MAC, ME, 17, 0, dport, 0)
+}
+
+#[test]
+fn udp_goes_to_bound_socket_channel() {
+    let mut c = cls();
+    let ch = c.bind_udp(ME, 7, 4).unwrap();
+    assert_eq!(c.classify(&udp(7)), Verdict::Channel(ch));
+}
+
+#[test]
+fn wildcard_binding_matches_any_local_address() {
+    let mut c = cls();
+    let ch = c.bind_udp(Ipv4Addr::UNSPECIFIED, 9, 4).unwrap();
+    assert_eq!(c.classify(&udp(9)), Verdict::Channel(ch));
+    // Subnet broadcast reaches the wildcard socket too.
+    let b = ip_frame([0xff; 6], Ipv4Addr::new(10, 0, 0, 255), 17, 0, 9, 0);
+    assert_eq!(c.classify(&b), Verdict::Channel(ch));
+}
+
+#[test]
+fn specific_binding_wins_over_wildcard_lookup_order() {
+    let mut c = cls();
+    let spec = c.bind_udp(ME, 53, 4).unwrap();
+    assert_eq!(
+        c.bind_udp(Ipv4Addr::UNSPECIFIED, 53, 4),
+        Err(BindError::AddrInUse)
+    );
+    assert_eq!(c.classify(&udp(53)), Verdict::Channel(spec));
+}
+
+#[test]
+fn ip_options_are_skipped_to_find_the_port() {
+    let mut c = cls();
+    let ch = c.bind_udp(ME, 7, 4).unwrap();
+    assert_eq!(
+        c.classify(&ip_frame(MAC, ME, 17, 0, 7, 8)),
+        Verdict::Channel(ch)
+    );
+}
+
+#[test]
+fn unbound_unicast_udp_goes_to_control_for_port_unreachable() {
+    let c = cls();
+    assert_eq!(c.classify(&udp(1234)), Verdict::Channel(CONTROL));
+}
+
+#[test]
+fn unbound_broadcast_udp_is_dropped() {
+    let c = cls();
+    let b = ip_frame([0xff; 6], Ipv4Addr::BROADCAST, 17, 0, 1234, 0);
+    assert_eq!(c.classify(&b), Verdict::Drop(DropReason::BroadcastNoSocket));
+}
+
+#[test]
+fn fragments_go_to_fragment_channel() {
+    let mut c = cls();
+    c.bind_udp(ME, 7, 4).unwrap();
+    // More-fragments set, offset 0 (first fragment).
+    assert_eq!(
+        c.classify(&ip_frame(MAC, ME, 17, 0x2000, 7, 0)),
+        Verdict::Channel(FRAGMENT)
+    );
+    // Offset 8, last fragment.
+    assert_eq!(
+        c.classify(&ip_frame(MAC, ME, 17, 1, 7, 0)),
+        Verdict::Channel(FRAGMENT)
+    );
+    // Don't-fragment alone is not a fragment.
+    assert_ne!(
+        c.classify(&ip_frame(MAC, ME, 17, 0x4000, 7, 0)),
+        Verdict::Channel(FRAGMENT)
+    );
+}
+
+#[test]
+fn icmp_to_us_is_control_and_broadcast_icmp_dropped() {
+    let c = cls();
+    assert_eq!(
+        c.classify(&ip_frame(MAC, ME, 1, 0, 0, 0)),
+        Verdict::Channel(CONTROL)
+    );
+    let b = ip_frame([0xff; 6], Ipv4Addr::BROADCAST, 1, 0, 0, 0);
+    assert_eq!(c.classify(&b), Verdict::Drop(DropReason::BroadcastIcmp));
+}
+
+#[test]
+fn other_macs_ips_and_types_are_dropped() {
+    let c = cls();
+    assert_eq!(
+        c.classify(&ip_frame([2, 0, 0, 0, 0, 7], ME, 17, 0, 7, 0)),
+        Verdict::Drop(DropReason::NotOurMac)
+    );
+    assert_eq!(
+        c.classify(&ip_frame(MAC, Ipv4Addr::new(10, 0, 0, 3), 17, 0, 7, 0)),
+        Verdict::Drop(DropReason::NotOurIp)
+    );
+    assert_eq!(
+        c.classify(&ip_frame(MAC, ME, 6, 0, 7, 0)),
+        Verdict::Drop(DropReason::NoTcp)
+    );
+    assert_eq!(
+        c.classify(&ip_frame(MAC, ME, 47, 0, 7, 0)),
+        Verdict::Drop(DropReason::UnknownProtocol)
+    );
+    let mut v6 = udp(7);
+    v6[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+    assert_eq!(c.classify(&v6), Verdict::Drop(DropReason::UnknownEthertype));
+}
+
+#[test]
+fn malformed_ip_headers_are_dropped() {
+    let c = cls();
+    let mut f = udp(7);
+    f[14] = 0x44; // IHL 4
+    assert_eq!(c.classify(&f), Verdict::Drop(DropReason::BadIpHeader));
+    let mut f = udp(7);
+    f[14] = 0x65; // version 6
+    assert_eq!(c.classify(&f), Verdict::Drop(DropReason::BadIpHeader));
+    let mut f = udp(7);
+    f[16..18].copy_from_slice(&1000u16.to_be_bytes()); // total length beyond frame
+    assert_eq!(c.classify(&f), Verdict::Drop(DropReason::BadIpHeader));
+    let mut f = udp(7);
+    f[16..18].copy_from_slice(&24u16.to_be_bytes()); // no room for a UDP header
+    assert_eq!(c.classify(&f), Verdict::Drop(DropReason::Truncated));
+    assert_eq!(c.classify(&f[..20]), Verdict::Drop(DropReason::Truncated));
+    assert_eq!(c.classify(&[]), Verdict::Drop(DropReason::Truncated));
+}
+
+#[test]
+fn arp_for_us_is_control_others_dropped() {
+    let c = cls();
+    let mut f = vec![0u8; 42];
+    f[0..6].copy_from_slice(&[0xff; 6]);
+    f[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
+    f[14 + 24..14 + 28].copy_from_slice(&ME.octets());
+    assert_eq!(c.classify(&f), Verdict::Channel(CONTROL));
+    f[14 + 27] = 99;
+    assert_eq!(c.classify(&f), Verdict::Drop(DropReason::ArpNotForUs));
+    assert_eq!(c.classify(&f[..30]), Verdict::Drop(DropReason::Truncated));
+}
+
+#[test]
+fn full_channel_drops_early_and_counts() {
+    let mut c = cls();
+    let ch = c.bind_udp(ME, 7, 2).unwrap();
+    let f = udp(7);
+    for i in 0..5 {
+        let r = c.deliver(Desc::new(i, 0), &f);
+        if i < 2 {
+            assert_eq!(r, Ok(ch));
+        } else {
+            assert_eq!(r, Err(DropReason::ChannelFull));
+        }
+    }
+    assert_eq!(c.stats().frames, 5);
+    assert_eq!(c.stats().enqueued, 2);
+    assert_eq!(c.stats().drops_for(DropReason::ChannelFull), 3);
+    let chan = c.channel_mut(ch).unwrap();
+    assert_eq!(chan.dropped_full, 3);
+    assert_eq!(chan.pop().map(|d| d.buf), Some(0));
+    assert_eq!(chan.pop().map(|d| d.buf), Some(1));
+    assert_eq!(chan.pop(), None);
+}
+
+#[test]
+fn channel_wraps_and_unpop_restores_order() {
+    let mut ch = Channel::new(3);
+    for round in 0..10u32 {
+        assert!(ch.push(Desc::new(round, 0)));
+        assert!(ch.push(Desc::new(round + 100, 0)));
+        let d = ch.pop().unwrap();
+        assert!(ch.unpop(d));
+        assert_eq!(ch.pop(), Some(Desc::new(round, 0)));
+        assert_eq!(ch.pop(), Some(Desc::new(round + 100, 0)));
+        assert!(ch.is_empty());
+    }
+}
+
+#[test]
+fn unbind_returns_queued_frames_and_frees_the_port() {
+    let mut c = cls();
+    let ch = c.bind_udp(ME, 7, 4).unwrap();
+    c.deliver(Desc::new(42, 0), &udp(7)).unwrap();
+    let mut left = Vec::new();
+    c.unbind_udp(ME, 7, &mut left).unwrap();
+    assert_eq!(left, vec![Desc::new(42, 0)]);
+    assert_eq!(c.classify(&udp(7)), Verdict::Channel(CONTROL));
+    // The channel slot is reused.
+    assert_eq!(c.bind_udp(ME, 8, 4).unwrap(), ch);
+}
+
+#[test]
+fn lookup_cost_does_not_depend_on_socket_count_semantics() {
+    // 10,000 sockets: every one is found, and an unbound port still is not.
+    let mut c = cls();
+    for p in 1000..11000u16 {
+        c.bind_udp(ME, p, 1).unwrap();
+    }
+    assert_eq!(c.sockets(), 10_000);
+    for p in (1000..11000u16).step_by(997) {
+        assert!(matches!(c.classify(&udp(p)), Verdict::Channel(ChannelId(n)) if n >= 2));
+    }
+    assert_eq!(c.classify(&udp(20000)), Verdict::Channel(CONTROL));
+}
