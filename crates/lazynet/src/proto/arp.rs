@@ -22,7 +22,9 @@
 //! * Work per call: [`ArpCache::lookup`], [`ArpCache::resolve`],
 //!   [`ArpCache::enqueue`] and [`ArpCache::update`] are O(probe length),
 //!   except that creating an entry in a full table scans it once to find the
-//!   oldest evictable entry (O(capacity)). [`ArpCache::poll`] scans the whole
+//!   oldest evictable entry (O(capacity)). Evictable: reachable, with no
+//!   undrained waiting packets; incomplete entries are never evicted, so a
+//!   table full of them refuses new addresses ([`Resolve::NoSpace`]). [`ArpCache::poll`] scans the whole
 //!   table (O(buckets)) and its output is bounded by the slices passed in.
 //!
 //! # Calling order
@@ -321,12 +323,13 @@ impl ArpCache {
     /// reachable entry when full. Returns its bucket.
     fn insert(&mut self, ip: u32, state: ArpState, now: u64) -> Option<usize> {
         if self.len >= self.cfg.capacity {
-            // Evict the oldest non-incomplete entry (O(capacity), rare).
+            // Evict the oldest reachable entry with no packets still waiting
+            // (those must be drained, not leaked). O(capacity), rare.
             let victim = self
                 .buckets
                 .iter()
                 .enumerate()
-                .filter(|(_, e)| e.used && e.state == ArpState::Reachable)
+                .filter(|(_, e)| e.used && e.state == ArpState::Reachable && e.q_len == 0)
                 .min_by_key(|(_, e)| e.created)
                 .map(|(i, _)| i);
             match victim {
