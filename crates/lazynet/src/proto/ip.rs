@@ -158,7 +158,7 @@ pub struct ReasmCounters {
     /// Datagrams discarded by the timeout.
     pub timeouts: u64,
     /// Drops by reason, indexed like [`ReasmDrop::ALL`].
-    pub drops: [u64; 7],
+    pub drops: [u64; ReasmDrop::ALL.len()],
 }
 
 impl ReasmCounters {
@@ -541,7 +541,10 @@ pub fn fragment_plan(
     if payload_len.saturating_add(ihl_bytes) > 65535 {
         return Err(FragError::TooBig);
     }
-    let room = mtu.saturating_sub(ihl_bytes);
+    if mtu < ihl_bytes {
+        return Err(FragError::MtuTooSmall);
+    }
+    let room = mtu - ihl_bytes;
     if payload_len <= room {
         return Ok(FragmentPlan {
             total: payload_len,
