@@ -128,7 +128,7 @@ fn give_up_with_small_output_slice_finishes_on_next_poll() {
         max_probes: 1,
         ..ArpConfig::default()
     });
-    c.resolve(ip(1), 0);
+    assert_eq!(c.resolve(ip(1), 0), Resolve::SendRequest);
     for n in 0..3 {
         c.enqueue(ip(1), d(n), 0).unwrap();
     }
@@ -147,13 +147,13 @@ fn per_address_queue_limit() {
         queue_per_addr: 3,
         ..ArpConfig::default()
     });
-    c.resolve(ip(1), 0);
+    assert_eq!(c.resolve(ip(1), 0), Resolve::SendRequest);
     for n in 0..3 {
         assert_eq!(c.enqueue(ip(1), d(n), 0), Ok(()));
     }
     assert_eq!(c.enqueue(ip(1), d(9), 0), Err(d(9)));
     assert_eq!(c.counters().queue_full_addr, 1);
-    c.resolve(ip(2), 0);
+    assert_eq!(c.resolve(ip(2), 0), Resolve::SendRequest);
     assert_eq!(c.enqueue(ip(2), d(10), 0), Ok(()));
 }
 
@@ -166,7 +166,7 @@ fn global_queue_limit_and_reuse_after_drain() {
     });
     let mut n = 0;
     for a in 1..=3 {
-        c.resolve(ip(a), 0);
+        assert_eq!(c.resolve(ip(a), 0), Resolve::SendRequest);
         for _ in 0..2 {
             let r = c.enqueue(ip(a), d(n), 0);
             assert_eq!(r.is_ok(), n < 5, "desc {n}");
@@ -175,7 +175,7 @@ fn global_queue_limit_and_reuse_after_drain() {
     }
     assert_eq!(c.waiting_total(), 5);
     assert_eq!(c.counters().queue_full_total, 1);
-    c.update(ip(1), MAC_A, false, 1);
+    let _ = c.update(ip(1), MAC_A, false, 1);
     let mut out = [Desc::default(); 8];
     assert_eq!(c.take_waiting(ip(1), &mut out), 2);
     assert_eq!(c.enqueue(ip(3), d(99), 1), Ok(()));
@@ -190,7 +190,7 @@ fn reachable_expires_and_is_reprobed() {
         reachable_ns: 60 * S,
         ..ArpConfig::default()
     });
-    c.update(ip(1), MAC_A, true, 0);
+    let _ = c.update(ip(1), MAC_A, true, 0);
     assert_eq!(c.lookup(ip(1), 60 * S - 1), Some(MAC_A));
     assert_eq!(c.lookup(ip(1), 60 * S), None);
     assert_eq!(c.resolve(ip(1), 60 * S), Resolve::SendRequest);
@@ -200,8 +200,8 @@ fn reachable_expires_and_is_reprobed() {
 #[test]
 fn poll_removes_expired_entries() {
     let mut c = cache();
-    c.update(ip(1), MAC_A, true, 0);
-    c.update(ip(2), MAC_B, true, 10 * S);
+    let _ = c.update(ip(1), MAC_A, true, 0);
+    let _ = c.update(ip(2), MAC_B, true, 10 * S);
     assert_eq!(c.poll_timeout(), Some(60 * S));
     poll(&mut c, 60 * S);
     assert_eq!(c.state(ip(1)), None);
@@ -212,7 +212,7 @@ fn poll_removes_expired_entries() {
 #[test]
 fn refresh_changes_mac_and_extends_life() {
     let mut c = cache();
-    c.update(ip(1), MAC_A, true, 0);
+    let _ = c.update(ip(1), MAC_A, true, 0);
     assert_eq!(c.update(ip(1), MAC_B, false, 30 * S), ArpUpdate::Refreshed);
     assert_eq!(c.lookup(ip(1), 89 * S), Some(MAC_B));
 }
@@ -225,10 +225,10 @@ fn eviction_takes_oldest_reachable_never_incomplete() {
         capacity: 4,
         ..ArpConfig::default()
     });
-    c.resolve(ip(1), 0); // incomplete, oldest of all
-    c.update(ip(2), MAC_A, true, 1);
-    c.update(ip(3), MAC_A, true, 2);
-    c.update(ip(4), MAC_A, true, 3);
+    assert_eq!(c.resolve(ip(1), 0), Resolve::SendRequest); // incomplete, oldest of all
+    let _ = c.update(ip(2), MAC_A, true, 1);
+    let _ = c.update(ip(3), MAC_A, true, 2);
+    let _ = c.update(ip(4), MAC_A, true, 3);
     assert_eq!(c.update(ip(5), MAC_B, true, 4), ArpUpdate::Created);
     assert_eq!(c.len(), 4);
     assert_eq!(c.state(ip(1)), Some(ArpState::Incomplete));
@@ -244,8 +244,8 @@ fn full_of_incomplete_refuses_new_addresses() {
         capacity: 2,
         ..ArpConfig::default()
     });
-    c.resolve(ip(1), 0);
-    c.resolve(ip(2), 0);
+    assert_eq!(c.resolve(ip(1), 0), Resolve::SendRequest);
+    assert_eq!(c.resolve(ip(2), 0), Resolve::SendRequest);
     assert_eq!(c.resolve(ip(3), 0), Resolve::NoSpace);
     assert_eq!(c.update(ip(3), MAC_A, true, 0), ArpUpdate::NoSpace);
     assert_eq!(c.counters().no_space, 2);

@@ -32,7 +32,7 @@ fn refills_at_rate_without_drift() {
 fn long_idle_refills_only_to_burst() {
     let mut l = RateLimiter::new(1000, 50, 0);
     for _ in 0..50 {
-        l.allow(0);
+        assert!(l.allow(0));
     }
     assert!(!l.allow(0));
     assert_eq!((0..100).filter(|_| l.allow(u64::MAX)).count(), 50);

@@ -369,6 +369,7 @@ impl ArpCache {
     ///
     /// RFC 1122 §2.3.2.1: requests for one address are rate limited to one
     /// per `retrans_ns`; an expired reachable entry is re-probed.
+    #[must_use]
     pub fn resolve(&mut self, ip: Ipv4Addr, now: u64) -> Resolve {
         let key = u32::from(ip);
         let Some(i) = self.find(key) else {
@@ -418,6 +419,7 @@ impl ArpCache {
     /// RFC 826 merge rule: an existing entry is updated whatever the packet's
     /// target; a new entry is created only when `targets_us` (the target
     /// protocol address is ours).
+    #[must_use]
     pub fn update(&mut self, ip: Ipv4Addr, mac: [u8; 6], targets_us: bool, now: u64) -> ArpUpdate {
         let key = u32::from(ip);
         if key == 0 || ip.is_broadcast() || ip.is_multicast() || mac[0] & 1 != 0 || mac == [0; 6] {
@@ -543,6 +545,7 @@ impl ArpCache {
     /// output are bounded by the table size and the two slices; anything
     /// that did not fit is done by the next call (call again while the
     /// result says a slice filled up).
+    #[must_use]
     pub fn poll(&mut self, now: u64, freed: &mut [Desc], requests: &mut [Ipv4Addr]) -> ArpPoll {
         let mut out = ArpPoll::default();
         let mut i = 0;

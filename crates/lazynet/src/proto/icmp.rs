@@ -50,6 +50,7 @@ impl RateLimiter {
     }
 
     /// May one more message be sent at `now`? Takes a token if so.
+    #[must_use]
     pub fn allow(&mut self, now: u64) -> bool {
         if now > self.last {
             let add = (now - self.last).saturating_mul(self.rate_per_sec);
