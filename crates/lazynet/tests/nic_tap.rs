@@ -46,15 +46,20 @@ fn arp_request(our_mac: [u8; 6], our_ip: [u8; 4], target_ip: [u8; 4]) -> [u8; 42
 fn arp_round_trip(nic: &mut impl TapLike, subnet: u8) -> [u8; 6] {
     let mac = nic.mac();
     let req = arp_request(mac, [10, 201, subnet, 2], [10, 201, subnet, 1]);
-    let mut b = [0u32; 1];
-    assert_eq!(nic.alloc(&mut b), 1);
-    nic.buffers_mut().buf_mut(b[0]).unwrap()[..42].copy_from_slice(&req);
-    assert_eq!(nic.send(&[Desc::new(b[0], 42)]), 1);
-
     let deadline = Instant::now() + Duration::from_secs(5);
     let mut out = [Desc::default(); 16];
     let mut seen = 0;
+    let mut next_send = Instant::now();
     while Instant::now() < deadline {
+        // Resend every 250 ms: right after attaching, the kernel may still
+        // drop its own transmissions until its link watcher has run.
+        if Instant::now() >= next_send {
+            let mut b = [0u32; 1];
+            assert_eq!(nic.alloc(&mut b), 1);
+            nic.buffers_mut().buf_mut(b[0]).unwrap()[..42].copy_from_slice(&req);
+            assert_eq!(nic.send(&[Desc::new(b[0], 42)]), 1);
+            next_send = Instant::now() + Duration::from_millis(250);
+        }
         nic.wait(Duration::from_millis(100));
         let n = nic.recv(&mut out);
         let mut found = None;
@@ -112,7 +117,7 @@ fn tap_create_in_fresh_namespace_arp() {
     let kmac = arp_round_trip(&mut nic, 11);
     assert_ne!(kmac, nic.mac(), "kernel side has its own MAC");
     assert_eq!(nic.free_buffers(), free0, "every buffer came back");
-    assert!(nic.stats().rx_frames >= 1 && nic.stats().tx_frames == 1);
+    assert!(nic.stats().rx_frames >= 1 && nic.stats().tx_frames >= 1);
     drop(nic);
     if let Ownership::Created(g) = own {
         g.cleanup().expect("cleanup");

@@ -218,6 +218,25 @@ impl PeerNs {
         Ok(())
     }
 
+    /// Waits (bounded) until the kernel reports the device's operational
+    /// state as UP; returns whether it did. Even then, transmissions of the
+    /// kernel side may lag a few milliseconds: protocols retry anyway.
+    pub fn wait_oper_up(&self, timeout: std::time::Duration) -> bool {
+        let c = &self.cfg;
+        let end = std::time::Instant::now() + timeout;
+        loop {
+            if let Ok(s) = ip(&["-n", &c.ns, "-o", "link", "show", "dev", &c.dev]) {
+                if s.contains("state UP") {
+                    return true;
+                }
+            }
+            if std::time::Instant::now() >= end {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     /// Deletes the device and the namespace. Idempotent: absent things are
     /// not an error.
     pub fn down(&self) -> io::Result<()> {
@@ -243,6 +262,10 @@ impl PeerNs {
         tcfg.name = c.dev.clone();
         if self.exists() {
             let nic = TapNic::attach_in_netns(&c.ns, &tcfg)?;
+            // Attaching turns the carrier on; the kernel activates the
+            // device's queue (and starts transmitting) only when its link
+            // watcher runs, up to ~1 s later. Wait for that, bounded.
+            self.wait_oper_up(std::time::Duration::from_secs(2));
             return Ok((nic, Ownership::Attached));
         }
         let created_ns = !netns_exists(&c.ns);

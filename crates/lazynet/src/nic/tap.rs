@@ -281,10 +281,12 @@ impl TapNic {
         }
         // SAFETY: fcntl on a valid fd, integer arguments only.
         let fl = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
+        if fl < 0 {
+            return Err(io::Error::last_os_error());
+        }
         // SAFETY: as above.
-        if fl < 0
-            || unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK) } < 0
-        {
+        let rc = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK) };
+        if rc < 0 {
             return Err(io::Error::last_os_error());
         }
         let bufs = BufArea::private("lazynet-tap", cfg.buf_size, cfg.buf_count)?;
@@ -403,7 +405,8 @@ impl Nic for TapNic {
                 }
                 break;
             }
-            out[n] = Desc::new(b, r as u16);
+            // 0 < r <= cap <= u16::MAX
+            out[n] = Desc::new(b, u16::try_from(r).unwrap_or(u16::MAX));
             n += 1;
         }
         self.stats.rx_frames += n as u64;
