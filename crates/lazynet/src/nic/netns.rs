@@ -268,6 +268,15 @@ impl PeerNs {
             self.wait_oper_up(std::time::Duration::from_secs(2));
             return Ok((nic, Ownership::Attached));
         }
+        // TUNSETIFF would silently attach to a same-named device here (for
+        // example a stale persistent one) and we would then move and later
+        // delete it: refuse instead.
+        if ip(&["link", "show", "dev", &c.dev]).is_ok() {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("a device named {} already exists in this namespace", c.dev),
+            ));
+        }
         let created_ns = !netns_exists(&c.ns);
         if created_ns {
             ip(&["netns", "add", &c.ns])?;

@@ -21,6 +21,13 @@
 //! and `send` one `write()` per frame. Nothing allocates on the data path.
 //! This is the unavoidable cost of the TAP interface (~0.8 Mpps per core);
 //! AF_PACKET/AF_XDP drivers are the batched alternatives.
+//!
+//! A frame longer than a buffer cannot be read whole: the kernel copies what
+//! fits and silently reports the copied length, so `recv` reads with `readv`
+//! into the buffer plus one spare byte; a frame that reaches the spare byte
+//! is dropped and counted in
+//! `rx_truncated`. Buffers hold at least MTU + 14 bytes, so this only happens
+//! if the kernel side's MTU is raised above ours.
 
 use std::fs::File;
 use std::io;
@@ -92,6 +99,8 @@ pub struct TapStats {
     /// Descriptors handed to `send`/`release` that were out of range or
     /// named a buffer the NIC already owned (ignored).
     pub bad_desc: u64,
+    /// Frames longer than a buffer, dropped.
+    pub rx_truncated: u64,
     /// `recv` found no free buffer.
     pub no_buffer: u64,
 }
@@ -380,7 +389,9 @@ impl Nic for TapNic {
         let want = out.len().min(self.batch);
         let fd = self.fd.as_raw_fd();
         let mut n = 0;
-        while n < want {
+        // At most `want` reads per call, even if frames are being dropped
+        // (truncated) or reads are interrupted.
+        for _ in 0..want {
             let Some(b) = self.free.pop() else {
                 self.stats.no_buffer += 1;
                 break;
@@ -390,9 +401,22 @@ impl Nic for TapNic {
                 break;
             };
             let cap = buf.len().min(u16::MAX as usize);
-            // SAFETY: `buf` is a writable slice of at least `cap` bytes that
-            // this NIC owns (it came off the free list).
-            let r = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), cap) };
+            // One byte past the buffer tells a frame that did not fit (the
+            // kernel truncates silently and reports the truncated length).
+            let mut tail = [0u8; 1];
+            let iov = [
+                libc::iovec {
+                    iov_base: buf.as_mut_ptr().cast(),
+                    iov_len: cap,
+                },
+                libc::iovec {
+                    iov_base: tail.as_mut_ptr().cast(),
+                    iov_len: tail.len(),
+                },
+            ];
+            // SAFETY: both iovecs describe live, writable memory this NIC owns:
+            // `cap` bytes of a buffer that came off the free list, and `tail`.
+            let r = unsafe { libc::readv(fd, iov.as_ptr(), 2) };
             if r <= 0 {
                 self.free.push(b);
                 if r < 0 {
@@ -405,8 +429,14 @@ impl Nic for TapNic {
                 }
                 break;
             }
-            // 0 < r <= cap <= u16::MAX
-            out[n] = Desc::new(b, u16::try_from(r).unwrap_or(u16::MAX));
+            let len = r as usize; // r > 0
+            if len > cap {
+                self.stats.rx_truncated += 1;
+                self.free.push(b);
+                continue;
+            }
+            // len <= cap <= u16::MAX
+            out[n] = Desc::new(b, u16::try_from(len).unwrap_or(0));
             n += 1;
         }
         self.stats.rx_frames += n as u64;
