@@ -316,12 +316,17 @@ impl<N: Nic, W: Write> PcapNic<N, W> {
             .count() as u64
     }
 
-    /// Flushes the file (also done on drop).
+    /// Flushes the file (also done by `flush()` and on drop). An error is
+    /// counted and stops recording, like any write error.
     pub fn flush_file(&mut self) -> io::Result<()> {
-        match self.out.as_mut() {
+        let r = match self.out.as_mut() {
             Some(out) => out.flush(),
             None => Ok(()),
+        };
+        if r.is_err() {
+            self.fail();
         }
+        r
     }
 }
 
