@@ -167,7 +167,10 @@ fn wirepair_between_processes() {
                 let f = b.buffers().frame(*d).unwrap();
                 let seq = u32::from_le_bytes(f[..4].try_into().unwrap());
                 assert_eq!(seq, seen, "frame lost or reordered");
-                assert!(f[4..].iter().enumerate().all(|(k, &x)| x == pattern(seq, k + 4)));
+                assert!(f[4..]
+                    .iter()
+                    .enumerate()
+                    .all(|(k, &x)| x == pattern(seq, k + 4)));
                 b.buffers_mut().buf_mut(d.buf).unwrap()[4] ^= 0xff;
                 seen += 1;
             }
@@ -228,7 +231,11 @@ fn wirepair_between_processes() {
     }
     wait_ok(child);
     let s = a.stats();
-    assert_eq!(s.rx_bad_desc + s.ret_bad + s.release_bad + s.ring_corrupt, 0, "{s:?}");
+    assert_eq!(
+        s.rx_bad_desc + s.ret_bad + s.release_bad + s.ring_corrupt,
+        0,
+        "{s:?}"
+    );
     let mut all = vec![0u32; 256];
     assert_eq!(a.alloc(&mut all), 128, "A's buffers all came home");
 }
