@@ -1,0 +1,167 @@
+//! Ring throughput and round-trip latency between two processes pinned to
+//! cores 0 and 1, sharing one memfd region (`cargo bench --bench ring`).
+//!
+//! The peer is this binary re-executed with `LAZYNET_RING_BENCH_FD` naming the
+//! inherited memfd. Throughput: the parent pushes `PER_REP` descriptors in
+//! batches of `BATCH`, the child pops and checks them; timed from the first
+//! push until the ring has drained. Latency: one `u32` ping, one pong.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::process::Command;
+use std::time::Instant;
+
+use lazynet::mem::ring::{layout_size, Consumer, Producer, Ring};
+use lazynet::mem::{Desc, Region};
+
+const ENV_FD: &str = "LAZYNET_RING_BENCH_FD";
+const CAP: u32 = 4096;
+const BATCH: usize = 64;
+const PER_REP: u64 = 50_000_000;
+const REPS: usize = 5;
+const PINGS: usize = 200_000;
+const PING_CAP: u32 = 64;
+
+fn offsets() -> (usize, usize, usize, usize) {
+    let data = 0;
+    let ping = data + layout_size::<Desc>(CAP);
+    let pong = ping + layout_size::<u32>(PING_CAP);
+    let end = pong + layout_size::<u32>(PING_CAP);
+    (data, ping, pong, end)
+}
+
+fn pin(cpu: usize) {
+    // SAFETY: cpu_set_t is plain data; zeroed is the empty set. The call only
+    // reads the set we pass for the calling thread (pid 0).
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) != 0 {
+            eprintln!("warning: could not pin to cpu {cpu}");
+        }
+    }
+}
+
+fn child(fd: OwnedFd) {
+    pin(1);
+    let region = Region::open(fd).unwrap();
+    let (data, ping, pong, _) = offsets();
+    let mut rx = Consumer::<Desc>::attach(&region, data).unwrap();
+    let mut pings = Consumer::<u32>::attach(&region, ping).unwrap();
+    let mut pongs = Producer::<u32>::attach(&region, pong).unwrap();
+    let mut buf = [Desc::default(); BATCH];
+    let total = PER_REP * REPS as u64;
+    let mut expect = 0u64;
+    while expect < total {
+        let n = rx.pop(&mut buf);
+        for d in &buf[..n] {
+            if d.buf != expect as u32 {
+                eprintln!("sequence error: got {} want {}", d.buf, expect as u32);
+                std::process::exit(1);
+            }
+            expect += 1;
+        }
+        if n == 0 {
+            std::hint::spin_loop();
+        }
+    }
+    let mut done = 0;
+    while done < PINGS {
+        if let Some(v) = pings.pop_one() {
+            while pongs.push_one(v).is_err() {}
+            done += 1;
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+fn main() {
+    if let Ok(fd) = std::env::var(ENV_FD) {
+        // SAFETY: the parent passed us this inherited fd; nothing else owns it.
+        child(unsafe { OwnedFd::from_raw_fd(fd.parse().unwrap()) });
+        return;
+    }
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    pin(0);
+    let (data, ping, pong, end) = offsets();
+    let region = Region::create("ring-bench", end).unwrap();
+    Ring::<Desc>::init(&region, data, CAP).unwrap();
+    Ring::<u32>::init(&region, ping, PING_CAP).unwrap();
+    Ring::<u32>::init(&region, pong, PING_CAP).unwrap();
+    let mut tx = Producer::<Desc>::attach(&region, data).unwrap();
+    let mut pings = Producer::<u32>::attach(&region, ping).unwrap();
+    let mut pongs = Consumer::<u32>::attach(&region, pong).unwrap();
+    // SAFETY: dup of a valid fd; the copy (no FD_CLOEXEC) is inherited by the
+    // child and closed here after spawning.
+    let fd = unsafe { libc::dup(region.fd().as_raw_fd()) };
+    let mut peer = Command::new(std::env::current_exe().unwrap())
+        .env(ENV_FD, fd.to_string())
+        .spawn()
+        .unwrap();
+    // SAFETY: our duplicate, not used afterwards.
+    unsafe { libc::close(fd) };
+
+    println!(
+        "ring bench: {REPS} x {PER_REP} descriptors, batch {BATCH}, capacity {CAP}, cores 0 -> 1"
+    );
+    let mut seq = 0u64;
+    let mut batch = [Desc::default(); BATCH];
+    let mut rates = Vec::new();
+    for rep in 0..REPS {
+        let t0 = Instant::now();
+        let end = seq + PER_REP;
+        while seq < end {
+            let k = ((end - seq) as usize).min(BATCH);
+            for (i, d) in batch[..k].iter_mut().enumerate() {
+                *d = Desc::new((seq + i as u64) as u32, 64);
+            }
+            let mut off = 0;
+            while off < k {
+                let n = tx.push(&batch[off..k]);
+                if n == 0 {
+                    std::hint::spin_loop();
+                }
+                off += n;
+            }
+            seq += k as u64;
+        }
+        while !tx.is_empty() {
+            std::hint::spin_loop();
+        }
+        let secs = t0.elapsed().as_secs_f64();
+        let rate = PER_REP as f64 / secs / 1e6;
+        println!("  rep {rep}: {rate:.1} M desc/s ({secs:.3} s)");
+        rates.push(rate);
+    }
+    rates.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    println!(
+        "throughput median: {:.1} M descriptors/s (goal >= 20)",
+        rates[REPS / 2]
+    );
+
+    let mut lat = Vec::with_capacity(PINGS);
+    for i in 0..PINGS {
+        let t = Instant::now();
+        while pings.push_one(i as u32).is_err() {}
+        loop {
+            if let Some(v) = pongs.pop_one() {
+                assert_eq!(v, i as u32);
+                break;
+            }
+            std::hint::spin_loop();
+        }
+        lat.push(t.elapsed().as_nanos() as u64);
+    }
+    lat.sort_unstable();
+    let q = |p: f64| lat[((lat.len() as f64 * p) as usize).min(lat.len() - 1)];
+    println!(
+        "round trip ({PINGS} pings): p50 {} ns, p99 {} ns, p99.9 {} ns",
+        q(0.5),
+        q(0.99),
+        q(0.999)
+    );
+    let st = peer.wait().unwrap();
+    assert!(st.success(), "peer failed: {st}");
+}
