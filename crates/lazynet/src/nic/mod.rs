@@ -49,4 +49,12 @@ pub trait Nic {
     /// Moves any batched work forward (flush pending transmissions, refill
     /// receive buffers). Drivers that do everything eagerly need not override.
     fn flush(&mut self) {}
+
+    /// Waits until a frame may be ready or `timeout_ns` passes (`None`:
+    /// driver's choice, short). Only an idle caller uses it; drivers without
+    /// a way to sleep on their device just yield the CPU.
+    fn wait(&mut self, timeout_ns: Option<u64>) {
+        let _ = timeout_ns;
+        std::thread::yield_now();
+    }
 }

@@ -306,6 +306,10 @@ impl<N: Nic, W: Write> Nic for PcapNic<N, W> {
         self.inner.flush();
         self.flush_out();
     }
+
+    fn wait(&mut self, timeout_ns: Option<u64>) {
+        self.inner.wait(timeout_ns)
+    }
 }
 
 impl<N: Nic, W: Write> PcapNic<N, W> {

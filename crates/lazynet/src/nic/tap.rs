@@ -495,6 +495,12 @@ impl Nic for TapNic {
             }
         }
     }
+
+    fn wait(&mut self, timeout_ns: Option<u64>) {
+        // Sleep in poll(2) on the device; at most 10 ms so timers still run.
+        let t = Duration::from_nanos(timeout_ns.unwrap_or(10_000_000).min(10_000_000));
+        let _ = self.wait_readable(Some(t));
+    }
 }
 
 #[cfg(test)]
