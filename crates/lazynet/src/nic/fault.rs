@@ -476,7 +476,8 @@ impl<N: Nic> Nic for FaultNic<N> {
     fn wait(&mut self, timeout_ns: Option<u64>) {
         // Held frames become due with time, not with device readiness:
         // never sleep on the device for long.
-        self.inner.wait(Some(timeout_ns.unwrap_or(1_000_000).min(1_000_000)))
+        self.inner
+            .wait(Some(timeout_ns.unwrap_or(1_000_000).min(1_000_000)))
     }
 }
 

@@ -29,13 +29,21 @@ impl UdpSocket {
     /// Binds to `local` (`0.0.0.0` for any address, port 0 for an ephemeral
     /// port) with the stack's default channel capacity.
     pub fn bind<N: Nic>(stack: &mut Stack<N>, local: SocketAddrV4) -> Result<Self, SocketError> {
-        Ok(UdpSocket { h: stack.udp_bind(local, None)? })
+        Ok(UdpSocket {
+            h: stack.udp_bind(local, None)?,
+        })
     }
 
     /// Binds with a channel of `cap` frames: the socket's limit of frames
     /// waiting for it; beyond it the classifier drops early.
-    pub fn bind_with_capacity<N: Nic>(stack: &mut Stack<N>, local: SocketAddrV4, cap: usize) -> Result<Self, SocketError> {
-        Ok(UdpSocket { h: stack.udp_bind(local, Some(cap))? })
+    pub fn bind_with_capacity<N: Nic>(
+        stack: &mut Stack<N>,
+        local: SocketAddrV4,
+        cap: usize,
+    ) -> Result<Self, SocketError> {
+        Ok(UdpSocket {
+            h: stack.udp_bind(local, Some(cap))?,
+        })
     }
 
     /// The stack's handle of this socket.
@@ -50,13 +58,22 @@ impl UdpSocket {
 
     /// Sets the default destination; afterwards only datagrams from `peer`
     /// are received.
-    pub fn connect<N: Nic>(&self, stack: &mut Stack<N>, peer: SocketAddrV4) -> Result<(), SocketError> {
+    pub fn connect<N: Nic>(
+        &self,
+        stack: &mut Stack<N>,
+        peer: SocketAddrV4,
+    ) -> Result<(), SocketError> {
         stack.udp_connect(self.h, Some(peer))
     }
 
     /// Sends a datagram to `dst`. Fails with [`SocketError::NoBuffers`] when
     /// the NIC has no room now.
-    pub fn send_to<N: Nic>(&self, stack: &mut Stack<N>, buf: &[u8], dst: SocketAddrV4) -> Result<usize, SocketError> {
+    pub fn send_to<N: Nic>(
+        &self,
+        stack: &mut Stack<N>,
+        buf: &[u8],
+        dst: SocketAddrV4,
+    ) -> Result<usize, SocketError> {
         let now = stack.now();
         stack.udp_send_to(self.h, buf, dst, now)
     }
@@ -69,7 +86,11 @@ impl UdpSocket {
 
     /// Receives a datagram if one is queued, copying its payload into `buf`
     /// (truncated to `buf.len()`); returns the bytes copied and the source.
-    pub fn recv_from<N: Nic>(&self, stack: &mut Stack<N>, buf: &mut [u8]) -> Result<(usize, SocketAddrV4), SocketError> {
+    pub fn recv_from<N: Nic>(
+        &self,
+        stack: &mut Stack<N>,
+        buf: &mut [u8],
+    ) -> Result<(usize, SocketAddrV4), SocketError> {
         stack.udp_recv_with(self.h, |p, from| {
             let n = p.len().min(buf.len());
             buf[..n].copy_from_slice(&p[..n]);
@@ -85,7 +106,11 @@ impl UdpSocket {
 
     /// Receives a datagram and lets `f` read its payload in place, with no
     /// copy.
-    pub fn recv_with<N: Nic, R>(&self, stack: &mut Stack<N>, f: impl FnOnce(&[u8], SocketAddrV4) -> R) -> Result<R, SocketError> {
+    pub fn recv_with<N: Nic, R>(
+        &self,
+        stack: &mut Stack<N>,
+        f: impl FnOnce(&[u8], SocketAddrV4) -> R,
+    ) -> Result<R, SocketError> {
         stack.udp_recv_with(self.h, f)
     }
 
@@ -108,7 +133,9 @@ impl UdpSocket {
                 return Err(SocketError::TimedOut);
             }
             if stack.poll(now).received == 0 {
-                stack.nic_mut().wait(deadline.map(|d| d.saturating_sub(now)));
+                stack
+                    .nic_mut()
+                    .wait(deadline.map(|d| d.saturating_sub(now)));
             }
         }
     }

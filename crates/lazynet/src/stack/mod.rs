@@ -42,10 +42,14 @@ use crate::mem::Desc;
 use crate::nic::Nic;
 use crate::proto::arp::{ArpCache, ArpConfig, ArpCounters, ArpUpdate, Resolve};
 use crate::proto::icmp::{may_send_error, ErrorContext, RateLimiter};
-use crate::proto::ip::{fragment_plan, IdentGen, ReasmConfig, ReasmCounters, ReasmKey, Reassembler};
+use crate::proto::ip::{
+    fragment_plan, IdentGen, ReasmConfig, ReasmCounters, ReasmKey, Reassembler,
+};
 use crate::proto::udp::PortAllocator;
 use crate::wire::checksum;
-use crate::wire::ethernet::{EthernetAddress, EthernetRepr, ETHERTYPE_ARP, ETHERTYPE_IPV4, HEADER_LEN as ETH_LEN};
+use crate::wire::ethernet::{
+    EthernetAddress, EthernetRepr, ETHERTYPE_ARP, ETHERTYPE_IPV4, HEADER_LEN as ETH_LEN,
+};
 use crate::wire::icmp::{self, IcmpPacket};
 use crate::wire::ipv4::{PROTO_ICMP, PROTO_UDP};
 use crate::wire::{ArpOperation, ArpPacket, ArpRepr, Ipv4Packet, Ipv4Repr, UdpPacket, UdpRepr};
@@ -114,7 +118,10 @@ impl Default for StackConfig {
             seed: 0x006c_617a_796e_6574,
             // Fragmented datagrams may wait for ARP as a whole: allow a
             // 64 KiB datagram's fragments per address.
-            arp: ArpConfig { queue_per_addr: 48, ..ArpConfig::default() },
+            arp: ArpConfig {
+                queue_per_addr: 48,
+                ..ArpConfig::default()
+            },
             reasm: ReasmConfig::default(),
         }
     }
@@ -320,7 +327,12 @@ impl StackStats {
     /// dropped by the stack. `rx_frames - frames_accounted()` frames are still
     /// queued in channels.
     pub fn frames_accounted(&self) -> u64 {
-        self.demux.dropped() + self.arp_handled + self.icmp_echo_replies + self.frags_absorbed + self.udp_delivered + self.rx_frame_drops
+        self.demux.dropped()
+            + self.arp_handled
+            + self.icmp_echo_replies
+            + self.frags_absorbed
+            + self.udp_delivered
+            + self.rx_frame_drops
     }
 
     /// Writes every non-zero counter as `name value` lines.
@@ -336,7 +348,10 @@ impl StackStats {
             ("arp_requests_sent", self.arp_requests_sent),
             ("arp_replies_sent", self.arp_replies_sent),
             ("icmp_echo_replies", self.icmp_echo_replies),
-            ("icmp_echo_replies_reassembled", self.icmp_echo_replies_reassembled),
+            (
+                "icmp_echo_replies_reassembled",
+                self.icmp_echo_replies_reassembled,
+            ),
             ("icmp_unreach_sent", self.icmp_unreach_sent),
             ("icmp_suppressed", self.icmp_suppressed),
             ("frags_absorbed", self.frags_absorbed),
@@ -537,8 +552,14 @@ impl<N: Nic> Out<N> {
         };
         let mac = self.mac;
         let addr = self.addr;
-        let Some(buf) = self.nic.buffers_mut().buf_mut(b) else { return };
-        let eth = EthernetRepr { src: EthernetAddress(mac), dst: EthernetAddress::BROADCAST, ethertype: ETHERTYPE_ARP };
+        let Some(buf) = self.nic.buffers_mut().buf_mut(b) else {
+            return;
+        };
+        let eth = EthernetRepr {
+            src: EthernetAddress(mac),
+            dst: EthernetAddress::BROADCAST,
+            ethertype: ETHERTYPE_ARP,
+        };
         let arp = ArpRepr {
             operation: ArpOperation::Request,
             sender_hw: EthernetAddress(mac),
@@ -558,7 +579,14 @@ impl<N: Nic> Out<N> {
     /// Sends an IP packet whose payload is `parts` concatenated, fragmenting
     /// it to the link MTU (RFC 791 §3.2). Copies the payload once into
     /// transmit buffers. Returns false if it was dropped (counted).
-    fn ip_output(&mut self, src: Ipv4Addr, dst: Ipv4Addr, proto: u8, parts: [&[u8]; 2], now: u64) -> Result<(), StackDrop> {
+    fn ip_output(
+        &mut self,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        proto: u8,
+        parts: [&[u8]; 2],
+        now: u64,
+    ) -> Result<(), StackDrop> {
         let total = parts[0].len() + parts[1].len();
         let Some(hop) = self.next_hop(dst) else {
             self.drop_tx(StackDrop::NoRoute);
@@ -583,7 +611,9 @@ impl<N: Nic> Out<N> {
             };
             let my_mac = self.mac;
             let ttl = self.ttl;
-            let Some(buf) = self.nic.buffers_mut().buf_mut(b) else { return Err(StackDrop::TxNoBuffer) };
+            let Some(buf) = self.nic.buffers_mut().buf_mut(b) else {
+                return Err(StackDrop::TxNoBuffer);
+            };
             let frame_len = ETH_LEN + 20 + len;
             if buf.len() < frame_len {
                 self.release(Desc::new(b, 0));
@@ -664,12 +694,25 @@ fn copy_range(parts: [&[u8]; 2], off: usize, out: &mut [u8]) {
     }
 }
 
+/// RFC 1624 eqn. 3 yields 0x0000 where a full computation gives 0xFFFF
+/// exactly when every other byte of the message is zero (the sum is +0, not
+/// −0, RFC 1624 §5). Only then: recompute. `msg` is an ICMP message whose
+/// checksum field (bytes 2..4) was just updated.
+#[inline]
+fn fix_minus_zero(msg: &mut [u8]) {
+    if msg.len() >= 4 && msg[2] == 0 && msg[3] == 0 {
+        let c = checksum::checksum(msg);
+        msg[2..4].copy_from_slice(&c.to_be_bytes());
+    }
+}
+
 /// Parses a received Ethernet/IPv4/UDP frame lazily: header checksum, UDP
 /// length and checksum (RFC 768; a zero checksum means none, RFC 1122
 /// §4.1.3.4). Returns (source, destination address, payload).
 #[inline]
 fn parse_udp_frame(frame: &[u8]) -> Result<(SocketAddrV4, Ipv4Addr, &[u8]), StackDrop> {
-    let ip = Ipv4Packet::new_checked(frame.get(ETH_LEN..).unwrap_or(&[])).map_err(|_| StackDrop::IpHeader)?;
+    let ip = Ipv4Packet::new_checked(frame.get(ETH_LEN..).unwrap_or(&[]))
+        .map_err(|_| StackDrop::IpHeader)?;
     if !ip.verify_checksum() {
         return Err(StackDrop::IpChecksum);
     }
@@ -681,7 +724,11 @@ fn parse_udp_frame(frame: &[u8]) -> Result<(SocketAddrV4, Ipv4Addr, &[u8]), Stac
 }
 
 #[inline]
-fn parse_udp(dgram: &[u8], src: Ipv4Addr, dst: Ipv4Addr) -> Result<(SocketAddrV4, Ipv4Addr, &[u8]), StackDrop> {
+fn parse_udp(
+    dgram: &[u8],
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+) -> Result<(SocketAddrV4, Ipv4Addr, &[u8]), StackDrop> {
     let udp = UdpPacket::new_checked(dgram).map_err(|_| StackDrop::UdpHeader)?;
     if !udp.verify_checksum(src, dst) {
         return Err(StackDrop::UdpChecksum);
@@ -725,9 +772,16 @@ impl<N: Nic> Stack<N> {
     pub fn new(nic: N, cfg: StackConfig) -> Self {
         let mac = nic.mac();
         let mtu = nic.mtu();
-        let mask = if cfg.prefix_len == 0 { 0 } else { u32::MAX << (32 - cfg.prefix_len.min(32) as u32) };
+        let mask = if cfg.prefix_len == 0 {
+            0
+        } else {
+            u32::MAX << (32 - cfg.prefix_len.min(32) as u32)
+        };
         let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
-        let arp_cfg = ArpConfig { hash_seed: rng.next_u64(), ..cfg.arp };
+        let arp_cfg = ArpConfig {
+            hash_seed: rng.next_u64(),
+            ..cfg.arp
+        };
         let ident = IdentGen::new(rng.next_u64());
         Stack {
             out: Out {
@@ -743,7 +797,13 @@ impl<N: Nic> Stack<N> {
                 release: Vec::with_capacity(MAX_BATCH),
                 stats: OutStats::default(),
             },
-            demux: Classifier::new(mac, cfg.addr, cfg.prefix_len, cfg.control_cap, cfg.fragment_cap),
+            demux: Classifier::new(
+                mac,
+                cfg.addr,
+                cfg.prefix_len,
+                cfg.control_cap,
+                cfg.fragment_cap,
+            ),
             reasm: Reassembler::new(cfg.reasm),
             store: DgramStore::new(cfg.reasm_store),
             sockets: Vec::new(),
@@ -836,12 +896,16 @@ impl<N: Nic> Stack<N> {
             }
         }
         for _ in 0..self.control_budget {
-            let Some(d) = self.demux.channel_mut(CONTROL).and_then(|c| c.pop()) else { break };
+            let Some(d) = self.demux.channel_mut(CONTROL).and_then(|c| c.pop()) else {
+                break;
+            };
             self.control_input(d, now);
             work.processed += 1;
         }
         for _ in 0..self.control_budget {
-            let Some(d) = self.demux.channel_mut(FRAGMENT).and_then(|c| c.pop()) else { break };
+            let Some(d) = self.demux.channel_mut(FRAGMENT).and_then(|c| c.pop()) else {
+                break;
+            };
             self.fragment_input(d, now);
             work.processed += 1;
         }
@@ -901,7 +965,11 @@ impl<N: Nic> Stack<N> {
         };
         let for_us = repr.target_ip == self.out.addr;
         self.stats.arp_handled += 1;
-        if let ArpUpdate::Resolved { .. } = self.out.arp.update(repr.sender_ip, repr.sender_hw.0, for_us, now) {
+        if let ArpUpdate::Resolved { .. } =
+            self.out
+                .arp
+                .update(repr.sender_ip, repr.sender_hw.0, for_us, now)
+        {
             self.out.send_waiting(repr.sender_ip, repr.sender_hw.0);
         }
         let valid_sender = repr.sender_hw.is_unicast() && !repr.sender_ip.is_unspecified();
@@ -913,12 +981,20 @@ impl<N: Nic> Stack<N> {
                 target_hw: repr.sender_hw,
                 target_ip: repr.sender_ip,
             };
-            let eth = EthernetRepr { src: EthernetAddress(self.out.mac), dst: repr.sender_hw, ethertype: ETHERTYPE_ARP };
+            let eth = EthernetRepr {
+                src: EthernetAddress(self.out.mac),
+                dst: repr.sender_hw,
+                ethertype: ETHERTYPE_ARP,
+            };
             let off = d.off as usize;
             if let Some(buf) = self.out.nic.buffers_mut().buf_mut(d.buf) {
                 let b = &mut buf[off..];
                 if eth.emit(b).is_ok() && reply.emit(&mut b[ETH_LEN..]).is_ok() {
-                    let rd = Desc { buf: d.buf, off: d.off, len: (ETH_LEN + crate::wire::arp::PACKET_LEN) as u16 };
+                    let rd = Desc {
+                        buf: d.buf,
+                        off: d.off,
+                        len: (ETH_LEN + crate::wire::arp::PACKET_LEN) as u16,
+                    };
                     if self.out.transmit(rd) {
                         self.stats.arp_replies_sent += 1;
                     }
@@ -962,12 +1038,21 @@ impl<N: Nic> Stack<N> {
                 let ctx = ErrorContext {
                     is_icmp_error: false,
                     to_broadcast_or_multicast: bcast,
-                    bad_source: src.is_unspecified() || src.is_broadcast() || src.is_multicast() || src.is_loopback(),
+                    bad_source: src.is_unspecified()
+                        || src.is_broadcast()
+                        || src.is_multicast()
+                        || src.is_loopback(),
                     non_first_fragment: false,
                 };
                 let mut msg = [0u8; icmp::HEADER_LEN + 60 + icmp::QUOTED_DATA_LEN];
                 let n = match may_send_error(ctx, &mut self.icmp_limit, now) {
-                    Ok(()) => icmp::emit_dest_unreachable(&mut msg, icmp::CODE_PORT_UNREACHABLE, 0, ip.packet()).unwrap_or(0),
+                    Ok(()) => icmp::emit_dest_unreachable(
+                        &mut msg,
+                        icmp::CODE_PORT_UNREACHABLE,
+                        0,
+                        ip.packet(),
+                    )
+                    .unwrap_or(0),
                     Err(_) => {
                         self.stats.icmp_suppressed += 1;
                         0
@@ -976,7 +1061,11 @@ impl<N: Nic> Stack<N> {
                 self.rx_fail(d, StackDrop::UdpNoSocket);
                 if n > 0 {
                     let me = self.out.addr;
-                    if self.out.ip_output(me, src, PROTO_ICMP, [&msg[..n], &[]], now).is_ok() {
+                    if self
+                        .out
+                        .ip_output(me, src, PROTO_ICMP, [&msg[..n], &[]], now)
+                        .is_ok()
+                    {
                         self.stats.icmp_unreach_sent += 1;
                     }
                 }
@@ -998,7 +1087,9 @@ impl<N: Nic> Stack<N> {
         let mymac = self.out.mac;
         let ttl = self.out.ttl;
         let off = d.off as usize;
-        let Some(buf) = self.out.nic.buffers_mut().buf_mut(d.buf) else { return };
+        let Some(buf) = self.out.nic.buffers_mut().buf_mut(d.buf) else {
+            return;
+        };
         let f = &mut buf[off..off + ETH_LEN + total];
         let peer_mac: [u8; 6] = [f[6], f[7], f[8], f[9], f[10], f[11]];
         f[0..6].copy_from_slice(&peer_mac);
@@ -1017,7 +1108,12 @@ impl<N: Nic> Stack<N> {
         ic[0] = icmp::TYPE_ECHO_REPLY;
         let new = checksum::update(old, (icmp::TYPE_ECHO_REQUEST as u16) << 8 | code, code);
         ic[2..4].copy_from_slice(&new.to_be_bytes());
-        let rd = Desc { buf: d.buf, off: d.off, len: (ETH_LEN + total) as u16 };
+        fix_minus_zero(&mut ic[..total - hl]);
+        let rd = Desc {
+            buf: d.buf,
+            off: d.off,
+            len: (ETH_LEN + total) as u16,
+        };
         self.stats.icmp_echo_replies += 1;
         self.out.transmit(rd);
     }
@@ -1033,8 +1129,20 @@ impl<N: Nic> Stack<N> {
         if !ip.verify_checksum() {
             return self.rx_fail(d, StackDrop::IpChecksum);
         }
-        let key = ReasmKey { src: ip.src(), dst: ip.dst(), ident: ip.ident(), protocol: ip.protocol() };
-        let r = self.reasm.insert(key, ip.frag_offset() as usize, ip.more_frags(), ip.header(), ip.payload(), now);
+        let key = ReasmKey {
+            src: ip.src(),
+            dst: ip.dst(),
+            ident: ip.ident(),
+            protocol: ip.protocol(),
+        };
+        let r = self.reasm.insert(
+            key,
+            ip.frag_offset() as usize,
+            ip.more_frags(),
+            ip.header(),
+            ip.payload(),
+            now,
+        );
         match r {
             Ok(None) => self.stats.frags_absorbed += 1,
             Ok(Some(dg)) => {
@@ -1044,13 +1152,21 @@ impl<N: Nic> Stack<N> {
                 let payload = dg.payload;
                 match key.protocol {
                     PROTO_UDP => {
-                        let port = if payload.len() >= 8 { Some(u16::from_be_bytes([payload[2], payload[3]])) } else { None };
+                        let port = if payload.len() >= 8 {
+                            Some(u16::from_be_bytes([payload[2], payload[3]]))
+                        } else {
+                            None
+                        };
                         match port.and_then(|p| self.demux.lookup_udp(key.dst, p)) {
                             None => self.stats.drops[StackDrop::ReasmNoSocket as usize] += 1,
                             Some(ch) => match self.store.put(payload, key.src, key.dst) {
                                 None => self.stats.drops[StackDrop::ReasmStoreFull as usize] += 1,
                                 Some(slot) => {
-                                    if self.demux.enqueue(ch, Desc::new(REASM_TAG | slot, 0)).is_err() {
+                                    if self
+                                        .demux
+                                        .enqueue(ch, Desc::new(REASM_TAG | slot, 0))
+                                        .is_err()
+                                    {
                                         self.store.free(slot);
                                         self.stats.drops[StackDrop::ReasmChannelFull as usize] += 1;
                                     }
@@ -1058,16 +1174,32 @@ impl<N: Nic> Stack<N> {
                             },
                         }
                     }
-                    PROTO_ICMP if payload.len() >= 8 && payload[0] == icmp::TYPE_ECHO_REQUEST && checksum::checksum(payload) == 0 => {
+                    PROTO_ICMP
+                        if payload.len() >= 8
+                            && payload[0] == icmp::TYPE_ECHO_REQUEST
+                            && checksum::checksum(payload) == 0 =>
+                    {
                         let mut hdr = [0u8; 8];
                         hdr.copy_from_slice(&payload[..8]);
                         let old = u16::from_be_bytes([hdr[2], hdr[3]]);
                         let code = hdr[1] as u16;
                         hdr[0] = icmp::TYPE_ECHO_REPLY;
-                        let c = checksum::update(old, (icmp::TYPE_ECHO_REQUEST as u16) << 8 | code, code);
+                        let c = checksum::update(
+                            old,
+                            (icmp::TYPE_ECHO_REQUEST as u16) << 8 | code,
+                            code,
+                        );
                         hdr[2..4].copy_from_slice(&c.to_be_bytes());
+                        if c == 0 && payload[4..].iter().all(|&x| x == 0) {
+                            // All-zero message: see `fix_minus_zero`.
+                            hdr[2..4].copy_from_slice(&[0xff, 0xff]);
+                        }
                         let me = self.out.addr;
-                        if self.out.ip_output(me, key.src, PROTO_ICMP, [&hdr, &payload[8..]], now).is_ok() {
+                        if self
+                            .out
+                            .ip_output(me, key.src, PROTO_ICMP, [&hdr, &payload[8..]], now)
+                            .is_ok()
+                        {
                             self.stats.icmp_echo_replies_reassembled += 1;
                         }
                     }
@@ -1086,12 +1218,20 @@ impl<N: Nic> Stack<N> {
     // ----- UDP sockets (called by `socket`) -----
 
     fn sock(&self, h: UdpHandle) -> Result<UdpSock, SocketError> {
-        self.sockets.get(h.0 as usize).copied().flatten().ok_or(SocketError::BadHandle)
+        self.sockets
+            .get(h.0 as usize)
+            .copied()
+            .flatten()
+            .ok_or(SocketError::BadHandle)
     }
 
     /// Binds a UDP socket to `local` (address `0.0.0.0` for any, port 0 for
     /// an ephemeral port) with a channel of `cap` frames (`None`: default).
-    pub fn udp_bind(&mut self, local: SocketAddrV4, cap: Option<usize>) -> Result<UdpHandle, SocketError> {
+    pub fn udp_bind(
+        &mut self,
+        local: SocketAddrV4,
+        cap: Option<usize>,
+    ) -> Result<UdpHandle, SocketError> {
         let addr = *local.ip();
         if !addr.is_unspecified() && addr != self.out.addr {
             return Err(SocketError::AddrNotAvailable);
@@ -1099,15 +1239,24 @@ impl<N: Nic> Stack<N> {
         let port = if local.port() == 0 {
             let r = self.rng.next_u32();
             let demux = &self.demux;
-            self.ports.pick(r, |p| demux.udp_port_used(addr, p)).ok_or(SocketError::NoPorts)?
+            self.ports
+                .pick(r, |p| demux.udp_port_used(addr, p))
+                .ok_or(SocketError::NoPorts)?
         } else {
             local.port()
         };
-        let chan = self.demux.bind_udp(addr, port, cap.unwrap_or(self.udp_channel_cap)).map_err(|e| match e {
-            BindError::AddrInUse => SocketError::AddrInUse,
-            BindError::NoChannel => SocketError::BadHandle,
-        })?;
-        let s = UdpSock { local: SocketAddrV4::new(addr, port), chan, peer: None };
+        let chan = self
+            .demux
+            .bind_udp(addr, port, cap.unwrap_or(self.udp_channel_cap))
+            .map_err(|e| match e {
+                BindError::AddrInUse => SocketError::AddrInUse,
+                BindError::NoChannel => SocketError::BadHandle,
+            })?;
+        let s = UdpSock {
+            local: SocketAddrV4::new(addr, port),
+            chan,
+            peer: None,
+        };
         let idx = match self.free_sockets.pop() {
             Some(i) => {
                 self.sockets[i as usize] = Some(s);
@@ -1128,7 +1277,11 @@ impl<N: Nic> Stack<N> {
 
     /// Sets (or clears) the peer of a socket: `send` goes there and only its
     /// datagrams are received.
-    pub fn udp_connect(&mut self, h: UdpHandle, peer: Option<SocketAddrV4>) -> Result<(), SocketError> {
+    pub fn udp_connect(
+        &mut self,
+        h: UdpHandle,
+        peer: Option<SocketAddrV4>,
+    ) -> Result<(), SocketError> {
         self.sock(h)?;
         if let Some(Some(s)) = self.sockets.get_mut(h.0 as usize) {
             s.peer = peer;
@@ -1151,7 +1304,9 @@ impl<N: Nic> Stack<N> {
     pub fn udp_close(&mut self, h: UdpHandle) -> Result<(), SocketError> {
         let s = self.sock(h)?;
         let mut left = Vec::new();
-        let _ = self.demux.unbind_udp(*s.local.ip(), s.local.port(), &mut left);
+        let _ = self
+            .demux
+            .unbind_udp(*s.local.ip(), s.local.port(), &mut left);
         for d in left {
             self.stats.drops[StackDrop::SocketClosed as usize] += 1;
             if d.buf & REASM_TAG != 0 {
@@ -1172,22 +1327,30 @@ impl<N: Nic> Stack<N> {
     /// checksum, peer filter. Frames that fail are dropped and counted, and
     /// the next is tried; at most the frames queued at entry are examined.
     /// `f` sees the payload in place (no copy) and the source.
-    pub fn udp_recv_with<R>(&mut self, h: UdpHandle, f: impl FnOnce(&[u8], SocketAddrV4) -> R) -> Result<R, SocketError> {
+    pub fn udp_recv_with<R>(
+        &mut self,
+        h: UdpHandle,
+        f: impl FnOnce(&[u8], SocketAddrV4) -> R,
+    ) -> Result<R, SocketError> {
         let s = self.sock(h)?;
         let mut budget = self.demux.channel(s.chan).map_or(0, |c| c.len());
         while budget > 0 {
             budget -= 1;
-            let Some(d) = self.demux.channel_mut(s.chan).and_then(|c| c.pop()) else { break };
+            let Some(d) = self.demux.channel_mut(s.chan).and_then(|c| c.pop()) else {
+                break;
+            };
             if d.buf & REASM_TAG != 0 {
                 let slot = d.buf & !REASM_TAG;
                 let parsed = match self.store.get(slot) {
-                    Some((bytes, src, dst)) => parse_udp(bytes, src, dst).and_then(|(from, _, p)| {
-                        if s.peer.is_none_or(|x| x == from) {
-                            Ok((from, p))
-                        } else {
-                            Err(StackDrop::UdpNotFromPeer)
-                        }
-                    }),
+                    Some((bytes, src, dst)) => {
+                        parse_udp(bytes, src, dst).and_then(|(from, _, p)| {
+                            if s.peer.is_none_or(|x| x == from) {
+                                Ok((from, p))
+                            } else {
+                                Err(StackDrop::UdpNotFromPeer)
+                            }
+                        })
+                    }
                     None => Err(StackDrop::BadDescriptor),
                 };
                 match parsed {
@@ -1227,16 +1390,38 @@ impl<N: Nic> Stack<N> {
 
     /// Sends `payload` from socket `h` to `dst` (UDP over IPv4, fragmented if
     /// larger than the MTU). Runs in the caller's context.
-    pub fn udp_send_to(&mut self, h: UdpHandle, payload: &[u8], dst: SocketAddrV4, now: u64) -> Result<usize, SocketError> {
+    pub fn udp_send_to(
+        &mut self,
+        h: UdpHandle,
+        payload: &[u8],
+        dst: SocketAddrV4,
+        now: u64,
+    ) -> Result<usize, SocketError> {
         let s = self.sock(h)?;
         if payload.len() > MAX_UDP_PAYLOAD {
             return Err(SocketError::TooBig);
         }
-        let src = if s.local.ip().is_unspecified() { self.out.addr } else { *s.local.ip() };
-        let repr = UdpRepr { src_port: s.local.port(), dst_port: dst.port(), payload_len: payload.len() };
+        let src = if s.local.ip().is_unspecified() {
+            self.out.addr
+        } else {
+            *s.local.ip()
+        };
+        let repr = UdpRepr {
+            src_port: s.local.port(),
+            dst_port: dst.port(),
+            payload_len: payload.len(),
+        };
         let mut hdr = [0u8; 8];
-        let _ = repr.emit_header_with_payload_sum(&mut hdr, src, *dst.ip(), checksum::partial(payload, 0));
-        match self.out.ip_output(src, *dst.ip(), PROTO_UDP, [&hdr, payload], now) {
+        let _ = repr.emit_header_with_payload_sum(
+            &mut hdr,
+            src,
+            *dst.ip(),
+            checksum::partial(payload, 0),
+        );
+        match self
+            .out
+            .ip_output(src, *dst.ip(), PROTO_UDP, [&hdr, payload], now)
+        {
             Ok(()) => {
                 self.stats.udp_sent += 1;
                 Ok(payload.len())
