@@ -58,3 +58,38 @@ pub trait Nic {
         std::thread::yield_now();
     }
 }
+
+/// A boxed NIC is a NIC, so programs can pick drivers at run time. The
+/// extra indirection is per batch call, not per frame.
+impl<T: Nic + ?Sized> Nic for Box<T> {
+    fn mac(&self) -> [u8; 6] {
+        (**self).mac()
+    }
+    fn mtu(&self) -> usize {
+        (**self).mtu()
+    }
+    fn buffers(&self) -> &BufArea {
+        (**self).buffers()
+    }
+    fn buffers_mut(&mut self) -> &mut BufArea {
+        (**self).buffers_mut()
+    }
+    fn recv(&mut self, out: &mut [Desc]) -> usize {
+        (**self).recv(out)
+    }
+    fn alloc(&mut self, out: &mut [u32]) -> usize {
+        (**self).alloc(out)
+    }
+    fn send(&mut self, frames: &[Desc]) -> usize {
+        (**self).send(frames)
+    }
+    fn release(&mut self, bufs: &[Desc]) {
+        (**self).release(bufs)
+    }
+    fn flush(&mut self) {
+        (**self).flush()
+    }
+    fn wait(&mut self, timeout_ns: Option<u64>) {
+        (**self).wait(timeout_ns)
+    }
+}

@@ -1,0 +1,133 @@
+//! `lazynet serve …` and `lazynet netns …`.
+
+use std::io::Write;
+use std::net::SocketAddrV4;
+use std::os::fd::AsRawFd;
+
+use lazynet::nic::netns::{Ownership, PeerNs, PeerNsConfig};
+use lazynet::nic::pcap::{PcapNic, Resolution};
+use lazynet::nic::tap::TapConfig;
+use lazynet::nic::wirepair::{WireConfig, WirePair};
+use lazynet::nic::Nic;
+use lazynet::socket::UdpSocket;
+use lazynet::stack::{Stack, StackConfig};
+
+use crate::{parse_cidr, NetArgs, NetnsCmd, NicKind, NsArgs};
+
+fn ns_config(a: &NsArgs) -> PeerNsConfig {
+    PeerNsConfig {
+        ns: a.peer_ns.clone(),
+        dev: a.dev.clone(),
+        peer_addr: a.peer_addr.clone(),
+    }
+}
+
+/// One line naming the machine and the date, for result files.
+pub fn machine_line() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_default();
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let date = std::process::Command::new("date")
+        .args(["-u", "+%Y-%m-%dT%H:%M:%SZ"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    format!(
+        "machine: {} CPUs, {cpu}, kernel {}\ndate: {date}\n",
+        crate::util::cpus(),
+        kernel.trim()
+    )
+}
+
+/// `lazynet serve udp-echo`.
+pub fn udp_echo(port: u16, net: &NetArgs) -> anyhow::Result<()> {
+    let (addr, prefix_len) = parse_cidr(&net.addr)?;
+    let stop = crate::util::stop_flag()?;
+    let cfg = StackConfig {
+        addr,
+        prefix_len,
+        seed: seed_from_os(),
+        ..StackConfig::default()
+    };
+    // The namespace we created, if any: removed on exit.
+    let mut owned_ns = None;
+    let nic: Box<dyn Nic> = match net.nic {
+        NicKind::Wire => {
+            let (a, b) = WirePair::new(WireConfig::default())?;
+            // Another process attaches as side B through /proc/PID/fd/N.
+            let fd = a.region().fd().as_raw_fd();
+            println!("wire /proc/{}/fd/{fd}", std::process::id());
+            drop(b);
+            Box::new(a)
+        }
+        NicKind::Tap => {
+            let ns = PeerNs::new(ns_config(&net.ns));
+            let (tap, own) = ns.attach_or_create(&TapConfig {
+                name: net.ns.dev.clone(),
+                ..TapConfig::default()
+            })?;
+            match &own {
+                Ownership::Attached => {
+                    eprintln!("attached to {} in namespace {}", net.ns.dev, net.ns.peer_ns)
+                }
+                Ownership::Created(_) => eprintln!(
+                    "created {} in namespace {} (removed on exit)",
+                    net.ns.dev, net.ns.peer_ns
+                ),
+            }
+            owned_ns = Some(own);
+            Box::new(tap)
+        }
+    };
+    let nic: Box<dyn Nic> = match &net.pcap {
+        Some(p) => Box::new(PcapNic::create(nic, p, Resolution::Micro)?),
+        None => nic,
+    };
+    let mut stack = Stack::new(nic, cfg);
+    let sock = UdpSocket::bind(&mut stack, SocketAddrV4::new(addr, port))?;
+    eprintln!("serving UDP echo on {addr}:{port}");
+    println!("ready");
+    std::io::stdout().flush()?;
+    crate::echo::serve_echo(&mut stack, &sock, &stop);
+    let stats = stack.stats();
+    println!("counters:\n{stats}");
+    drop(stack); // flushes the pcap file before the namespace goes
+    if let Some(Ownership::Created(g)) = owned_ns {
+        g.cleanup()?;
+    }
+    Ok(())
+}
+
+/// A start-up seed for ISNs, ports and identifiers.
+pub fn seed_from_os() -> u64 {
+    let mut b = [0u8; 8];
+    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+        let _ = std::io::Read::read_exact(&mut f, &mut b);
+    }
+    u64::from_le_bytes(b) ^ std::process::id() as u64
+}
+
+/// `lazynet netns up|down`.
+pub fn netns(cmd: NetnsCmd) -> anyhow::Result<()> {
+    match cmd {
+        NetnsCmd::Up(a) => {
+            let ns = PeerNs::new(ns_config(&a));
+            ns.up()?;
+            println!(
+                "namespace {} with persistent TAP {} at {}",
+                a.peer_ns, a.dev, a.peer_addr
+            );
+        }
+        NetnsCmd::Down(a) => {
+            PeerNs::new(ns_config(&a)).down()?;
+            println!("namespace {} removed", a.peer_ns);
+        }
+    }
+    Ok(())
+}
