@@ -297,7 +297,11 @@ pub fn demo(seconds: f64) -> anyhow::Result<()> {
 
 /// `lazynet udp-client --wire PATH`: a second process on a served wire.
 pub fn wire_client(path: &Path, count: u64, size: usize, port: u16) -> anyhow::Result<()> {
-    let f = File::open(path).map_err(|e| anyhow::anyhow!("open {}: {e}", path.display()))?;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(|e| anyhow::anyhow!("open {}: {e}", path.display()))?;
     let end = WireEnd::attach(OwnedFd::from(f), Side::B)?;
     let mut stack = Stack::new(end, config(CLIENT_ADDR, 3));
     let sock = UdpSocket::bind(&mut stack, SocketAddrV4::new(CLIENT_ADDR, 0))?;

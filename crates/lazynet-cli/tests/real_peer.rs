@@ -1,0 +1,331 @@
+//! The `lazynet` program against real peers: the Linux kernel in a network
+//! namespace over TAP (root), and a second lazynet process on the in-memory
+//! wire. Every namespace and device gets a unique name and is removed by a
+//! guard even when a test fails.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_lazynet");
+static N: AtomicU32 = AtomicU32::new(0);
+
+fn needs_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        assert_ne!(
+            std::env::var("CI").as_deref(),
+            Ok("true"),
+            "under CI=true root tests must run"
+        );
+        println!("skipped: needs root");
+    }
+    !root
+}
+
+/// Unique names and a /24 inside 10.201.0.0/16 for one test.
+struct Names {
+    ns: String,
+    subnet: u32,
+}
+
+impl Names {
+    fn new() -> Self {
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let pid = std::process::id() % 100_000;
+        Names {
+            ns: format!("lnp{pid}-{n}"),
+            subnet: 100 + (pid * 7 + n * 13) % 150,
+        }
+    }
+    fn ours(&self) -> String {
+        format!("10.201.{}.2", self.subnet)
+    }
+    /// Flags naming the namespace, device and kernel-side address.
+    fn ns_args(&self) -> Vec<String> {
+        vec![
+            "--peer-ns".into(),
+            self.ns.clone(),
+            "--dev".into(),
+            self.ns.clone(),
+            "--peer-addr".into(),
+            format!("10.201.{}.1/24", self.subnet),
+        ]
+    }
+    /// `ns_args` plus lazynet's own address.
+    fn args(&self) -> Vec<String> {
+        let mut a = self.ns_args();
+        a.extend(["--addr".into(), format!("{}/24", self.ours())]);
+        a
+    }
+}
+
+/// Kills the server and removes the namespace and device on drop.
+struct Cleanup {
+    child: Option<Child>,
+    ns: Option<String>,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        if let Some(ns) = &self.ns {
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+            let _ = Command::new("ip").args(["link", "del", ns]).output();
+        }
+    }
+}
+
+fn signal(c: &Child, sig: i32) {
+    // SAFETY: kill on our own child's pid.
+    unsafe {
+        libc::kill(c.id() as i32, sig);
+    }
+}
+
+/// Reads stdout lines until `ready`; returns the lines before it.
+fn wait_ready(out: &mut BufReader<ChildStdout>) -> Vec<String> {
+    let mut lines = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut l = String::new();
+        assert!(
+            out.read_line(&mut l).unwrap() > 0,
+            "server exited before ready: {lines:?}"
+        );
+        if l.trim() == "ready" {
+            return lines;
+        }
+        lines.push(l.trim().to_string());
+        assert!(Instant::now() < deadline, "no ready line");
+    }
+}
+
+fn in_ns(ns: &str, args: &[&str]) -> std::process::Output {
+    Command::new("ip")
+        .args(["netns", "exec", ns])
+        .args(args)
+        .output()
+        .expect("ip netns exec")
+}
+
+fn netns_list() -> String {
+    String::from_utf8_lossy(
+        &Command::new("ip")
+            .args(["netns", "list"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .to_string()
+}
+
+const UDP_CLIENT: &str = r#"
+import socket, sys
+dst = (sys.argv[1], 7)
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.settimeout(2.0)
+sizes = [1, 8000] + [1 + (i * 7919) % 8000 for i in range(998)]
+ok = 0
+for i, n in enumerate(sizes):
+    data = bytes((i + j * 31) % 256 for j in range(n))
+    for attempt in range(3):
+        s.sendto(data, dst)
+        try:
+            r, a = s.recvfrom(65536)
+        except socket.timeout:
+            continue
+        if r != data or a != dst:
+            print("mismatch", i, n, len(r)); sys.exit(1)
+        ok += 1
+        break
+print("echoed", ok)
+sys.exit(0 if ok == len(sizes) else 1)
+"#;
+
+#[test]
+fn kernel_pings_and_exchanges_udp_over_tap() {
+    if needs_root() {
+        return;
+    }
+    let names = Names::new();
+    let pcap = std::env::temp_dir().join(format!("{}.pcap", names.ns));
+    let mut child = Command::new(BIN)
+        .args(["serve", "udp-echo", "--nic", "tap", "--pcap"])
+        .arg(&pcap)
+        .args(names.args())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut guard = Cleanup {
+        child: Some(child),
+        ns: Some(names.ns.clone()),
+    };
+    wait_ready(&mut out);
+
+    // ARP and ICMP: three echo replies.
+    let ping = in_ns(&names.ns, &["ping", "-c", "3", "-W", "2", &names.ours()]);
+    let text = String::from_utf8_lossy(&ping.stdout);
+    assert!(
+        ping.status.success() && text.contains("3 received"),
+        "{text}"
+    );
+
+    // 1000 datagrams of 1..8000 bytes, echoed byte-exact (large ones fragmented by Linux and by us).
+    let udp = in_ns(&names.ns, &["python3", "-c", UDP_CLIENT, &names.ours()]);
+    let text = String::from_utf8_lossy(&udp.stdout);
+    assert!(
+        udp.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&udp.stderr)
+    );
+    assert!(text.contains("echoed 1000"), "{text}");
+
+    // Clean exit on SIGTERM, counters printed, namespace and device removed.
+    let mut child = guard.child.take().unwrap();
+    signal(&child, libc::SIGTERM);
+    let status = child.wait().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert!(status.success(), "exit {status}: {rest}");
+    assert!(
+        rest.contains("udp_delivered_reassembled") && rest.contains("icmp_echo_replies"),
+        "{rest}"
+    );
+    assert!(!netns_list().contains(&names.ns), "namespace left behind");
+    let link = Command::new("ip")
+        .args(["link", "show", &names.ns])
+        .output()
+        .unwrap();
+    assert!(!link.status.success(), "device left behind");
+
+    // The capture reads cleanly and every checksum tcpdump can verify is right.
+    let td = Command::new("tcpdump")
+        .args(["-r"])
+        .arg(&pcap)
+        .args(["-nn", "-vv"])
+        .output()
+        .expect("tcpdump");
+    let text = String::from_utf8_lossy(&td.stdout);
+    let err = String::from_utf8_lossy(&td.stderr);
+    assert!(td.status.success(), "{err}");
+    assert!(
+        !text.contains("bad") && !text.contains("incorrect") && !err.contains("truncated"),
+        "{text}"
+    );
+    // tcpdump verifies UDP checksums of unfragmented datagrams only: the
+    // sizes up to 1472 bytes, in both directions.
+    let small = [1usize, 8000]
+        .into_iter()
+        .chain((0..998).map(|i| 1 + (i * 7919) % 8000))
+        .filter(|&n| n <= 1472)
+        .count();
+    let ok = text.matches("udp sum ok").count();
+    assert!(
+        ok >= 2 * small,
+        "{ok} verified UDP checksums, expected {}",
+        2 * small
+    );
+    assert!(text.contains("ICMP echo reply"));
+    let _ = std::fs::remove_file(&pcap);
+    drop(guard);
+}
+
+#[test]
+fn netns_up_then_serve_attaches_and_leaves_it_in_place() {
+    if needs_root() {
+        return;
+    }
+    let names = Names::new();
+    let mut guard = Cleanup {
+        child: None,
+        ns: Some(names.ns.clone()),
+    };
+    let ns_args = names.ns_args();
+    let up = Command::new(BIN)
+        .args(["netns", "up"])
+        .args(&ns_args)
+        .output()
+        .unwrap();
+    assert!(
+        up.status.success(),
+        "{}",
+        String::from_utf8_lossy(&up.stderr)
+    );
+    assert!(netns_list().contains(&names.ns));
+    for round in 0..2 {
+        let mut child = Command::new(BIN)
+            .args(["serve", "udp-echo", "--nic", "tap"])
+            .args(names.args())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        guard.child = Some(child);
+        wait_ready(&mut out);
+        let ping = in_ns(&names.ns, &["ping", "-c", "1", "-W", "3", &names.ours()]);
+        assert!(
+            ping.status.success(),
+            "round {round}: {}",
+            String::from_utf8_lossy(&ping.stdout)
+        );
+        let mut child = guard.child.take().unwrap();
+        signal(&child, libc::SIGINT);
+        assert!(child.wait().unwrap().success());
+        assert!(
+            netns_list().contains(&names.ns),
+            "attached server must leave the namespace"
+        );
+    }
+    let down = Command::new(BIN)
+        .args(["netns", "down"])
+        .args(&ns_args)
+        .output()
+        .unwrap();
+    assert!(down.status.success());
+    assert!(!netns_list().contains(&names.ns));
+}
+
+#[test]
+fn second_process_on_the_in_memory_wire() {
+    let mut child = Command::new(BIN)
+        .args(["serve", "udp-echo", "--nic", "wire"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut guard = Cleanup {
+        child: Some(child),
+        ns: None,
+    };
+    let lines = wait_ready(&mut out);
+    let path = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("wire "))
+        .expect("wire path line")
+        .to_string();
+    let c = Command::new(BIN)
+        .args(["udp-client", "--wire", &path, "--count", "20000"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&c.stdout);
+    assert!(
+        c.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&c.stderr)
+    );
+    assert!(text.starts_with("20000 echoes"), "{text}");
+    let child = guard.child.take().unwrap();
+    signal(&child, libc::SIGTERM);
+    let mut child = child;
+    assert!(child.wait().unwrap().success());
+}
