@@ -202,6 +202,12 @@ impl Channel {
         Some(d)
     }
 
+    /// The queued descriptors, oldest first.
+    pub fn iter(&self) -> impl Iterator<Item = Desc> + '_ {
+        let cap = self.slots.len();
+        (0..self.len as usize).map(move |i| self.slots[(self.head as usize + i) % cap])
+    }
+
     /// Puts a frame back at the head (the receiver looked at it and could not
     /// consume it yet). Never drops: the slot it came from is free.
     pub fn unpop(&mut self, d: Desc) -> bool {
@@ -318,6 +324,11 @@ impl Classifier {
     /// The channel `id` for consuming, if it exists.
     pub fn channel_mut(&mut self, id: ChannelId) -> Option<&mut Channel> {
         self.channels.get_mut(id.0 as usize)?.as_mut()
+    }
+
+    /// Every existing channel.
+    pub fn channels(&self) -> impl Iterator<Item = &Channel> + '_ {
+        self.channels.iter().flatten()
     }
 
     /// Number of bound sockets.

@@ -866,6 +866,17 @@ impl<N: Nic> Stack<N> {
         s
     }
 
+    /// Received frames still waiting in channels (reassembled datagrams
+    /// waiting for their sockets are not frames and are not counted). With
+    /// [`StackStats::frames_accounted`] this accounts for every frame:
+    /// `rx_frames == frames_accounted() + queued_frames()`. O(queued).
+    pub fn queued_frames(&self) -> usize {
+        self.demux
+            .channels()
+            .map(|c| c.iter().filter(|d| d.buf & REASM_TAG == 0).count())
+            .sum()
+    }
+
     #[inline]
     fn drop_rx(&mut self, r: StackDrop) {
         self.stats.drops[r as usize] += 1;
