@@ -93,15 +93,12 @@ fn main() {
     let mut tx = Producer::<Desc>::attach(&region, data).unwrap();
     let mut pings = Producer::<u32>::attach(&region, ping).unwrap();
     let mut pongs = Consumer::<u32>::attach(&region, pong).unwrap();
-    // SAFETY: dup of a valid fd; the copy (no FD_CLOEXEC) is inherited by the
-    // child and closed here after spawning.
-    let fd = unsafe { libc::dup(region.fd().as_raw_fd()) };
+    let fd = region.dup_inheritable().unwrap();
     let mut peer = Command::new(std::env::current_exe().unwrap())
-        .env(ENV_FD, fd.to_string())
+        .env(ENV_FD, fd.as_raw_fd().to_string())
         .spawn()
         .unwrap();
-    // SAFETY: our duplicate, not used afterwards.
-    unsafe { libc::close(fd) };
+    drop(fd);
 
     println!(
         "ring bench: {REPS} x {PER_REP} descriptors, batch {BATCH}, capacity {CAP}, cores 0 -> 1"

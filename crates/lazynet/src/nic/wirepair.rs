@@ -169,7 +169,7 @@ fn check_params(buf_count: u32, buf_size: u32, ring_cap: u32, mtu: u32) -> io::R
     if ring_cap == 0 || !ring_cap.is_power_of_two() || ring_cap > 1 << 20 {
         return Err(invalid("wire ring capacity must be a power of two <= 2^20"));
     }
-    if mtu < 68 || mtu > 9000 || mtu > buf_size - ETH_HLEN {
+    if !(68..=9000).contains(&mtu) || mtu > buf_size - ETH_HLEN {
         return Err(invalid("wire MTU must be 68..=min(9000, buf_size - 14)"));
     }
     Ok(())
@@ -180,6 +180,7 @@ pub struct WirePair;
 
 impl WirePair {
     /// Both ends in this process (for threads).
+    #[allow(clippy::new_ret_no_self)]
     pub fn new(cfg: WireConfig) -> io::Result<(WireEnd, WireEnd)> {
         let (a, region) = Self::create(cfg)?;
         let b = WireEnd::from_region(region, Side::B)?;
