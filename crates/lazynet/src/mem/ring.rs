@@ -509,6 +509,14 @@ impl<T: Pod> Ring<T> {
         start: u32,
     ) -> Result<(), RingError> {
         let hdr = place::<T>(region.as_ptr(), region.len(), offset, capacity)?;
+        // SAFETY: `place` checked that a whole header lies in bounds, aligned;
+        // its meta and claim fields are std atomics.
+        let h = unsafe { &*hdr };
+        if h.meta.magic.load(Acquire) == RING_MAGIC
+            && (h.prod.claimed.load(Acquire) != 0 || h.cons.claimed.load(Acquire) != 0)
+        {
+            return Err(RingError::Busy);
+        }
         // SAFETY: `hdr` comes from `place` for this T and capacity.
         unsafe { write_header::<T>(hdr, capacity, start) };
         Ok(())
@@ -829,6 +837,7 @@ mod tests {
             Producer::<Desc>::attach(&r, 64).unwrap_err(),
             RingError::Busy
         );
+        assert_eq!(Ring::<Desc>::init(&r, 64, 16).unwrap_err(), RingError::Busy);
         let mut c = Consumer::<Desc>::attach(&r, 64).unwrap();
         assert_eq!(p.push(&[Desc::new(1, 2), Desc::new(3, 4)]), 2);
         let mut out = [Desc::default(); 4];

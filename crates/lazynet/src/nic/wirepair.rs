@@ -6,7 +6,8 @@
 //! every descriptor or buffer index the peer hands over.
 //!
 //! **May not touch:** frame contents (it never parses or copies a frame) and
-//! anything above the [`Nic`] trait.
+//! anything above the [`Nic`] trait. Nothing on the data path allocates,
+//! locks or makes a system call: frames move as descriptors through rings.
 //!
 //! Layout: a header (magic, version, buffer count and size, ring capacities,
 //! offsets, MACs, MTU) so another process can attach and validate; then the
@@ -594,6 +595,45 @@ mod tests {
         assert!(WirePair::new(bad).is_err());
         fn is_send<T: Send>() {}
         is_send::<WireEnd>();
+    }
+
+    #[test]
+    fn attach_validates_header() {
+        let (a, region) = WirePair::create(WireConfig::default()).unwrap();
+        // Side A is taken; B attaches once.
+        let e = WireEnd::attach(region.dup_inheritable().unwrap(), Side::A).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AddrInUse);
+        let b = WireEnd::attach(region.dup_inheritable().unwrap(), Side::B).unwrap();
+        assert_eq!(b.mac(), [2, 0, 0, 0, 0, 2]);
+        assert!(WireEnd::attach(region.dup_inheritable().unwrap(), Side::B).is_err());
+        drop(b);
+        let hdr = region.as_ptr().cast::<WireHeader>();
+        // SAFETY: test-only access to the header at the start of the region.
+        let good = unsafe { std::ptr::read(hdr) };
+        for bad in [
+            WireHeader { magic: 1, ..good },
+            WireHeader {
+                buf_count: 1 << 30,
+                ..good
+            },
+            WireHeader {
+                buf_count: 2048,
+                ..good
+            },
+            WireHeader { mtu: 4000, ..good },
+            WireHeader {
+                ring_off: [0; 4],
+                ..good
+            },
+        ] {
+            // SAFETY: as above; no handle reads the header after attach.
+            unsafe { std::ptr::write(hdr, bad) };
+            assert!(WireEnd::attach(region.dup_inheritable().unwrap(), Side::B).is_err());
+        }
+        // SAFETY: as above.
+        unsafe { std::ptr::write(hdr, good) };
+        assert!(WireEnd::attach(region.dup_inheritable().unwrap(), Side::B).is_ok());
+        drop(a);
     }
 
     #[test]
