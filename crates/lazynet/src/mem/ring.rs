@@ -205,15 +205,17 @@ unsafe fn init_atom(p: *mut Atom, v: u32) {
 /// `hdr` must come from [`place`] for this `T` and capacity.
 unsafe fn write_header<T: Pod>(hdr: *mut Header, capacity: u32, start: u32) {
     // SAFETY: `place` checked that the header and `capacity` slots are in
-    // bounds and aligned. Meta fields are std atomics (zeroed memory is valid),
-    // written with atomic stores, so a concurrent reader cannot cause a race.
+    // bounds and aligned. Meta and claim fields are std atomics (zeroed memory
+    // is valid), written with atomic stores, so a concurrent reader cannot
+    // cause a race; references are taken to those fields only, never to the
+    // index atomics before `init_atom` has constructed them.
     unsafe {
-        let h = &*hdr;
-        h.meta.magic.store(0, Relaxed);
+        let meta = &*ptr::addr_of!((*hdr).meta);
+        meta.magic.store(0, Relaxed);
         init_atom(ptr::addr_of_mut!((*hdr).prod.index), start);
         init_atom(ptr::addr_of_mut!((*hdr).cons.index), start);
-        h.prod.claimed.store(0, Relaxed);
-        h.cons.claimed.store(0, Relaxed);
+        (*ptr::addr_of!((*hdr).prod.claimed)).store(0, Relaxed);
+        (*ptr::addr_of!((*hdr).cons.claimed)).store(0, Relaxed);
         #[cfg(loom)]
         {
             let slots = hdr.add(1).cast::<UnsafeSlot<T>>();
@@ -221,10 +223,10 @@ unsafe fn write_header<T: Pod>(hdr: *mut Header, capacity: u32, start: u32) {
                 ptr::write(slots.add(i), UnsafeSlot::new(std::mem::zeroed::<T>()));
             }
         }
-        h.meta.version.store(RING_VERSION, Relaxed);
-        h.meta.capacity.store(capacity, Relaxed);
-        h.meta.entry_size.store(size_of::<T>() as u32, Relaxed);
-        h.meta.magic.store(RING_MAGIC, Release);
+        meta.version.store(RING_VERSION, Relaxed);
+        meta.capacity.store(capacity, Relaxed);
+        meta.entry_size.store(size_of::<T>() as u32, Relaxed);
+        meta.magic.store(RING_MAGIC, Release);
     }
 }
 
@@ -510,10 +512,17 @@ impl<T: Pod> Ring<T> {
     ) -> Result<(), RingError> {
         let hdr = place::<T>(region.as_ptr(), region.len(), offset, capacity)?;
         // SAFETY: `place` checked that a whole header lies in bounds, aligned;
-        // its meta and claim fields are std atomics.
-        let h = unsafe { &*hdr };
-        if h.meta.magic.load(Acquire) == RING_MAGIC
-            && (h.prod.claimed.load(Acquire) != 0 || h.cons.claimed.load(Acquire) != 0)
+        // we reference only its meta and claim fields, which are std atomics
+        // (valid for any bytes).
+        let (meta, pc, cc) = unsafe {
+            (
+                &*ptr::addr_of!((*hdr).meta),
+                &*ptr::addr_of!((*hdr).prod.claimed),
+                &*ptr::addr_of!((*hdr).cons.claimed),
+            )
+        };
+        if meta.magic.load(Acquire) == RING_MAGIC
+            && (pc.load(Acquire) != 0 || cc.load(Acquire) != 0)
         {
             return Err(RingError::Busy);
         }
