@@ -2,7 +2,7 @@
 //! cores 0 and 1, sharing one memfd region (`cargo bench --bench ring`).
 //!
 //! The peer is this binary re-executed with `LAZYNET_RING_BENCH_FD` naming the
-//! inherited memfd. Throughput: the parent pushes `PER_REP` descriptors in
+//! inherited memfd. Throughput: the parent pushes 50 M descriptors in
 //! batches of `BATCH`, the child pops and checks them; timed from the first
 //! push until the ring has drained. Latency: one `u32` ping, one pong.
 
@@ -16,9 +16,17 @@ use lazynet::mem::{Desc, Region};
 const ENV_FD: &str = "LAZYNET_RING_BENCH_FD";
 const CAP: u32 = 4096;
 const BATCH: usize = 64;
-const PER_REP: u64 = 50_000_000;
-const REPS: usize = 5;
-const PINGS: usize = 200_000;
+const ENV_QUICK: &str = "LAZYNET_RING_BENCH_QUICK";
+
+/// (descriptors per repetition, repetitions, pings). `cargo bench` passes
+/// `--bench`; without it (`cargo test --benches`) run a short smoke test.
+fn sizes() -> (u64, usize, usize) {
+    if std::env::var_os(ENV_QUICK).is_some() {
+        (1_000_000, 1, 1_000)
+    } else {
+        (50_000_000, 5, 200_000)
+    }
+}
 const PING_CAP: u32 = 64;
 
 fn offsets() -> (usize, usize, usize, usize) {
@@ -49,7 +57,8 @@ fn child(fd: OwnedFd) {
     let mut pings = Consumer::<u32>::attach(&region, ping).unwrap();
     let mut pongs = Producer::<u32>::attach(&region, pong).unwrap();
     let mut buf = [Desc::default(); BATCH];
-    let total = PER_REP * REPS as u64;
+    let (per_rep, reps, pings_n) = sizes();
+    let total = per_rep * reps as u64;
     let mut expect = 0u64;
     while expect < total {
         let n = rx.pop(&mut buf);
@@ -65,7 +74,7 @@ fn child(fd: OwnedFd) {
         }
     }
     let mut done = 0;
-    while done < PINGS {
+    while done < pings_n {
         if let Some(v) = pings.pop_one() {
             while pongs.push_one(v).is_err() {}
             done += 1;
@@ -84,6 +93,11 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
+    if !std::env::args().any(|a| a == "--bench") {
+        // SAFETY: single-threaded at this point; the child inherits it.
+        unsafe { std::env::set_var(ENV_QUICK, "1") };
+    }
+    let (per_rep, reps, pings_n) = sizes();
     pin(0);
     let (data, ping, pong, end) = offsets();
     let region = Region::create("ring-bench", end).unwrap();
@@ -93,25 +107,22 @@ fn main() {
     let mut tx = Producer::<Desc>::attach(&region, data).unwrap();
     let mut pings = Producer::<u32>::attach(&region, ping).unwrap();
     let mut pongs = Consumer::<u32>::attach(&region, pong).unwrap();
-    // SAFETY: dup of a valid fd; the copy (no FD_CLOEXEC) is inherited by the
-    // child and closed here after spawning.
-    let fd = unsafe { libc::dup(region.fd().as_raw_fd()) };
+    let fd = region.dup_inheritable().unwrap();
     let mut peer = Command::new(std::env::current_exe().unwrap())
-        .env(ENV_FD, fd.to_string())
+        .env(ENV_FD, fd.as_raw_fd().to_string())
         .spawn()
         .unwrap();
-    // SAFETY: our duplicate, not used afterwards.
-    unsafe { libc::close(fd) };
+    drop(fd);
 
     println!(
-        "ring bench: {REPS} x {PER_REP} descriptors, batch {BATCH}, capacity {CAP}, cores 0 -> 1"
+        "ring bench: {reps} x {per_rep} descriptors, batch {BATCH}, capacity {CAP}, cores 0 -> 1"
     );
     let mut seq = 0u64;
     let mut batch = [Desc::default(); BATCH];
     let mut rates = Vec::new();
-    for rep in 0..REPS {
+    for rep in 0..reps {
         let t0 = Instant::now();
-        let end = seq + PER_REP;
+        let end = seq + per_rep;
         while seq < end {
             let k = ((end - seq) as usize).min(BATCH);
             for (i, d) in batch[..k].iter_mut().enumerate() {
@@ -131,18 +142,18 @@ fn main() {
             std::hint::spin_loop();
         }
         let secs = t0.elapsed().as_secs_f64();
-        let rate = PER_REP as f64 / secs / 1e6;
+        let rate = per_rep as f64 / secs / 1e6;
         println!("  rep {rep}: {rate:.1} M desc/s ({secs:.3} s)");
         rates.push(rate);
     }
     rates.sort_by(|a, b| a.partial_cmp(b).unwrap());
     println!(
         "throughput median: {:.1} M descriptors/s (goal >= 20)",
-        rates[REPS / 2]
+        rates[reps / 2]
     );
 
-    let mut lat = Vec::with_capacity(PINGS);
-    for i in 0..PINGS {
+    let mut lat = Vec::with_capacity(pings_n);
+    for i in 0..pings_n {
         let t = Instant::now();
         while pings.push_one(i as u32).is_err() {}
         loop {
@@ -157,7 +168,7 @@ fn main() {
     lat.sort_unstable();
     let q = |p: f64| lat[((lat.len() as f64 * p) as usize).min(lat.len() - 1)];
     println!(
-        "round trip ({PINGS} pings): p50 {} ns, p99 {} ns, p99.9 {} ns",
+        "round trip ({pings_n} pings): p50 {} ns, p99 {} ns, p99.9 {} ns",
         q(0.5),
         q(0.99),
         q(0.999)

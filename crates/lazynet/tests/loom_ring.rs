@@ -9,7 +9,11 @@ use lazynet::mem::ring;
 /// Producer pushes 1, 2, 3 through a capacity-2 ring; the consumer must see
 /// them in order. `weak` publishes with Relaxed (a bug loom must catch).
 fn model_body(weak: bool, batched: bool) {
-    let (mut p, mut c) = ring::heap::<u32>(2);
+    model_at(weak, batched, 0);
+}
+
+fn model_at(weak: bool, batched: bool, start: u32) {
+    let (mut p, mut c) = ring::heap_at::<u32>(2, start);
     if weak {
         p.weaken_publish_ordering();
     }
@@ -51,6 +55,11 @@ fn correct_ring_single_pop() {
 #[test]
 fn correct_ring_batched_pop() {
     loom::model(|| model_body(false, true));
+}
+
+#[test]
+fn correct_ring_across_u32_wraparound() {
+    loom::model(|| model_at(false, true, u32::MAX - 1));
 }
 
 #[test]

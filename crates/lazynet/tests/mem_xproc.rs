@@ -19,19 +19,15 @@ const TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Starts this binary running only `test`, as `role`, with the region's fd.
 fn spawn_peer(test: &str, role: &str, region: &Region) -> Child {
-    // SAFETY: dup of a valid fd; the duplicate has FD_CLOEXEC clear, so the
-    // child inherits it. We close our copy right after spawning.
-    let fd = unsafe { libc::dup(region.fd().as_raw_fd()) };
-    assert!(fd >= 0, "dup failed");
-    let child = Command::new(std::env::current_exe().unwrap())
+    // The duplicate has FD_CLOEXEC clear, so the child inherits it; our copy
+    // is closed when `fd` drops after spawning.
+    let fd = region.dup_inheritable().unwrap();
+    Command::new(std::env::current_exe().unwrap())
         .args([test, "--exact", "--nocapture", "--test-threads=1"])
         .env(ENV_ROLE, role)
-        .env(ENV_FD, fd.to_string())
+        .env(ENV_FD, fd.as_raw_fd().to_string())
         .spawn()
-        .unwrap();
-    // SAFETY: `fd` is ours (from dup) and not used after this.
-    unsafe { libc::close(fd) };
-    child
+        .unwrap()
 }
 
 /// In the peer process: the inherited fd, if we are `role`.

@@ -17,6 +17,7 @@ pub mod region;
 pub mod ring;
 
 pub use region::{BufArea, Region};
+pub use ring::{Consumer, Pod, Producer, Ring, RingError};
 
 /// A packet descriptor: a byte range inside one buffer of a [`BufArea`].
 ///

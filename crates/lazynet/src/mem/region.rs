@@ -5,7 +5,7 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
 
 use memmap2::MmapRaw;
@@ -48,6 +48,20 @@ impl Region {
     /// duplicate first when passing it through `exec`).
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.file.as_fd()
+    }
+
+    /// A duplicate of the memfd with `FD_CLOEXEC` clear, so that a child
+    /// started with `exec` inherits it (pass its number to the child; drop it
+    /// here after spawning).
+    pub fn dup_inheritable(&self) -> io::Result<OwnedFd> {
+        // SAFETY: F_DUPFD on an fd we own has no memory effects; it returns a
+        // new descriptor (without FD_CLOEXEC) or -1.
+        let fd = unsafe { libc::fcntl(self.file.as_raw_fd(), libc::F_DUPFD, 0) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is a fresh descriptor nobody else owns.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
     }
 
     /// Length in bytes.

@@ -42,11 +42,11 @@ use std::sync::Arc;
 use super::{Desc, Region};
 
 #[cfg(loom)]
-use loom::cell::UnsafeCell as SlotCell;
+use loom::cell::UnsafeCell as UnsafeSlot;
 #[cfg(loom)]
 use loom::sync::atomic::AtomicU32 as Atom;
 #[cfg(not(loom))]
-use std::cell::UnsafeCell as SlotCell;
+use std::cell::UnsafeCell as UnsafeSlot;
 #[cfg(not(loom))]
 use std::sync::atomic::AtomicU32 as Atom;
 
@@ -145,7 +145,7 @@ const HDR_ALIGN: usize = 64;
 /// Bytes a ring of `capacity` entries of `T` occupies (header + entries,
 /// rounded up to a cache line). Ring offsets must be 64-byte aligned.
 pub fn layout_size<T: Pod>(capacity: u32) -> usize {
-    let raw = size_of::<Header>() + capacity as usize * size_of::<SlotCell<T>>();
+    let raw = size_of::<Header>() + capacity as usize * size_of::<UnsafeSlot<T>>();
     raw.div_ceil(HDR_ALIGN) * HDR_ALIGN
 }
 
@@ -171,7 +171,7 @@ fn place<T: Pod>(
         return Err(RingError::OutOfBounds);
     }
     let addr = (base as usize).wrapping_add(offset);
-    if addr % HDR_ALIGN != 0 || addr % align_of::<SlotCell<T>>() != 0 {
+    if addr % HDR_ALIGN != 0 || addr % align_of::<UnsafeSlot<T>>() != 0 {
         return Err(RingError::Misaligned);
     }
     // SAFETY: offset + layout_size <= len, so the result stays inside the
@@ -205,26 +205,28 @@ unsafe fn init_atom(p: *mut Atom, v: u32) {
 /// `hdr` must come from [`place`] for this `T` and capacity.
 unsafe fn write_header<T: Pod>(hdr: *mut Header, capacity: u32, start: u32) {
     // SAFETY: `place` checked that the header and `capacity` slots are in
-    // bounds and aligned. Meta fields are std atomics (zeroed memory is valid),
-    // written with atomic stores, so a concurrent reader cannot cause a race.
+    // bounds and aligned. Meta and claim fields are std atomics (zeroed memory
+    // is valid), written with atomic stores, so a concurrent reader cannot
+    // cause a race; references are taken to those fields only, never to the
+    // index atomics before `init_atom` has constructed them.
     unsafe {
-        let h = &*hdr;
-        h.meta.magic.store(0, Relaxed);
+        let meta = &*ptr::addr_of!((*hdr).meta);
+        meta.magic.store(0, Relaxed);
         init_atom(ptr::addr_of_mut!((*hdr).prod.index), start);
         init_atom(ptr::addr_of_mut!((*hdr).cons.index), start);
-        h.prod.claimed.store(0, Relaxed);
-        h.cons.claimed.store(0, Relaxed);
+        (*ptr::addr_of!((*hdr).prod.claimed)).store(0, Relaxed);
+        (*ptr::addr_of!((*hdr).cons.claimed)).store(0, Relaxed);
         #[cfg(loom)]
         {
-            let slots = hdr.add(1).cast::<SlotCell<T>>();
+            let slots = hdr.add(1).cast::<UnsafeSlot<T>>();
             for i in 0..capacity as usize {
-                ptr::write(slots.add(i), SlotCell::new(std::mem::zeroed::<T>()));
+                ptr::write(slots.add(i), UnsafeSlot::new(std::mem::zeroed::<T>()));
             }
         }
-        h.meta.version.store(RING_VERSION, Relaxed);
-        h.meta.capacity.store(capacity, Relaxed);
-        h.meta.entry_size.store(size_of::<T>() as u32, Relaxed);
-        h.meta.magic.store(RING_MAGIC, Release);
+        meta.version.store(RING_VERSION, Relaxed);
+        meta.capacity.store(capacity, Relaxed);
+        meta.entry_size.store(size_of::<T>() as u32, Relaxed);
+        meta.magic.store(RING_MAGIC, Release);
     }
 }
 
@@ -252,6 +254,7 @@ unsafe impl Sync for HeapBlock {}
 ///
 /// # Safety
 /// `p` must point at a header written by `write_header::<T>` with `cap` slots.
+#[cfg_attr(not(loom), allow(clippy::extra_unused_type_parameters))]
 unsafe fn drop_cells<T: Pod>(p: *mut u8, cap: u32) {
     #[cfg(loom)]
     // SAFETY: caller guarantees the header and slots were constructed by
@@ -260,7 +263,7 @@ unsafe fn drop_cells<T: Pod>(p: *mut u8, cap: u32) {
         let hdr = p.cast::<Header>();
         ptr::drop_in_place(ptr::addr_of_mut!((*hdr).prod.index));
         ptr::drop_in_place(ptr::addr_of_mut!((*hdr).cons.index));
-        let slots = hdr.add(1).cast::<SlotCell<T>>();
+        let slots = hdr.add(1).cast::<UnsafeSlot<T>>();
         for i in 0..cap as usize {
             ptr::drop_in_place(slots.add(i));
         }
@@ -290,7 +293,7 @@ enum Role {
 /// A validated view of one ring: pointers into memory kept alive by `backing`.
 struct RingRef<T> {
     hdr: *const Header,
-    slots: *const SlotCell<T>,
+    slots: *const UnsafeSlot<T>,
     capacity: u32,
     mask: u32,
     role: Role,
@@ -336,7 +339,7 @@ impl<T: Pod> RingRef<T> {
         Ok(RingRef {
             hdr,
             // SAFETY: the entry array follows the header, in bounds per `place`.
-            slots: unsafe { hdr.add(1) }.cast::<SlotCell<T>>(),
+            slots: unsafe { hdr.add(1) }.cast::<UnsafeSlot<T>>(),
             capacity,
             mask: capacity - 1,
             role,
@@ -378,7 +381,7 @@ impl<T: Pod> RingRef<T> {
             // (the consumer's Acquire-loaded index says it is done with them);
             // UnsafeCell<T> is repr(transparent) over T.
             unsafe {
-                let base = SlotCell::raw_get(self.slots);
+                let base = UnsafeSlot::raw_get(self.slots);
                 ptr::copy_nonoverlapping(src.as_ptr(), base.add(idx), first);
                 ptr::copy_nonoverlapping(src.as_ptr().add(first), base, src.len() - first);
             }
@@ -407,7 +410,7 @@ impl<T: Pod> RingRef<T> {
             // producer may still scribble on them, but T is Pod, so any bytes
             // form a valid T.
             unsafe {
-                let base = SlotCell::raw_get(self.slots).cast_const();
+                let base = UnsafeSlot::raw_get(self.slots).cast_const();
                 ptr::copy_nonoverlapping(base.add(idx), dst.as_mut_ptr(), first);
                 ptr::copy_nonoverlapping(base, dst.as_mut_ptr().add(first), dst.len() - first);
             }
@@ -508,6 +511,21 @@ impl<T: Pod> Ring<T> {
         start: u32,
     ) -> Result<(), RingError> {
         let hdr = place::<T>(region.as_ptr(), region.len(), offset, capacity)?;
+        // SAFETY: `place` checked that a whole header lies in bounds, aligned;
+        // we reference only its meta and claim fields, which are std atomics
+        // (valid for any bytes).
+        let (meta, pc, cc) = unsafe {
+            (
+                &*ptr::addr_of!((*hdr).meta),
+                &*ptr::addr_of!((*hdr).prod.claimed),
+                &*ptr::addr_of!((*hdr).cons.claimed),
+            )
+        };
+        if meta.magic.load(Acquire) == RING_MAGIC
+            && (pc.load(Acquire) != 0 || cc.load(Acquire) != 0)
+        {
+            return Err(RingError::Busy);
+        }
         // SAFETY: `hdr` comes from `place` for this T and capacity.
         unsafe { write_header::<T>(hdr, capacity, start) };
         Ok(())
@@ -828,6 +846,7 @@ mod tests {
             Producer::<Desc>::attach(&r, 64).unwrap_err(),
             RingError::Busy
         );
+        assert_eq!(Ring::<Desc>::init(&r, 64, 16).unwrap_err(), RingError::Busy);
         let mut c = Consumer::<Desc>::attach(&r, 64).unwrap();
         assert_eq!(p.push(&[Desc::new(1, 2), Desc::new(3, 4)]), 2);
         let mut out = [Desc::default(); 4];

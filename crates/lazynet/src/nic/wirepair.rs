@@ -6,7 +6,8 @@
 //! every descriptor or buffer index the peer hands over.
 //!
 //! **May not touch:** frame contents (it never parses or copies a frame) and
-//! anything above the [`Nic`] trait.
+//! anything above the [`Nic`] trait. Nothing on the data path allocates,
+//! locks or makes a system call: frames move as descriptors through rings.
 //!
 //! Layout: a header (magic, version, buffer count and size, ring capacities,
 //! offsets, MACs, MTU) so another process can attach and validate; then the
@@ -169,7 +170,7 @@ fn check_params(buf_count: u32, buf_size: u32, ring_cap: u32, mtu: u32) -> io::R
     if ring_cap == 0 || !ring_cap.is_power_of_two() || ring_cap > 1 << 20 {
         return Err(invalid("wire ring capacity must be a power of two <= 2^20"));
     }
-    if mtu < 68 || mtu > 9000 || mtu > buf_size - ETH_HLEN {
+    if !(68..=9000).contains(&mtu) || mtu > buf_size - ETH_HLEN {
         return Err(invalid("wire MTU must be 68..=min(9000, buf_size - 14)"));
     }
     Ok(())
@@ -180,6 +181,7 @@ pub struct WirePair;
 
 impl WirePair {
     /// Both ends in this process (for threads).
+    #[allow(clippy::new_ret_no_self)]
     pub fn new(cfg: WireConfig) -> io::Result<(WireEnd, WireEnd)> {
         let (a, region) = Self::create(cfg)?;
         let b = WireEnd::from_region(region, Side::B)?;
@@ -599,6 +601,45 @@ mod tests {
         assert!(WirePair::new(bad).is_err());
         fn is_send<T: Send>() {}
         is_send::<WireEnd>();
+    }
+
+    #[test]
+    fn attach_validates_header() {
+        let (a, region) = WirePair::create(WireConfig::default()).unwrap();
+        // Side A is taken; B attaches once.
+        let e = WireEnd::attach(region.dup_inheritable().unwrap(), Side::A).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AddrInUse);
+        let b = WireEnd::attach(region.dup_inheritable().unwrap(), Side::B).unwrap();
+        assert_eq!(b.mac(), [2, 0, 0, 0, 0, 2]);
+        assert!(WireEnd::attach(region.dup_inheritable().unwrap(), Side::B).is_err());
+        drop(b);
+        let hdr = region.as_ptr().cast::<WireHeader>();
+        // SAFETY: test-only access to the header at the start of the region.
+        let good = unsafe { std::ptr::read(hdr) };
+        for bad in [
+            WireHeader { magic: 1, ..good },
+            WireHeader {
+                buf_count: 1 << 30,
+                ..good
+            },
+            WireHeader {
+                buf_count: 2048,
+                ..good
+            },
+            WireHeader { mtu: 4000, ..good },
+            WireHeader {
+                ring_off: [0; 4],
+                ..good
+            },
+        ] {
+            // SAFETY: as above; no handle reads the header after attach.
+            unsafe { std::ptr::write(hdr, bad) };
+            assert!(WireEnd::attach(region.dup_inheritable().unwrap(), Side::B).is_err());
+        }
+        // SAFETY: as above.
+        unsafe { std::ptr::write(hdr, good) };
+        assert!(WireEnd::attach(region.dup_inheritable().unwrap(), Side::B).is_ok());
+        drop(a);
     }
 
     #[test]
