@@ -9,7 +9,7 @@ use std::net::Ipv4Addr;
 use lazynet::wire::arp::ArpPacket;
 use lazynet::wire::checksum;
 use lazynet::wire::ethernet::{self, EthernetFrame, EthernetRepr};
-use lazynet::wire::icmp::{self, IcmpPacket};
+use lazynet::wire::icmp::{self, IcmpPacket, IcmpRepr};
 use lazynet::wire::ipv4::{self, Ipv4Packet, Ipv4Repr};
 use lazynet::wire::tcp::{TcpPacket, TcpRepr};
 use lazynet::wire::udp::{UdpPacket, UdpRepr};
@@ -71,7 +71,10 @@ fn parse_ipv4(data: &[u8]) {
         p.packet(),
         p.verify_checksum(),
     ));
-    assert_eq!(p.header_len() + p.payload().len(), usize::from(p.total_len()));
+    assert_eq!(
+        p.header_len() + p.payload().len(),
+        usize::from(p.total_len())
+    );
     let r = Ipv4Repr::parse(&p);
     let mut out = [0u8; 20];
     if r.emit(&mut out).is_ok() {
@@ -104,24 +107,47 @@ fn parse_icmp(data: &[u8]) {
         p.verify_checksum(),
     ));
     let mut out = [0u8; 64];
+    let r = IcmpRepr::parse(&p);
+    if let Ok(n) = r.emit(&mut out) {
+        let q = IcmpPacket::new_checked(&out[..n]).unwrap();
+        assert!(q.verify_checksum());
+        if !matches!(
+            r,
+            IcmpRepr::DestUnreachable { .. } | IcmpRepr::TimeExceeded { .. }
+        ) {
+            assert_eq!(IcmpRepr::parse(&q), r);
+        }
+    }
     if p.msg_type() == icmp::TYPE_ECHO_REQUEST {
         if let Ok(n) = icmp::emit_echo(&mut out, true, p.echo_ident(), p.echo_seq(), p.data()) {
-            assert!(IcmpPacket::new_checked(&out[..n]).unwrap().verify_checksum());
+            assert!(IcmpPacket::new_checked(&out[..n])
+                .unwrap()
+                .verify_checksum());
         }
     }
     let n = icmp::emit_dest_unreachable(&mut out, icmp::CODE_PORT_UNREACHABLE, 0, data).unwrap();
-    assert!(IcmpPacket::new_checked(&out[..n]).unwrap().verify_checksum());
+    assert!(IcmpPacket::new_checked(&out[..n])
+        .unwrap()
+        .verify_checksum());
 }
 
 fn parse_udp(data: &[u8], src: Ipv4Addr, dst: Ipv4Addr) {
     let Ok(p) = UdpPacket::new_checked(data) else {
         return;
     };
-    black_box((p.src_port(), p.dst_port(), p.len(), p.checksum(), p.datagram()));
+    black_box((
+        p.src_port(),
+        p.dst_port(),
+        p.len(),
+        p.checksum(),
+        p.datagram(),
+    ));
     let ok = p.verify_checksum(src, dst);
     let r = UdpRepr::parse(&p);
     let mut out = vec![0u8; usize::from(p.len())];
-    let n = r.emit_with_payload(&mut out, src, dst, p.payload()).unwrap();
+    let n = r
+        .emit_with_payload(&mut out, src, dst, p.payload())
+        .unwrap();
     let q = UdpPacket::new_checked(&out[..n]).unwrap();
     assert!(q.verify_checksum(src, dst));
     assert_eq!(q.payload(), p.payload());
@@ -159,7 +185,9 @@ fn parse_tcp(data: &[u8], src: Ipv4Addr, dst: Ipv4Addr) {
     if let Ok(r) = TcpRepr::parse(&p) {
         let Ok(hl) = r.header_len() else { return };
         let mut out = vec![0u8; hl + p.payload().len()];
-        let n = r.emit_with_payload(&mut out, src, dst, p.payload()).unwrap();
+        let n = r
+            .emit_with_payload(&mut out, src, dst, p.payload())
+            .unwrap();
         let q = TcpPacket::new_checked(&out[..n]).unwrap();
         assert!(q.verify_checksum(src, dst));
         assert_eq!(TcpRepr::parse(&q), Ok(r));

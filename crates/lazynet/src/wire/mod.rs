@@ -34,7 +34,7 @@ pub mod udp;
 
 pub use arp::{ArpOperation, ArpPacket, ArpRepr};
 pub use ethernet::{EthernetAddress, EthernetFrame, EthernetRepr};
-pub use icmp::IcmpPacket;
+pub use icmp::{IcmpPacket, IcmpRepr};
 pub use ipv4::{Ipv4Packet, Ipv4Repr};
 pub use tcp::{SackBlocks, SeqNumber, TcpFlags, TcpOption, TcpOptions, TcpPacket, TcpRepr};
 pub use udp::{UdpPacket, UdpRepr};
