@@ -16,9 +16,11 @@ fn bench_checksum(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("lazynet", size), &data, |b, d| {
             b.iter(|| checksum::checksum(black_box(d)))
         });
-        g.bench_with_input(BenchmarkId::new("internet-checksum", size), &data, |b, d| {
-            b.iter(|| internet_checksum::checksum(black_box(d)))
-        });
+        g.bench_with_input(
+            BenchmarkId::new("internet-checksum", size),
+            &data,
+            |b, d| b.iter(|| internet_checksum::checksum(black_box(d))),
+        );
     }
     g.finish();
 }
