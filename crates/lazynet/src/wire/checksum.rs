@@ -37,7 +37,7 @@
 //! independence). Plain loads and zero-extending adds are all SSE2 has, so it
 //! autovectorizes on the baseline x86-64 target. A lane can absorb 65537 words
 //! of at most `0xFFFF` before it could overflow (`65537 * 65535 < 2^32`), so
-//! the lanes are folded into a `u64` every [`BLOCK_CHUNKS`] chunks.
+//! the lanes are folded into a `u64` every 65536 chunks (2 MiB).
 
 use std::net::Ipv4Addr;
 

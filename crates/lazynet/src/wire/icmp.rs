@@ -128,6 +128,113 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> IcmpPacket<T> {
     }
 }
 
+/// The ICMPv4 messages `proto` handles, read from a checked packet.
+/// Borrowed: `data` points into the packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IcmpRepr<'a> {
+    /// Type 8 (RFC 792 "Echo or Echo Reply Message").
+    EchoRequest {
+        /// Identifier.
+        ident: u16,
+        /// Sequence number.
+        seq: u16,
+        /// Echo data.
+        data: &'a [u8],
+    },
+    /// Type 0.
+    EchoReply {
+        /// Identifier.
+        ident: u16,
+        /// Sequence number.
+        seq: u16,
+        /// Echo data.
+        data: &'a [u8],
+    },
+    /// Type 3.
+    DestUnreachable {
+        /// Code (e.g. [`CODE_PORT_UNREACHABLE`], [`CODE_FRAG_NEEDED`]).
+        code: u8,
+        /// Next-hop MTU (RFC 1191), 0 unless code 4.
+        next_hop_mtu: u16,
+        /// Quoted original IP header + at least 8 data bytes (maybe fewer
+        /// if the sender truncated).
+        original: &'a [u8],
+    },
+    /// Type 11.
+    TimeExceeded {
+        /// Code (0 TTL exceeded in transit, 1 reassembly time exceeded).
+        code: u8,
+        /// Quoted original IP header + data.
+        original: &'a [u8],
+    },
+    /// Any other type; the caller only counts it.
+    Other {
+        /// Type.
+        msg_type: u8,
+        /// Code.
+        code: u8,
+    },
+}
+
+impl<'a> IcmpRepr<'a> {
+    /// Classifies a checked packet (the checksum is not verified here).
+    pub fn parse<T: AsRef<[u8]> + ?Sized>(p: &IcmpPacket<&'a T>) -> Self {
+        let (t, code) = (p.msg_type(), p.code());
+        let buf: &'a [u8] = p.buf.as_ref();
+        let data = range(buf, HEADER_LEN, buf.len());
+        match (t, code) {
+            (TYPE_ECHO_REQUEST, 0) => IcmpRepr::EchoRequest {
+                ident: p.echo_ident(),
+                seq: p.echo_seq(),
+                data,
+            },
+            (TYPE_ECHO_REPLY, 0) => IcmpRepr::EchoReply {
+                ident: p.echo_ident(),
+                seq: p.echo_seq(),
+                data,
+            },
+            (TYPE_DEST_UNREACHABLE, _) => IcmpRepr::DestUnreachable {
+                code,
+                next_hop_mtu: if code == CODE_FRAG_NEEDED {
+                    p.next_hop_mtu()
+                } else {
+                    0
+                },
+                original: data,
+            },
+            (TYPE_TIME_EXCEEDED, _) => IcmpRepr::TimeExceeded {
+                code,
+                original: data,
+            },
+            _ => IcmpRepr::Other { msg_type: t, code },
+        }
+    }
+
+    /// Writes this message into `buf` with its checksum; returns its length.
+    /// For the error messages, `original` is taken as the offending packet
+    /// and quoted as [`emit_dest_unreachable`] does. `Other` cannot be
+    /// emitted (it has no body): [`WireError::BadLength`].
+    pub fn emit(&self, buf: &mut [u8]) -> Result<usize, WireError> {
+        match *self {
+            IcmpRepr::EchoRequest { ident, seq, data } => emit_echo(buf, false, ident, seq, data),
+            IcmpRepr::EchoReply { ident, seq, data } => emit_echo(buf, true, ident, seq, data),
+            IcmpRepr::DestUnreachable {
+                code,
+                next_hop_mtu,
+                original,
+            } => emit_dest_unreachable(buf, code, next_hop_mtu, original),
+            IcmpRepr::TimeExceeded { code, original } => {
+                let n = emit_dest_unreachable(buf, code, 0, original)?;
+                let mut p = IcmpPacket { buf: &mut buf[..n] };
+                p.set_msg_type(TYPE_TIME_EXCEEDED);
+                p.fill_checksum();
+                Ok(n)
+            }
+            IcmpRepr::Other { .. } => Err(WireError::BadLength),
+        }
+    }
+}
+
 /// Writes an echo request (`reply == false`) or reply with `data` into `buf`,
 /// with its checksum; returns the message length (8 + `data.len()`).
 pub fn emit_echo(
@@ -217,6 +324,50 @@ mod tests {
             emit_echo(&mut [0u8; 12], true, 0, 0, b"hello"),
             Err(WireError::BufferTooSmall)
         );
+    }
+
+    #[test]
+    fn repr_roundtrip() {
+        let mut b = [0u8; 64];
+        let orig = [0x45u8; 40];
+        let cases = [
+            IcmpRepr::EchoRequest {
+                ident: 1,
+                seq: 2,
+                data: b"abc",
+            },
+            IcmpRepr::EchoReply {
+                ident: 3,
+                seq: 4,
+                data: b"",
+            },
+            IcmpRepr::DestUnreachable {
+                code: CODE_FRAG_NEEDED,
+                next_hop_mtu: 576,
+                original: &orig[..28],
+            },
+            IcmpRepr::TimeExceeded {
+                code: 0,
+                original: &orig[..28],
+            },
+        ];
+        for r in cases {
+            let n = r.emit(&mut b).unwrap();
+            let p = IcmpPacket::new_checked(&b[..n]).unwrap();
+            assert!(p.verify_checksum());
+            assert_eq!(IcmpRepr::parse(&p), r);
+        }
+        let other = [13u8, 0, 0, 0, 0, 0, 0, 0];
+        let p = IcmpPacket::new_checked(&other[..]).unwrap();
+        let r = IcmpRepr::parse(&p);
+        assert_eq!(
+            r,
+            IcmpRepr::Other {
+                msg_type: 13,
+                code: 0
+            }
+        );
+        assert_eq!(r.emit(&mut b), Err(WireError::BadLength));
     }
 
     #[test]

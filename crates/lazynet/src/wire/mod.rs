@@ -34,9 +34,11 @@ pub mod udp;
 
 pub use arp::{ArpOperation, ArpPacket, ArpRepr};
 pub use ethernet::{EthernetAddress, EthernetFrame, EthernetRepr};
-pub use icmp::IcmpPacket;
+pub use icmp::{IcmpPacket, IcmpRepr};
 pub use ipv4::{Ipv4Packet, Ipv4Repr};
-pub use tcp::{SackBlocks, SeqNumber, TcpFlags, TcpOption, TcpOptions, TcpPacket, TcpRepr};
+pub use tcp::{
+    SackBlocks, SeqNumber, TcpFlags, TcpOption, TcpOptions, TcpPacket, TcpRepr, Timestamps,
+};
 pub use udp::{UdpPacket, UdpRepr};
 
 /// Why a buffer was rejected by a view's `new_checked`, or why a builder could
