@@ -60,7 +60,7 @@ fn arp_round_trip(nic: &mut impl TapLike, subnet: u8) -> [u8; 6] {
             assert_eq!(nic.send(&[Desc::new(b[0], 42)]), 1);
             next_send = Instant::now() + Duration::from_millis(250);
         }
-        nic.wait(Duration::from_millis(100));
+        nic.wait_for(Duration::from_millis(100));
         let n = nic.recv(&mut out);
         let mut found = None;
         for d in &out[..n] {
@@ -86,10 +86,10 @@ fn arp_round_trip(nic: &mut impl TapLike, subnet: u8) -> [u8; 6] {
 }
 
 trait TapLike: Nic {
-    fn wait(&self, t: Duration);
+    fn wait_for(&self, t: Duration);
 }
 impl TapLike for lazynet::nic::tap::TapNic {
-    fn wait(&self, t: Duration) {
+    fn wait_for(&self, t: Duration) {
         let _ = self.wait_readable(Some(t));
     }
 }
