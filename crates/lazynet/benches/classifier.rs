@@ -1,1 +1,70 @@
-fn main() {}
+//! Classifier cost per frame with 10 and with 100,000 bound UDP sockets.
+//!
+//! Goal (issue 2): the two within 1.5× of each other — lookup cost must not
+//! grow with the number of sockets. 100,000 sockets need two local addresses
+//! (one address has at most 65,535 ports). "spread" classifies 4096 frames to
+//! distinct random sockets (the table does not stay in L1); "hot" one frame.
+
+use std::hint::black_box;
+use std::net::Ipv4Addr;
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use lazynet::demux::{Classifier, Verdict};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+const MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
+const ADDRS: [Ipv4Addr; 2] = [Ipv4Addr::new(10, 0, 0, 2), Ipv4Addr::new(10, 0, 1, 2)];
+
+fn frame(dst: Ipv4Addr, port: u16) -> Vec<u8> {
+    let mut f = vec![0u8; 14 + 20 + 8 + 64];
+    f[0..6].copy_from_slice(&MAC);
+    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    f[14] = 0x45;
+    f[16..18].copy_from_slice(&((20 + 8 + 64) as u16).to_be_bytes());
+    f[23] = 17;
+    f[30..34].copy_from_slice(&dst.octets());
+    f[36..38].copy_from_slice(&port.to_be_bytes());
+    f
+}
+
+fn setup(n: usize) -> (Classifier, Vec<Vec<u8>>) {
+    let mut c = Classifier::new(MAC, ADDRS[0], 24, 64, 64);
+    c.add_addr(ADDRS[1]);
+    let mut bound = Vec::with_capacity(n);
+    for i in 0..n {
+        let (addr, port) = (ADDRS[i / 50_000], 1 + (i % 50_000) as u16);
+        c.bind_udp(addr, port, 4).expect("bind");
+        bound.push((addr, port));
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    let frames = (0..4096)
+        .map(|_| {
+            let (a, p) = bound[rng.random_range(0..n)];
+            frame(a, p)
+        })
+        .collect();
+    (c, frames)
+}
+
+fn bench(cr: &mut Criterion) {
+    let mut g = cr.benchmark_group("classify");
+    for n in [10usize, 100_000] {
+        let (c, frames) = setup(n);
+        assert!(frames.iter().all(|f| matches!(c.classify(f), Verdict::Channel(_))));
+        g.throughput(Throughput::Elements(frames.len() as u64));
+        g.bench_function(format!("spread/{n}"), |b| {
+            b.iter(|| {
+                for f in &frames {
+                    black_box(c.classify(black_box(f)));
+                }
+            })
+        });
+        g.throughput(Throughput::Elements(1));
+        g.bench_function(format!("hot/{n}"), |b| b.iter(|| black_box(c.classify(black_box(&frames[0])))));
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

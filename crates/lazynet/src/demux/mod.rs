@@ -247,6 +247,9 @@ fn key(addr: u32, port: u16) -> u64 {
 pub struct Classifier {
     mac: [u8; 6],
     addr: u32,
+    /// Every local address, `addrs[0] == addr`; a multi-homed host has more.
+    addrs: [u32; MAX_ADDRS],
+    naddrs: usize,
     bcast: u32,
     udp: FxMap<u64, u32>,
     channels: Vec<Option<Channel>>,
@@ -264,6 +267,8 @@ pub enum Verdict {
 }
 
 const ETH_LEN: usize = 14;
+/// Local addresses a classifier can hold.
+pub const MAX_ADDRS: usize = 8;
 
 #[inline(always)]
 fn be16(b: &[u8], at: usize) -> Option<u16> {
@@ -292,9 +297,13 @@ impl Classifier {
         } else {
             u32::MAX >> prefix_len
         };
+        let mut addrs = [0; MAX_ADDRS];
+        addrs[0] = a;
         Classifier {
             mac,
             addr: a,
+            addrs,
+            naddrs: 1,
             bcast: a | host_mask,
             udp: FxMap::default(),
             channels: vec![
@@ -309,6 +318,27 @@ impl Classifier {
     /// Our IPv4 address.
     pub fn addr(&self) -> Ipv4Addr {
         Ipv4Addr::from(self.addr)
+    }
+
+    /// Adds a secondary local address (a multi-homed host). Returns false if
+    /// [`MAX_ADDRS`] are in use already.
+    pub fn add_addr(&mut self, addr: Ipv4Addr) -> bool {
+        let a = u32::from(addr);
+        if self.addrs[..self.naddrs].contains(&a) {
+            return true;
+        }
+        if self.naddrs == MAX_ADDRS {
+            return false;
+        }
+        self.addrs[self.naddrs] = a;
+        self.naddrs += 1;
+        true
+    }
+
+    /// True if `addr` is one of ours.
+    #[inline]
+    pub fn is_local(&self, addr: Ipv4Addr) -> bool {
+        self.addrs[..self.naddrs].contains(&u32::from(addr))
     }
 
     /// Counters.
@@ -412,7 +442,7 @@ impl Classifier {
             0x0806 => {
                 // Ethernet/IPv4 ARP: target protocol address at 24..28 of the ARP body.
                 return match be32(f, ETH_LEN + 24) {
-                    Some(tpa) if tpa == self.addr => Verdict::Channel(CONTROL),
+                    Some(tpa) if self.addrs[..self.naddrs].contains(&tpa) => Verdict::Channel(CONTROL),
                     Some(_) => Verdict::Drop(ArpNotForUs),
                     None => Verdict::Drop(Truncated),
                 };
@@ -430,7 +460,7 @@ impl Classifier {
         }
         let daddr = u32::from_be_bytes([ip[16], ip[17], ip[18], ip[19]]);
         let bcast = daddr == u32::MAX || daddr == self.bcast;
-        if daddr != self.addr && !bcast {
+        if daddr != self.addr && !bcast && !self.addrs[1..self.naddrs].contains(&daddr) {
             return Verdict::Drop(NotOurIp);
         }
         // More-fragments flag or a non-zero offset: only reassembly can tell
