@@ -51,7 +51,9 @@ fn bench(cr: &mut Criterion) {
     let mut g = cr.benchmark_group("classify");
     for n in [10usize, 100_000] {
         let (c, frames) = setup(n);
-        assert!(frames.iter().all(|f| matches!(c.classify(f), Verdict::Channel(_))));
+        assert!(frames
+            .iter()
+            .all(|f| matches!(c.classify(f), Verdict::Channel(_))));
         g.throughput(Throughput::Elements(frames.len() as u64));
         g.bench_function(format!("spread/{n}"), |b| {
             b.iter(|| {
@@ -61,7 +63,9 @@ fn bench(cr: &mut Criterion) {
             })
         });
         g.throughput(Throughput::Elements(1));
-        g.bench_function(format!("hot/{n}"), |b| b.iter(|| black_box(c.classify(black_box(&frames[0])))));
+        g.bench_function(format!("hot/{n}"), |b| {
+            b.iter(|| black_box(c.classify(black_box(&frames[0]))))
+        });
     }
     g.finish();
 }

@@ -442,7 +442,9 @@ impl Classifier {
             0x0806 => {
                 // Ethernet/IPv4 ARP: target protocol address at 24..28 of the ARP body.
                 return match be32(f, ETH_LEN + 24) {
-                    Some(tpa) if self.addrs[..self.naddrs].contains(&tpa) => Verdict::Channel(CONTROL),
+                    Some(tpa) if self.addrs[..self.naddrs].contains(&tpa) => {
+                        Verdict::Channel(CONTROL)
+                    }
                     Some(_) => Verdict::Drop(ArpNotForUs),
                     None => Verdict::Drop(Truncated),
                 };

@@ -245,12 +245,21 @@ fn lookup_cost_does_not_depend_on_socket_count_semantics() {
 fn secondary_addresses_are_local() {
     let mut c = cls();
     let other = Ipv4Addr::new(10, 0, 1, 7);
-    assert_eq!(c.classify(&ip_frame(MAC, other, 17, 0, 7, 0)), Verdict::Drop(DropReason::NotOurIp));
+    assert_eq!(
+        c.classify(&ip_frame(MAC, other, 17, 0, 7, 0)),
+        Verdict::Drop(DropReason::NotOurIp)
+    );
     assert!(c.add_addr(other));
     let ch = c.bind_udp(other, 7, 4).unwrap();
-    assert_eq!(c.classify(&ip_frame(MAC, other, 17, 0, 7, 0)), Verdict::Channel(ch));
+    assert_eq!(
+        c.classify(&ip_frame(MAC, other, 17, 0, 7, 0)),
+        Verdict::Channel(ch)
+    );
     // The same port on the primary address is a different socket.
-    assert_eq!(c.classify(&ip_frame(MAC, ME, 17, 0, 7, 0)), Verdict::Channel(CONTROL));
+    assert_eq!(
+        c.classify(&ip_frame(MAC, ME, 17, 0, 7, 0)),
+        Verdict::Channel(CONTROL)
+    );
     for i in 2..MAX_ADDRS as u8 {
         assert!(c.add_addr(Ipv4Addr::new(10, 0, 2, i)));
     }
