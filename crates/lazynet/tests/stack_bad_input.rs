@@ -142,7 +142,7 @@ fn frame(rng: &mut ChaCha8Rng) -> Vec<u8> {
         3 => arp(rng),
         // Fragments: overlapping, endless, out of range.
         4 | 5 => {
-            let off = rng.random_range(0..8192u16) & !0; // in 8-byte units
+            let off = rng.random_range(0..8192u16); // in 8-byte units
             let more = if rng.random_bool(0.7) { 0x2000 } else { 0 };
             let len = rng.random_range(1..1400) & !7;
             let l4: Vec<u8> = (0..len.max(8)).map(|_| rng.random()).collect();
