@@ -3,9 +3,7 @@
 
 use std::collections::HashSet;
 
-use lazynet::proto::udp::{
-    PortAllocator, UdpDrop, UdpDropCounters, EPHEMERAL_FIRST, EPHEMERAL_LAST,
-};
+use lazynet::proto::udp::{PortAllocator, EPHEMERAL_FIRST, EPHEMERAL_LAST};
 
 #[test]
 fn picks_stay_in_dynamic_range_and_spread() {
@@ -34,15 +32,4 @@ fn finds_the_only_free_port_when_tries_cover_range() {
 fn full_range_gives_none_within_bound() {
     let a = PortAllocator::new(1, 65535, 10);
     assert_eq!(a.pick(u32::MAX, |_| true), None);
-}
-
-#[test]
-fn drop_counters_by_reason() {
-    let mut c = UdpDropCounters::default();
-    c.inc(UdpDrop::ChannelFull);
-    c.inc(UdpDrop::ChannelFull);
-    c.inc(UdpDrop::BadChecksum);
-    assert_eq!(c.get(UdpDrop::ChannelFull), 2);
-    let v: Vec<_> = c.iter().filter(|&(_, n)| n > 0).collect();
-    assert_eq!(v, vec![("udp_bad_checksum", 1), ("udp_channel_full", 2)]);
 }

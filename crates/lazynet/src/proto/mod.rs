@@ -3,7 +3,7 @@
 //! **Owns:** the protocol state of the stack — the ARP cache and resolution
 //! queue ([`arp`]), IPv4 reassembly, fragmentation plans and identification
 //! ([`ip`]), ICMP error rules and rate limiting ([`icmp`]), UDP port
-//! allocation and drop reasons ([`udp`]). TCP will live beside them as
+//! allocation ([`udp`]). TCP will live beside them as
 //! `proto::tcp`.
 //!
 //! **May not touch:** I/O, sockets, threads, clocks or randomness. Time
@@ -27,4 +27,4 @@ pub use ip::{
     fragment_plan, FragError, FragmentPlan, IdentGen, ReasmConfig, ReasmCounters, ReasmDrop,
     ReasmKey, Reassembled, Reassembler,
 };
-pub use udp::{PortAllocator, UdpDrop, UdpDropCounters, EPHEMERAL_FIRST, EPHEMERAL_LAST};
+pub use udp::{PortAllocator, EPHEMERAL_FIRST, EPHEMERAL_LAST};

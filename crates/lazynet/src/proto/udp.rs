@@ -63,92 +63,6 @@ impl PortAllocator {
     }
 }
 
-/// RFC 768: a received checksum field of 0 means "no checksum" (IPv4 only);
-/// anything else must verify.
-pub const fn rx_checksum_present(field: u16) -> bool {
-    field != 0
-}
-
-/// RFC 768: a computed checksum of 0 is sent as 0xFFFF (0 would mean "none").
-pub const fn tx_checksum_field(computed: u16) -> u16 {
-    if computed == 0 {
-        0xffff
-    } else {
-        computed
-    }
-}
-
-/// Why a UDP datagram was dropped. Small, `Copy`, with a stable name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum UdpDrop {
-    /// Shorter than the 8-byte UDP header.
-    Truncated,
-    /// The UDP length field is below 8 or above the IP payload length.
-    BadLength,
-    /// The checksum did not verify.
-    BadChecksum,
-    /// Destination port 0 (not a valid destination).
-    BadPort,
-    /// No socket bound to the destination (answered with ICMP port
-    /// unreachable, rate limited).
-    NoSocket,
-    /// The socket's channel was full (early discard).
-    ChannelFull,
-    /// The socket's receive buffer was full.
-    RecvBufferFull,
-    /// Addressed to a broadcast/multicast address nobody listens on.
-    NoListener,
-}
-
-impl UdpDrop {
-    /// Every reason, in counter order (`reason as usize` indexes it).
-    pub const ALL: [UdpDrop; 8] = [
-        UdpDrop::Truncated,
-        UdpDrop::BadLength,
-        UdpDrop::BadChecksum,
-        UdpDrop::BadPort,
-        UdpDrop::NoSocket,
-        UdpDrop::ChannelFull,
-        UdpDrop::RecvBufferFull,
-        UdpDrop::NoListener,
-    ];
-
-    /// Stable name for statistics.
-    pub const fn name(self) -> &'static str {
-        match self {
-            UdpDrop::Truncated => "udp_truncated",
-            UdpDrop::BadLength => "udp_bad_length",
-            UdpDrop::BadChecksum => "udp_bad_checksum",
-            UdpDrop::BadPort => "udp_bad_port",
-            UdpDrop::NoSocket => "udp_no_socket",
-            UdpDrop::ChannelFull => "udp_channel_full",
-            UdpDrop::RecvBufferFull => "udp_recv_buffer_full",
-            UdpDrop::NoListener => "udp_no_listener",
-        }
-    }
-}
-
-/// One counter per [`UdpDrop`] reason.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct UdpDropCounters(pub [u64; UdpDrop::ALL.len()]);
-
-impl UdpDropCounters {
-    /// Count one drop.
-    pub fn inc(&mut self, why: UdpDrop) {
-        self.0[why as usize] += 1;
-    }
-
-    /// The count for `why`.
-    pub fn get(&self, why: UdpDrop) -> u64 {
-        self.0[why as usize]
-    }
-
-    /// `(name, count)` pairs, for `lazynet stats`.
-    pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
-        UdpDrop::ALL.iter().map(|&r| (r.name(), self.get(r)))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -176,18 +90,5 @@ mod tests {
             None
         );
         assert_eq!(calls.get(), 5);
-    }
-
-    #[test]
-    fn names_unique_and_indices_match() {
-        for (i, r) in UdpDrop::ALL.iter().enumerate() {
-            assert_eq!(*r as usize, i);
-        }
-        let mut names: Vec<_> = UdpDrop::ALL.iter().map(|r| r.name()).collect();
-        names.sort();
-        names.dedup();
-        assert_eq!(names.len(), UdpDrop::ALL.len());
-        assert_eq!(tx_checksum_field(0), 0xffff);
-        assert!(!rx_checksum_present(0));
     }
 }
