@@ -1,8 +1,8 @@
 //! UDP protocol rules that are not parsing (RFC 768, RFC 6056, RFC 6335).
 //!
 //! **Owns:** the ephemeral port range and the choice of a local port
-//! ([`PortAllocator`]), the checksum-field rules, and the typed reasons a
-//! UDP datagram is dropped ([`UdpDrop`]).
+//! ([`PortAllocator`]). Checksum-field rules live in `wire::udp`; drop
+//! reasons in `stack::StackDrop`.
 //!
 //! **May not touch:** datagram bytes (`wire`), the socket table (the caller
 //! answers "is this port used?"), randomness (the caller passes a random
