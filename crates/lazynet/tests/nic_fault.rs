@@ -1,98 +1,15 @@
 //! FaultNic: determinism, loss rate, duplication, reordering, corruption,
 //! delay (virtual time), bounded queues and buffer conservation.
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use lazynet::mem::{BufArea, Desc};
+use lazynet::mem::Desc;
 use lazynet::nic::fault::{FaultConfig, FaultNic, FaultSpec};
 use lazynet::nic::Nic;
 
-/// A tiny in-test NIC: `inject` queues received frames; `send` records the
-/// bytes and frees the buffer (accepting at most `tx_cap` frames per call).
-struct Mock {
-    bufs: BufArea,
-    free: Vec<u32>,
-    rx: VecDeque<Desc>,
-    sent: Vec<Vec<u8>>,
-    tx_cap: usize,
-    count: u32,
-}
-
-impl Mock {
-    fn new(count: u32) -> Self {
-        Mock {
-            bufs: BufArea::private("mock", 256, count).unwrap(),
-            free: (0..count).rev().collect(),
-            rx: VecDeque::new(),
-            sent: Vec::new(),
-            tx_cap: usize::MAX,
-            count,
-        }
-    }
-    fn inject(&mut self, bytes: &[u8]) {
-        let b = self.free.pop().expect("mock out of buffers");
-        self.bufs.buf_mut(b).unwrap()[..bytes.len()].copy_from_slice(bytes);
-        self.rx.push_back(Desc::new(b, bytes.len() as u16));
-    }
-}
-
-impl Nic for Mock {
-    fn mac(&self) -> [u8; 6] {
-        [2, 0, 0, 0, 0, 1]
-    }
-    fn mtu(&self) -> usize {
-        200
-    }
-    fn buffers(&self) -> &BufArea {
-        &self.bufs
-    }
-    fn buffers_mut(&mut self) -> &mut BufArea {
-        &mut self.bufs
-    }
-    fn recv(&mut self, out: &mut [Desc]) -> usize {
-        let mut n = 0;
-        while n < out.len() {
-            match self.rx.pop_front() {
-                Some(d) => out[n] = d,
-                None => break,
-            }
-            n += 1;
-        }
-        n
-    }
-    fn alloc(&mut self, out: &mut [u32]) -> usize {
-        let mut n = 0;
-        while n < out.len() {
-            match self.free.pop() {
-                Some(b) => out[n] = b,
-                None => break,
-            }
-            n += 1;
-        }
-        n
-    }
-    fn send(&mut self, frames: &[Desc]) -> usize {
-        let n = frames.len().min(self.tx_cap);
-        for d in &frames[..n] {
-            if let Some(f) = self.bufs.frame(*d) {
-                self.sent.push(f.to_vec());
-            }
-            if d.buf < self.count && !self.free.contains(&d.buf) {
-                self.free.push(d.buf);
-            }
-        }
-        n
-    }
-    fn release(&mut self, bufs: &[Desc]) {
-        for d in bufs {
-            if d.buf < self.count && !self.free.contains(&d.buf) {
-                self.free.push(d.buf);
-            }
-        }
-    }
-}
+mod common;
+use common::Mock;
 
 fn frame(id: u32) -> [u8; 64] {
     let mut f = [0u8; 64];
@@ -442,7 +359,7 @@ fn fault_invalid_descriptors_and_odd_probabilities_do_not_panic() {
         Desc::new(u32::MAX, 5),
         Desc {
             buf: 0,
-            off: 250,
+            off: 2040,
             len: 100,
         },
     ]);

@@ -706,6 +706,19 @@ fn fix_minus_zero(msg: &mut [u8]) {
     }
 }
 
+/// The IPv4 packet inside an Ethernet frame, with lengths checked and the
+/// header checksum verified (RFC 791 §3.1) — the receiver's first step.
+#[inline]
+fn checked_ipv4(frame: &[u8]) -> Result<Ipv4Packet<&[u8]>, StackDrop> {
+    let ip = Ipv4Packet::new_checked(frame.get(ETH_LEN..).unwrap_or(&[]))
+        .map_err(|_| StackDrop::IpHeader)?;
+    if ip.verify_checksum() {
+        Ok(ip)
+    } else {
+        Err(StackDrop::IpChecksum)
+    }
+}
+
 /// Parses a received Ethernet/IPv4/UDP frame lazily: header checksum, UDP
 /// length and checksum (RFC 768; a zero checksum means none, RFC 1122
 /// §4.1.3.4). Returns (source, destination address, payload).
@@ -1018,13 +1031,10 @@ impl<N: Nic> Stack<N> {
 
     fn ip_control_input(&mut self, d: Desc, now: u64) {
         let frame = self.out.nic.buffers().frame(d).unwrap_or(&[]);
-        let ip = match Ipv4Packet::new_checked(&frame[ETH_LEN.min(frame.len())..]) {
+        let ip = match checked_ipv4(frame) {
             Ok(p) => p,
-            Err(_) => return self.rx_fail(d, StackDrop::IpHeader),
+            Err(e) => return self.rx_fail(d, e),
         };
-        if !ip.verify_checksum() {
-            return self.rx_fail(d, StackDrop::IpChecksum);
-        }
         match ip.protocol() {
             PROTO_ICMP => {
                 let icmp = match IcmpPacket::new_checked(ip.payload()) {
@@ -1133,13 +1143,10 @@ impl<N: Nic> Stack<N> {
     /// [`Reassembler`]; a complete datagram goes to its socket's channel.
     fn fragment_input(&mut self, d: Desc, now: u64) {
         let frame = self.out.nic.buffers().frame(d).unwrap_or(&[]);
-        let ip = match Ipv4Packet::new_checked(&frame[ETH_LEN.min(frame.len())..]) {
+        let ip = match checked_ipv4(frame) {
             Ok(p) => p,
-            Err(_) => return self.rx_fail(d, StackDrop::IpHeader),
+            Err(e) => return self.rx_fail(d, e),
         };
-        if !ip.verify_checksum() {
-            return self.rx_fail(d, StackDrop::IpChecksum);
-        }
         let key = ReasmKey {
             src: ip.src(),
             dst: ip.dst(),
