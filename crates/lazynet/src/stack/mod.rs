@@ -298,6 +298,8 @@ pub struct StackStats {
     pub icmp_echo_replies: u64,
     /// ICMP echo requests answered after reassembly.
     pub icmp_echo_replies_reassembled: u64,
+    /// ICMP time exceeded (reassembly timeout) messages sent.
+    pub icmp_time_exceeded_sent: u64,
     /// ICMP port unreachable messages sent.
     pub icmp_unreach_sent: u64,
     /// ICMP errors not sent (RFC 1122 rules or rate limit).
@@ -337,7 +339,7 @@ impl StackStats {
 
     /// Writes every non-zero counter as `name value` lines.
     pub fn write_table(&self, out: &mut impl std::fmt::Write) -> std::fmt::Result {
-        let rows: [(&str, u64); 16] = [
+        let rows: [(&str, u64); 17] = [
             ("rx_frames", self.rx_frames),
             ("tx_frames", self.tx_frames),
             ("demux_enqueued", self.demux.enqueued),
@@ -353,6 +355,7 @@ impl StackStats {
                 self.icmp_echo_replies_reassembled,
             ),
             ("icmp_unreach_sent", self.icmp_unreach_sent),
+            ("icmp_time_exceeded_sent", self.icmp_time_exceeded_sent),
             ("icmp_suppressed", self.icmp_suppressed),
             ("frags_absorbed", self.frags_absorbed),
             ("reassembled", self.reassembled),
@@ -959,7 +962,44 @@ impl<N: Nic> Stack<N> {
                 break;
             }
         }
-        self.reasm.poll(now, |_, _| {});
+        // RFC 1122 §3.3.2: a reassembly that times out with its first
+        // fragment present SHOULD be answered with Time Exceeded (code 1),
+        // under the usual ICMP error rules and rate limit.
+        let (out, limit, stats) = (&mut self.out, &mut self.icmp_limit, &mut self.stats);
+        self.reasm.poll(now, |key, quote| {
+            let Some(quote) = quote else { return };
+            let src = key.src;
+            let ctx = ErrorContext {
+                is_icmp_error: key.protocol == PROTO_ICMP
+                    && quote
+                        .get(((quote[0] & 0x0f) as usize) * 4)
+                        .is_some_and(|&t| crate::proto::icmp::is_error_type(t)),
+                to_broadcast_or_multicast: out.is_broadcast(key.dst) || key.dst.is_multicast(),
+                bad_source: src.is_unspecified()
+                    || src.is_broadcast()
+                    || src.is_multicast()
+                    || src.is_loopback(),
+                non_first_fragment: false,
+            };
+            if may_send_error(ctx, limit, now).is_err() {
+                stats.icmp_suppressed += 1;
+                return;
+            }
+            let mut msg = [0u8; icmp::HEADER_LEN + 60 + icmp::QUOTED_DATA_LEN];
+            let repr = icmp::IcmpRepr::TimeExceeded {
+                code: 1,
+                original: quote,
+            };
+            if let Ok(n) = repr.emit(&mut msg) {
+                let me = out.addr;
+                if out
+                    .ip_output(me, src, PROTO_ICMP, [&msg[..n], &[]], now)
+                    .is_ok()
+                {
+                    stats.icmp_time_exceeded_sent += 1;
+                }
+            }
+        });
     }
 
     /// ARP, ICMP and UDP to unbound ports (LRP §3.5: work no socket owns).

@@ -628,3 +628,36 @@ fn many_round_trips_leak_no_buffers() {
     a.nic_mut().reclaim();
     assert_eq!(a.nic().free_buffers(), fa);
 }
+
+#[test]
+fn reassembly_timeout_sends_time_exceeded_when_first_fragment_arrived() {
+    let (mut a, mut b) = raw();
+    inject(&mut a, &arp_request_from_a());
+    b.poll(0);
+    capture(&mut a);
+    let _s = UdpSocket::bind(&mut b, SocketAddrV4::new(B, 7)).unwrap();
+    let u = udp_bytes(9, 7, &[1u8; 3000], A, B);
+    // First fragment only, then a lone non-first fragment of another datagram.
+    inject(&mut a, &ip_frame(A, B, PROTO_UDP, 77, 0, true, &u[..1480]));
+    inject(
+        &mut a,
+        &ip_frame(A, B, PROTO_UDP, 78, 1480, true, &u[1480..2960]),
+    );
+    b.poll(0);
+    assert!(capture(&mut a).is_empty());
+    b.poll(16_000 * MS); // past the 15 s reassembly timeout
+    let out = capture(&mut a);
+    assert_eq!(
+        out.len(),
+        1,
+        "one Time Exceeded, for the datagram whose first fragment came"
+    );
+    let ip = Ipv4Packet::new_checked(&out[0][14..]).unwrap();
+    let ic = IcmpPacket::new_checked(ip.payload()).unwrap();
+    assert!(ic.verify_checksum());
+    assert_eq!((ic.msg_type(), ic.code()), (icmp::TYPE_TIME_EXCEEDED, 1));
+    // Quote: the first fragment's header (ident 77) and 8 bytes of its data.
+    assert_eq!(&ic.data()[4..6], &77u16.to_be_bytes());
+    assert_eq!(ic.data().len(), 28);
+    assert_eq!(b.stats().icmp_time_exceeded_sent, 1);
+}
