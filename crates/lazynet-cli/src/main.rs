@@ -2,10 +2,14 @@
 //! and benchmarks. Programs live here, not in the library.
 
 mod echo;
+mod linux_send;
+mod media;
+mod nlf_cmd;
+mod plot;
 mod serve;
 mod util;
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -60,6 +64,47 @@ enum Cmd {
         #[command(subcommand)]
         what: BenchCmd,
     },
+    /// Network level framing: prebuild media packets.
+    Nlf {
+        #[command(subcommand)]
+        what: NlfCmd,
+    },
+    /// Experiments reproducing the papers' results; each writes results/NAME/.
+    Exp {
+        #[command(subcommand)]
+        what: ExpCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum NlfCmd {
+    /// Write the meta-data files of MEDIA for each payload size.
+    Prebuild {
+        /// The media file (MPEG-TS is packetized on 188-byte boundaries).
+        media: PathBuf,
+        /// Payload sizes, comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "1316")]
+        payload: Vec<usize>,
+        /// Prebuild for RTP (RFC 2250, payload type 33).
+        #[arg(long)]
+        rtp: bool,
+        /// Directory for the meta files (default: beside the media).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum ExpCmd {
+    /// NLF Table 1 / Fig. 4: cycles per packet of the four send paths, beside Linux.
+    Nlf {
+        /// A reduced run for CI (under a minute).
+        #[arg(long)]
+        quick: bool,
+        /// Output directory.
+        #[arg(long, default_value = "results/nlf")]
+        out: PathBuf,
+    },
 }
 
 #[derive(Subcommand)]
@@ -69,6 +114,31 @@ enum ServeCmd {
         /// UDP port.
         #[arg(long, default_value_t = 7)]
         port: u16,
+        #[command(flatten)]
+        net: NetArgs,
+    },
+    /// Media server: streams a prebuilt file to unicast clients (network level framing).
+    Media {
+        /// The media file (prebuilt with `lazynet nlf prebuild`).
+        media: PathBuf,
+        /// A client ADDR:PORT (repeat for more).
+        #[arg(long = "client", required = true)]
+        clients: Vec<SocketAddrV4>,
+        /// RTP framing (RFC 2250; the meta file must be prebuilt with --rtp).
+        #[arg(long)]
+        rtp: bool,
+        /// Send path: traditional, v1, v2 or v3.
+        #[arg(long, default_value = "v3")]
+        path: lazynet::nlf::SendPath,
+        /// Payload size the meta file was prebuilt for.
+        #[arg(long, default_value_t = 1316)]
+        payload: usize,
+        /// The meta file (default: derived from the media, payload and --rtp).
+        #[arg(long)]
+        meta: Option<PathBuf>,
+        /// Start over when the stream ends (until SIGINT/SIGTERM).
+        #[arg(long = "loop")]
+        repeat: bool,
         #[command(flatten)]
         net: NetArgs,
     },
@@ -152,7 +222,10 @@ pub fn parse_cidr(s: &str) -> anyhow::Result<(Ipv4Addr, u8)> {
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.cmd {
-        Cmd::Demo { seconds } => echo::demo(seconds),
+        Cmd::Demo { seconds } => {
+            echo::demo(seconds)?;
+            media::demo(seconds)
+        }
         Cmd::Serve {
             what: ServeCmd::UdpEcho { port, net },
         } => serve::udp_echo(port, &net),

@@ -14,7 +14,7 @@ use lazynet::stack::{Stack, StackConfig};
 
 use crate::{parse_cidr, NetArgs, NetnsCmd, NicKind, NsArgs};
 
-fn ns_config(a: &NsArgs) -> PeerNsConfig {
+pub fn ns_config(a: &NsArgs) -> PeerNsConfig {
     PeerNsConfig {
         ns: a.peer_ns.clone(),
         dev: a.dev.clone(),

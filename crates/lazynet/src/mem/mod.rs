@@ -13,9 +13,11 @@
 //! This module (with `nic` and FFI) is one of the only places allowed to use
 //! `unsafe`; each block says why it is sound.
 
+pub mod file;
 pub mod region;
 pub mod ring;
 
+pub use file::MappedFile;
 pub use region::{BufArea, Region};
 pub use ring::{Consumer, Pod, Producer, Ring, RingError};
 

@@ -1273,6 +1273,39 @@ impl<N: Nic> Stack<N> {
         self.out.release(d);
     }
 
+    // ----- Prebuilt frames (network level framing) -----
+
+    /// The Ethernet address to send to `dst`: next-hop choice and ARP, for
+    /// callers that build whole frames themselves (the NLF streamer).
+    /// `Ok(None)` while resolution is pending (a request went out if due).
+    pub fn neighbor(&mut self, dst: Ipv4Addr, now: u64) -> Result<Option<[u8; 6]>, SocketError> {
+        let hop = self.out.next_hop(dst).ok_or(SocketError::NoRoute)?;
+        self.out.resolve(hop, now).map_err(|_| SocketError::Dropped)
+    }
+
+    /// Sends whole frames the caller built in buffers it took from the NIC;
+    /// returns how many the NIC accepted (the rest remain the caller's).
+    pub fn transmit(&mut self, frames: &[Desc]) -> usize {
+        let n = self.out.nic.send(frames);
+        self.out.stats.tx_frames += n as u64;
+        n
+    }
+
+    /// Sends header-plus-reference frames (see [`Nic::send_gather`]);
+    /// returns how many the NIC accepted.
+    pub fn transmit_gather(&mut self, frames: &[(Desc, crate::nic::ExtRef)]) -> usize {
+        let n = self.out.nic.send_gather(frames);
+        self.out.stats.tx_frames += n as u64;
+        n
+    }
+
+    /// Records `mac` as `ip`'s link-layer address, as an ARP reply would
+    /// (for links without an ARP peer, such as a discarding test wire).
+    pub fn set_neighbor(&mut self, ip: Ipv4Addr, mac: [u8; 6]) {
+        let now = self.now();
+        let _ = self.out.arp.update(ip, mac, true, now);
+    }
+
     // ----- UDP sockets (called by `socket`) -----
 
     fn sock(&self, h: UdpHandle) -> Result<UdpSock, SocketError> {
