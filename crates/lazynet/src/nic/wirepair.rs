@@ -617,9 +617,10 @@ impl Nic for WireEnd {
     fn recv(&mut self, out: &mut [Desc]) -> usize {
         let mut k = 0;
         // Entries are decoded in place: entry i yields at most one frame,
-        // written to out[k] with k <= i. A second pop only if the first
-        // ended between a gather header and its ext entry.
-        for _ in 0..2 {
+        // written to out[k] with k <= i. A gather pair takes two entries
+        // for one frame, so pop again while there is room (a bounded number
+        // of times, so a peer flooding bad entries cannot keep us here).
+        for _ in 0..4 {
             if k == out.len() {
                 break;
             }
@@ -630,7 +631,7 @@ impl Nic for WireEnd {
                     k += 1;
                 }
             }
-            if n == 0 || self.pending.is_none() {
+            if n == 0 {
                 break;
             }
         }
