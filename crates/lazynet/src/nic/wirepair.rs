@@ -625,7 +625,8 @@ impl Nic for WireEnd {
                 break;
             }
             let n = self.rx.pop(&mut out[k..]);
-            for i in k..k + n {
+            let first = k;
+            for i in first..first + n {
                 if let Some(d) = self.rx_entry(out[i]) {
                     out[k] = d;
                     k += 1;
