@@ -10,6 +10,10 @@
 //! (corruption flips one bit; duplication copies into a buffer allocated from
 //! the inner NIC). It never parses a frame.
 //!
+//! **Gather frames** (`send_gather`) use the trait's default: each is
+//! linearized (ext bytes copied after its header) and then faces every
+//! transmit fault like any frame.
+//!
 //! **Crate choice:** `rand_chacha`'s `ChaCha8Rng` is portable and
 //! reproducible across platforms and versions (the same seed gives the same
 //! fault sequence everywhere), which `SmallRng` does not promise.
@@ -464,6 +468,24 @@ impl<N: Nic> Nic for FaultNic<N> {
     fn release(&mut self, bufs: &[Desc]) {
         self.inner.release(bufs)
     }
+
+    fn ext_capacity(&self) -> usize {
+        self.inner.ext_capacity()
+    }
+
+    fn ext_area_mut(&mut self) -> Option<&mut [u8]> {
+        self.inner.ext_area_mut()
+    }
+
+    fn ext_bytes(&self) -> Option<&[u8]> {
+        self.inner.ext_bytes()
+    }
+
+    // `send_gather`: the trait's default. It linearizes each gather frame
+    // (copies the ext bytes, read through `ext_bytes` from the inner NIC,
+    // after the header) and calls our `send`, so every fault applies to
+    // gather frames as to any frame. Zero-copy is lost under fault
+    // injection; this is a test tool.
 
     fn flush(&mut self) {
         let now = self.now();

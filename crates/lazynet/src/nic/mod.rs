@@ -10,6 +10,16 @@
 //! buffer back exactly once, either by `send` (ownership passes to the NIC) or
 //! by `release`. Buffers from `alloc` follow the same rule. A buffer received
 //! may be sent again unchanged or rewritten in place (zero-copy echo).
+//!
+//! Gather transmission (network level framing): a NIC may have an *ext
+//! area*, read-only bytes registered once (a prebuilt media stream). A
+//! [`Nic::send_gather`] frame is a header in a buffer the caller owns (named
+//! by a [`Desc`]) followed by a slice of the ext area (an [`ExtRef`]). Where
+//! the driver can reference the slice (the in-memory wire: no copy on send;
+//! TAP: `writev`, one copy by the kernel) the payload is never copied into a
+//! buffer; otherwise the default implementation copies it after the header
+//! (see [`linearize`]). Ext bytes are owned by nobody and must stay unchanged
+//! while frames referencing them may be in flight.
 
 pub mod fault;
 pub mod netns;
@@ -18,6 +28,45 @@ pub mod tap;
 pub mod wirepair;
 
 use crate::mem::{BufArea, Desc};
+
+/// A slice of a NIC's ext area (see [`Nic::ext_bytes`]): `len` bytes at
+/// byte offset `off`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ExtRef {
+    /// Byte offset inside the ext area.
+    pub off: u64,
+    /// Length in bytes.
+    pub len: u16,
+}
+
+impl ExtRef {
+    /// The bytes `self` names inside `ext`, or `None` if out of range.
+    #[inline]
+    pub fn slice(self, ext: &[u8]) -> Option<&[u8]> {
+        let start = usize::try_from(self.off).ok()?;
+        ext.get(start..start.checked_add(self.len as usize)?)
+    }
+}
+
+/// Copies the ext bytes of a gather frame right after its header, inside the
+/// header's buffer, and returns the descriptor of the whole frame. `None`
+/// (nothing written) if the header descriptor is out of range, `ext` is
+/// `None` or does not hold the slice, or the frame would not fit in the
+/// buffer. The fallback used by drivers that cannot transmit by reference;
+/// it costs one copy of the payload.
+pub fn linearize(area: &mut BufArea, ext: Option<&[u8]>, frame: (Desc, ExtRef)) -> Option<Desc> {
+    let (h, e) = frame;
+    let src = e.slice(ext?)?;
+    if !area.valid(h) {
+        return None;
+    }
+    let start = h.off as usize + h.len as usize;
+    let end = start + src.len();
+    let len = u16::try_from(h.len as usize + src.len()).ok()?;
+    let buf = area.buf_mut(h.buf)?;
+    buf.get_mut(start..end)?.copy_from_slice(src);
+    Some(Desc { len, ..h })
+}
 
 /// A network interface that moves Ethernet frames in batches.
 pub trait Nic {
@@ -57,6 +106,71 @@ pub trait Nic {
         let _ = timeout_ns;
         std::thread::yield_now();
     }
+
+    /// Bytes of the ext area this NIC can transmit from (0: none). An
+    /// [`ExtRef`] given to [`Nic::send_gather`] must lie inside it.
+    fn ext_capacity(&self) -> usize {
+        0
+    }
+
+    /// The ext area for writing. Setup only: the owner writes the prebuilt
+    /// payload once, before sending any frame that references it (frames in
+    /// flight, and a peer process, read it without synchronization). `None`
+    /// if the NIC has no ext area or this end may not write it.
+    fn ext_area_mut(&mut self) -> Option<&mut [u8]> {
+        None
+    }
+
+    /// The ext area for reading (recorders, fallbacks, tests). `None` if the
+    /// NIC has none. It never overlaps the NIC's buffers.
+    fn ext_bytes(&self) -> Option<&[u8]> {
+        None
+    }
+
+    /// Transmits gather frames in order: each is the header bytes `Desc`
+    /// names (a buffer the caller owns; ownership passes as with `send`)
+    /// followed by the ext bytes `ExtRef` names. Returns how many (a prefix)
+    /// were accepted; the rest, including the first frame that could not be
+    /// sent (ring full, ext slice out of range, frame larger than a buffer),
+    /// still belong to the caller.
+    ///
+    /// Default: copies the ext bytes (from [`Nic::ext_bytes`]) after the
+    /// header inside the header's buffer ([`linearize`]) and calls `send`.
+    /// Bytes after the header in the caller's buffer are overwritten even for
+    /// frames not accepted.
+    fn send_gather(&mut self, frames: &[(Desc, ExtRef)]) -> usize {
+        let mut area = self.buffers().clone();
+        let mut batch = [Desc::default(); 32];
+        let mut done = 0;
+        while done < frames.len() {
+            let mut n = 0;
+            let mut stop = false;
+            {
+                let ext = self.ext_bytes();
+                for &f in &frames[done..] {
+                    if n == batch.len() {
+                        break;
+                    }
+                    match linearize(&mut area, ext, f) {
+                        Some(d) => {
+                            batch[n] = d;
+                            n += 1;
+                        }
+                        None => {
+                            stop = true;
+                            break;
+                        }
+                    }
+                }
+            }
+            let k = if n > 0 { self.send(&batch[..n]) } else { 0 };
+            done += k;
+            if stop || k < n || n == 0 {
+                break;
+            }
+        }
+        done
+    }
 }
 
 /// A boxed NIC is a NIC, so programs can pick drivers at run time. The
@@ -91,5 +205,17 @@ impl<T: Nic + ?Sized> Nic for Box<T> {
     }
     fn wait(&mut self, timeout_ns: Option<u64>) {
         (**self).wait(timeout_ns)
+    }
+    fn ext_capacity(&self) -> usize {
+        (**self).ext_capacity()
+    }
+    fn ext_area_mut(&mut self) -> Option<&mut [u8]> {
+        (**self).ext_area_mut()
+    }
+    fn ext_bytes(&self) -> Option<&[u8]> {
+        (**self).ext_bytes()
+    }
+    fn send_gather(&mut self, frames: &[(Desc, ExtRef)]) -> usize {
+        (**self).send_gather(frames)
     }
 }

@@ -29,7 +29,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
 use pcap_file::{DataLink, TsResolution};
 
-use super::Nic;
+use super::{ExtRef, Nic};
 use crate::mem::{BufArea, Desc};
 
 /// Counters of a [`PcapNic`].
@@ -83,6 +83,8 @@ pub struct PcapNic<N: Nic, W: Write = BufWriter<File>> {
     ends: Vec<usize>,
     out: Option<W>,
     stats: PcapStats,
+    /// Assembles one gather frame's record (header + ext bytes).
+    scratch: Vec<u8>,
 }
 
 /// Timestamp resolution of the file.
@@ -127,6 +129,7 @@ impl<N: Nic, W: Write> PcapNic<N, W> {
             ends: Vec::with_capacity(256),
             out: None,
             stats: PcapStats::default(),
+            scratch: Vec::new(),
         };
         // Write the header straight through.
         let hdr_len = nic.staged_len();
@@ -208,6 +211,47 @@ impl<N: Nic, W: Write> PcapNic<N, W> {
             self.fail();
             self.ends.clear();
         }
+    }
+
+    /// Stages one record per gather frame (header + ext bytes), like
+    /// `stage` (unresolvable frames are counted as skipped).
+    fn stage_gather(&mut self, frames: &[(Desc, ExtRef)]) {
+        self.ends.clear();
+        let ts = Self::now();
+        let Some(pcap) = self.pcap.as_mut() else {
+            self.stats.skipped += frames.len() as u64;
+            return;
+        };
+        let mut failed = false;
+        let mut rec = std::mem::take(&mut self.scratch);
+        for &(h, e) in frames {
+            let hdr = self.inner.buffers().frame(h);
+            let ext = self.inner.ext_bytes().and_then(|x| e.slice(x));
+            match (hdr, ext) {
+                (Some(hdr), Some(ext)) if !failed => {
+                    rec.clear();
+                    rec.extend_from_slice(hdr);
+                    rec.extend_from_slice(ext);
+                    let p = PcapPacket::new(ts, rec.len() as u32, &rec);
+                    if pcap.write_packet(&p).is_err() {
+                        failed = true;
+                    }
+                }
+                _ => self.stats.skipped += 1,
+            }
+            let len = self.staging.lock().map(|s| s.bytes.len()).unwrap_or(0);
+            self.ends.push(len);
+        }
+        self.scratch = rec;
+        if failed {
+            self.fail();
+            self.ends.clear();
+        }
+    }
+
+    /// True if a gather frame's header and ext bytes can be read.
+    fn gather_resolves(&self, h: Desc, e: ExtRef) -> bool {
+        self.inner.buffers().valid(h) && self.inner.ext_bytes().and_then(|x| e.slice(x)).is_some()
     }
 
     /// Counters.
@@ -300,6 +344,45 @@ impl<N: Nic, W: Write> Nic for PcapNic<N, W> {
 
     fn release(&mut self, bufs: &[Desc]) {
         self.inner.release(bufs)
+    }
+
+    fn ext_capacity(&self) -> usize {
+        self.inner.ext_capacity()
+    }
+
+    fn ext_area_mut(&mut self) -> Option<&mut [u8]> {
+        self.inner.ext_area_mut()
+    }
+
+    fn ext_bytes(&self) -> Option<&[u8]> {
+        self.inner.ext_bytes()
+    }
+
+    /// Records each gather frame whole (header followed by the ext bytes,
+    /// read through the inner NIC's `ext_bytes`; this copy is the recorder's
+    /// own), then forwards the batch unchanged to the inner NIC.
+    fn send_gather(&mut self, frames: &[(Desc, ExtRef)]) -> usize {
+        if self.out.is_none() {
+            self.stats.skipped += frames.len() as u64;
+            return self.inner.send_gather(frames);
+        }
+        self.stage_gather(frames);
+        let n = self.inner.send_gather(frames).min(frames.len());
+        let end = if n == 0 {
+            0
+        } else {
+            self.ends.get(n - 1).copied().unwrap_or(0)
+        };
+        let recorded = frames[..n]
+            .iter()
+            .filter(|&&(h, e)| self.gather_resolves(h, e))
+            .count() as u64;
+        self.commit(end);
+        if self.out.is_some() {
+            self.stats.tx_frames += recorded;
+            self.stats.frames += recorded;
+        }
+        n
     }
 
     fn flush(&mut self) {

@@ -25,6 +25,39 @@
 //! one of its own buffers twice: bad descriptors and indices are dropped and
 //! counted in [`WireStats`]. The return rings are sized to hold a whole half,
 //! so with an honest peer `release` never fails.
+//!
+//! **Gather frames (ext area).** With [`WireConfig::ext_bytes`] > 0 the
+//! region ends with an *ext area* (page-aligned, after the buffers) that side
+//! A writes once through [`Nic::ext_area_mut`] (setup only) and then
+//! transmits from by reference with [`Nic::send_gather`]: no copy, no
+//! allocation, no system call on send. Only side A may transmit from it
+//! (side B's `ext_capacity()` is 0); both sides can read it
+//! ([`Nic::ext_bytes`]). A gather frame is two consecutive data-ring
+//! entries, pushed in one batch (one producer-index store, so the consumer
+//! sees both or neither; a pop batch may still end between them, in which
+//! case the header waits in `pending` for the next pop):
+//!
+//! - the header: a normal descriptor with [`GATHER_HDR`] set in `buf`
+//!   (bits 31..30 = `10`; real indices are < 2^22, so normal descriptors
+//!   have `00` there);
+//! - the ext entry: `buf` bits 31..30 = `11` ([`EXT_ENTRY`]), the ext offset
+//!   (46 bits) in `buf` bits 29..0 (high part) and `off` (low 16 bits), the
+//!   ext length in `len`.
+//!
+//! `01` in bits 31..30 is reserved (dropped). The receiver checks the header
+//! like any descriptor and the ext slice against the ext length from its own
+//! validated copy of the header; a lone ext entry, a header followed by
+//! anything but an ext entry, an out-of-range slice are dropped and counted
+//! (`rx_gather_bad`), the header buffer going back to its owner.
+//!
+//! `recv` still hands out contiguous frames: it *linearizes* a gather frame
+//! by copying the ext bytes right after the header inside the header's
+//! buffer (which it holds, exactly as for a normal frame). If the header
+//! sits too far into its buffer, it copies header and ext bytes into one of
+//! its own free buffers instead and returns the header buffer at once. If
+//! neither fits (no free buffer, frame larger than a buffer) the frame is
+//! dropped and counted (`rx_gather_dropped`). This one copy of the payload is
+//! the receiver's cost; the sender pays none.
 
 use std::io;
 use std::mem::size_of;
@@ -34,11 +67,38 @@ use std::sync::Arc;
 use crate::mem::ring::{self, Consumer, Producer, Ring};
 use crate::mem::{BufArea, Desc, Region};
 
-use super::Nic;
+use super::{ExtRef, Nic};
 
 /// `"LZWP"`.
 const WIRE_MAGIC: u32 = 0x4c5a_5750;
-const WIRE_VERSION: u32 = 1;
+const WIRE_VERSION: u32 = 2;
+/// Largest ext area (the offset has 46 bits in an ext entry).
+pub const MAX_EXT_BYTES: u64 = 1 << 46;
+/// Data-ring `buf` bits that mark gather entries (normal indices are < 2^22).
+pub const KIND_MASK: u32 = 0xC000_0000;
+/// `buf` bits of a gather header entry (the ext entry follows).
+pub const GATHER_HDR: u32 = 0x8000_0000;
+/// `buf` bits of an ext entry.
+pub const EXT_ENTRY: u32 = 0xC000_0000;
+
+/// The data-ring entry naming ext slice `e` (see the module docs).
+#[inline]
+pub fn ext_entry(e: ExtRef) -> Desc {
+    Desc {
+        buf: EXT_ENTRY | ((e.off >> 16) as u32 & !KIND_MASK),
+        off: e.off as u16,
+        len: e.len,
+    }
+}
+
+/// The ext slice an ext entry names (its kind bits are not checked).
+#[inline]
+pub fn ext_of_entry(d: Desc) -> ExtRef {
+    ExtRef {
+        off: (((d.buf & !KIND_MASK) as u64) << 16) | d.off as u64,
+        len: d.len,
+    }
+}
 const PAGE: usize = 4096;
 /// Largest buffer count accepted from a header.
 const MAX_BUFS: u32 = 1 << 22;
@@ -62,6 +122,9 @@ pub struct WireConfig {
     pub mac_a: [u8; 6],
     /// MAC of end B. Default 02:00:00:00:00:02.
     pub mac_b: [u8; 6],
+    /// Bytes of the ext area side A transmits from by reference (at most
+    /// 2^46). Default 0: no ext area.
+    pub ext_bytes: u64,
 }
 
 impl Default for WireConfig {
@@ -73,6 +136,7 @@ impl Default for WireConfig {
             mtu: 1500,
             mac_a: [2, 0, 0, 0, 0, 1],
             mac_b: [2, 0, 0, 0, 0, 2],
+            ext_bytes: 0,
         }
     }
 }
@@ -111,6 +175,23 @@ pub struct WireStats {
     pub release_bad: u64,
     /// Implausible ring indices seen (corrupt or hostile peer).
     pub ring_corrupt: u64,
+    /// Gather frames accepted by `send_gather` (also in `tx_frames`).
+    pub tx_gather: u64,
+    /// Gather frames `send_gather` refused: this end may not transmit from
+    /// the ext area, the slice is out of range, the header is invalid, or the
+    /// frame would not fit a buffer (the frame stays the caller's).
+    pub tx_gather_bad: u64,
+    /// Gather frames received and linearized (also in `rx_frames`).
+    pub rx_gather: u64,
+    /// Gather frames with a copy into one of our own buffers (header too far
+    /// into its buffer to append the payload in place).
+    pub rx_gather_copied: u64,
+    /// Malformed gather entries from the peer (lone ext entry, header not
+    /// followed by an ext entry, bad header, slice out of range); dropped.
+    pub rx_gather_bad: u64,
+    /// Well-formed gather frames dropped because they could not be
+    /// linearized (larger than a buffer, or no free buffer for the copy).
+    pub rx_gather_dropped: u64,
 }
 
 /// The header at the start of the region (read by value, then validated).
@@ -130,6 +211,8 @@ struct WireHeader {
     /// Data A→B, data B→A, return to A, return to B.
     ring_off: [u64; 4],
     buf_off: u64,
+    ext_off: u64,
+    ext_len: u64,
     total_len: u64,
 }
 
@@ -138,8 +221,18 @@ const RING_BA: usize = 1;
 const RET_A: usize = 2;
 const RET_B: usize = 3;
 
+/// Where the parts of a wire region lie.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Layout {
+    ring_off: [u64; 4],
+    ret_cap: u32,
+    buf_off: u64,
+    ext_off: u64,
+    total: u64,
+}
+
 /// Computes the layout for validated parameters.
-fn layout(buf_count: u32, buf_size: u32, ring_cap: u32) -> ([u64; 4], u32, u64, u64) {
+fn layout(buf_count: u32, buf_size: u32, ring_cap: u32, ext_len: u64) -> Layout {
     let ret_cap = (buf_count / 2).next_power_of_two();
     let mut off = size_of::<WireHeader>().div_ceil(64) * 64;
     let mut ring_off = [0u64; 4];
@@ -152,15 +245,36 @@ fn layout(buf_count: u32, buf_size: u32, ring_cap: u32) -> ([u64; 4], u32, u64, 
         };
     }
     let buf_off = off.div_ceil(PAGE) * PAGE;
-    let total = buf_off as u64 + buf_count as u64 * buf_size as u64;
-    (ring_off, ret_cap, buf_off as u64, total)
+    let buf_end = buf_off as u64 + buf_count as u64 * buf_size as u64;
+    let ext_off = buf_end.div_ceil(PAGE as u64) * PAGE as u64;
+    let total = if ext_len == 0 {
+        buf_end
+    } else {
+        ext_off + ext_len
+    };
+    Layout {
+        ring_off,
+        ret_cap,
+        buf_off: buf_off as u64,
+        ext_off,
+        total,
+    }
 }
 
 fn invalid(msg: &'static str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, msg)
 }
 
-fn check_params(buf_count: u32, buf_size: u32, ring_cap: u32, mtu: u32) -> io::Result<()> {
+fn check_params(
+    buf_count: u32,
+    buf_size: u32,
+    ring_cap: u32,
+    mtu: u32,
+    ext_len: u64,
+) -> io::Result<()> {
+    if ext_len > MAX_EXT_BYTES {
+        return Err(invalid("wire ext area must be at most 2^46 bytes"));
+    }
     if buf_count < 2 || buf_count % 2 != 0 || buf_count > MAX_BUFS {
         return Err(invalid("wire buffer count must be even, 2..=2^22"));
     }
@@ -191,9 +305,25 @@ impl WirePair {
     /// Creates the region and end A. Hand `region.fd()` (a duplicate without
     /// `FD_CLOEXEC`) to another process, which calls [`WireEnd::attach`].
     pub fn create(cfg: WireConfig) -> io::Result<(WireEnd, Arc<Region>)> {
-        check_params(cfg.buf_count, cfg.buf_size, cfg.ring_capacity, cfg.mtu)?;
-        let (ring_off, ret_cap, buf_off, total) =
-            layout(cfg.buf_count, cfg.buf_size, cfg.ring_capacity);
+        check_params(
+            cfg.buf_count,
+            cfg.buf_size,
+            cfg.ring_capacity,
+            cfg.mtu,
+            cfg.ext_bytes,
+        )?;
+        let Layout {
+            ring_off,
+            ret_cap,
+            buf_off,
+            ext_off,
+            total,
+        } = layout(
+            cfg.buf_count,
+            cfg.buf_size,
+            cfg.ring_capacity,
+            cfg.ext_bytes,
+        );
         let len = usize::try_from(total).map_err(|_| invalid("wire too large"))?;
         let region = Region::create("lazynet-wirepair", len)?;
         Ring::<Desc>::init(&region, ring_off[RING_AB] as usize, cfg.ring_capacity)?;
@@ -217,6 +347,8 @@ impl WirePair {
             mac_b,
             ring_off,
             buf_off,
+            ext_off,
+            ext_len: cfg.ext_bytes,
             total_len: total,
         };
         // SAFETY: the region is at least `total` > size_of::<WireHeader>()
@@ -251,6 +383,13 @@ pub struct WireEnd {
     mac: [u8; 6],
     mtu: usize,
     stats: WireStats,
+    /// Byte offset of the ext area in the region (validated).
+    ext_off: usize,
+    /// Bytes of the ext area (0: none).
+    ext_len: usize,
+    /// A gather header popped without its ext entry (end of a pop batch);
+    /// held, index already stripped of its kind bits, until the next entry.
+    pending: Option<Desc>,
 }
 
 impl std::fmt::Debug for WireEnd {
@@ -282,11 +421,18 @@ impl WireEnd {
         if h.magic != WIRE_MAGIC || h.version != WIRE_VERSION {
             return Err(invalid("not a lazynet wire region"));
         }
-        check_params(h.buf_count, h.buf_size, h.ring_cap, h.mtu)?;
-        let (ring_off, ret_cap, buf_off, total) = layout(h.buf_count, h.buf_size, h.ring_cap);
+        check_params(h.buf_count, h.buf_size, h.ring_cap, h.mtu, h.ext_len)?;
+        let Layout {
+            ring_off,
+            ret_cap,
+            buf_off,
+            ext_off,
+            total,
+        } = layout(h.buf_count, h.buf_size, h.ring_cap, h.ext_len);
         if h.ring_off != ring_off
             || h.ret_cap != ret_cap
             || h.buf_off != buf_off
+            || h.ext_off != ext_off
             || h.total_len != total
         {
             return Err(invalid("wire header layout mismatch"));
@@ -337,6 +483,10 @@ impl WireEnd {
             mac,
             mtu: h.mtu as usize,
             stats: WireStats::default(),
+            // Checked above: ext_off + ext_len = total <= region length.
+            ext_off: ext_off as usize,
+            ext_len: h.ext_len as usize,
+            pending: None,
         })
     }
 
@@ -465,15 +615,25 @@ impl Nic for WireEnd {
     }
 
     fn recv(&mut self, out: &mut [Desc]) -> usize {
-        let n = self.rx.pop(out);
         let mut k = 0;
-        for i in 0..n {
-            let d = out[i];
-            if self.accept_rx(d) {
-                out[k] = d;
-                k += 1;
-            } else {
-                self.stats.rx_bad_desc += 1;
+        // Entries are decoded in place: entry i yields at most one frame,
+        // written to out[k] with k <= i. A gather pair takes two entries
+        // for one frame, so pop again while there is room (a bounded number
+        // of times, so a peer flooding bad entries cannot keep us here).
+        for _ in 0..4 {
+            if k == out.len() {
+                break;
+            }
+            let n = self.rx.pop(&mut out[k..]);
+            let first = k;
+            for i in first..first + n {
+                if let Some(d) = self.rx_entry(out[i]) {
+                    out[k] = d;
+                    k += 1;
+                }
+            }
+            if n == 0 {
+                break;
             }
         }
         self.stats.rx_frames += k as u64;
@@ -528,6 +688,81 @@ impl Nic for WireEnd {
         frames.len()
     }
 
+    fn ext_capacity(&self) -> usize {
+        match self.side {
+            Side::A => self.ext_len,
+            Side::B => 0,
+        }
+    }
+
+    fn ext_area_mut(&mut self) -> Option<&mut [u8]> {
+        if self.side != Side::A || self.ext_len == 0 {
+            return None;
+        }
+        // SAFETY: inside the region and disjoint from the buffers (see
+        // `ext_raw`); `&mut self` rules out other slices from this end. The
+        // peer only reads the area, for frames sent after this setup step.
+        Some(unsafe {
+            std::slice::from_raw_parts_mut(
+                self.area.region().as_ptr().add(self.ext_off),
+                self.ext_len,
+            )
+        })
+    }
+
+    fn ext_bytes(&self) -> Option<&[u8]> {
+        (self.ext_len > 0).then(|| self.ext_raw())
+    }
+
+    fn send_gather(&mut self, frames: &[(Desc, ExtRef)]) -> usize {
+        let mut entries = [Desc::default(); 2 * BATCH];
+        let mut done = 0;
+        while done < frames.len() {
+            // Whole pairs only: never publish a header without its ext entry.
+            let room = self.tx.free() / 2;
+            let mut n = 0;
+            let mut bad = false;
+            for &(h, e) in &frames[done..] {
+                if n == BATCH || n == room {
+                    break;
+                }
+                if !self.gather_ok(h, e) {
+                    bad = true;
+                    break;
+                }
+                entries[2 * n] = Desc {
+                    buf: h.buf | GATHER_HDR,
+                    ..h
+                };
+                entries[2 * n + 1] = ext_entry(e);
+                n += 1;
+            }
+            // `free()` just refreshed the consumer index, so all 2n fit.
+            let pushed = if n > 0 {
+                self.tx.push(&entries[..2 * n]) / 2
+            } else {
+                0
+            };
+            for &(h, _) in &frames[done..done + pushed] {
+                if let Some(s) = self.own(h.buf) {
+                    self.state[s] = AT_PEER;
+                }
+            }
+            self.stats.tx_frames += pushed as u64;
+            self.stats.tx_gather += pushed as u64;
+            done += pushed;
+            if bad && pushed == n {
+                self.stats.tx_gather_bad += 1;
+                break;
+            }
+            if pushed < n || n == 0 {
+                self.stats.tx_full += (frames.len() - done) as u64;
+                break;
+            }
+        }
+        done
+    }
+
     fn release(&mut self, bufs: &[Desc]) {
         let mut batch = [0u32; BATCH];
         let mut nb = 0;
@@ -559,6 +794,141 @@ impl Nic for WireEnd {
 }
 
 impl WireEnd {
+    /// The ext area as a raw slice (length 0 if none). The returned slice's
+    /// lifetime is not tied to `self` so that it can be read while a buffer
+    /// is written; callers keep it local to one call.
+    #[inline]
+    fn ext_raw<'a>(&self) -> &'a [u8] {
+        if self.ext_len == 0 {
+            return &[];
+        }
+        // SAFETY: [ext_off, ext_off + ext_len) lies inside the region
+        // (validated at attach: ext_off + ext_len == total <= region length)
+        // and is disjoint from the buffers. The mapping lives as long as
+        // `self.area` (an Arc), and callers use the slice only within one
+        // method call. The ext area is written only during setup, through
+        // `ext_area_mut` (side A); bytes are plain `u8`, so a hostile peer
+        // writing concurrently can change values but not make this unsound
+        // in practice (as for every shared buffer).
+        unsafe {
+            std::slice::from_raw_parts(self.area.region().as_ptr().add(self.ext_off), self.ext_len)
+        }
+    }
+
+    /// Decodes one data-ring entry; returns the frame to hand out, if any.
+    #[inline]
+    fn rx_entry(&mut self, e: Desc) -> Option<Desc> {
+        match e.buf & KIND_MASK {
+            0 => {
+                self.drop_pending();
+                if self.accept_rx(e) {
+                    Some(e)
+                } else {
+                    self.stats.rx_bad_desc += 1;
+                    None
+                }
+            }
+            GATHER_HDR => {
+                self.drop_pending();
+                self.pending = Some(Desc {
+                    buf: e.buf & !KIND_MASK,
+                    ..e
+                });
+                None
+            }
+            EXT_ENTRY => match self.pending.take() {
+                Some(h) => self.rx_gather(h, ext_of_entry(e)),
+                None => {
+                    self.stats.rx_gather_bad += 1;
+                    None
+                }
+            },
+            _ => {
+                self.drop_pending();
+                self.stats.rx_bad_desc += 1;
+                None
+            }
+        }
+    }
+
+    /// A pending gather header not followed by its ext entry: malformed;
+    /// its buffer goes back to its owner.
+    fn drop_pending(&mut self) {
+        if let Some(h) = self.pending.take() {
+            self.stats.rx_gather_bad += 1;
+            if self.accept_rx(h) {
+                self.release(&[h]);
+            }
+        }
+    }
+
+    /// Linearizes a gather frame (header `h`, kind bits stripped; slice `e`).
+    #[cold]
+    fn rx_gather(&mut self, h: Desc, e: ExtRef) -> Option<Desc> {
+        if !self.accept_rx(h) {
+            self.stats.rx_gather_bad += 1;
+            return None;
+        }
+        // From here on we hold `h` like any received frame.
+        let Some(src) = e.slice(self.ext_raw()) else {
+            self.stats.rx_gather_bad += 1;
+            self.release(&[h]);
+            return None;
+        };
+        let bs = self.area.buf_size();
+        let total = h.len as usize + src.len();
+        if total > bs || total > u16::MAX as usize {
+            self.stats.rx_gather_dropped += 1;
+            self.release(&[h]);
+            return None;
+        }
+        let start = h.off as usize + h.len as usize;
+        if start + src.len() <= bs {
+            // In place: append the payload to the header in its buffer.
+            let buf = self.area.buf_mut(h.buf)?;
+            buf[start..start + src.len()].copy_from_slice(src);
+            self.stats.rx_gather += 1;
+            return Some(Desc {
+                len: total as u16,
+                ..h
+            });
+        }
+        // Copy header and payload into one of our own buffers.
+        if self.free.is_empty() {
+            self.refill();
+        }
+        let Some(nb) = self.free.pop() else {
+            self.stats.rx_gather_dropped += 1;
+            self.release(&[h]);
+            return None;
+        };
+        if let Some(i) = self.own(nb) {
+            self.state[i] = USER;
+        }
+        let hdr = self.area.frame(h).map(<[u8]>::as_ptr)?;
+        let dst = self.area.buf_mut(nb)?;
+        // SAFETY: `hdr` points at h.len valid bytes of buffer h.buf, which we
+        // hold; `nb` is a different buffer (it was free, h is not), so the
+        // ranges do not overlap; total <= buffer size.
+        unsafe { std::ptr::copy_nonoverlapping(hdr, dst.as_mut_ptr(), h.len as usize) };
+        dst[h.len as usize..total].copy_from_slice(src);
+        self.release(&[h]);
+        self.stats.rx_gather += 1;
+        self.stats.rx_gather_copied += 1;
+        Some(Desc::new(nb, total as u16))
+    }
+
+    /// True if this end may send gather frame `(h, e)`.
+    #[inline]
+    fn gather_ok(&self, h: Desc, e: ExtRef) -> bool {
+        self.side == Side::A
+            && self.tx_ok(h)
+            && e.off
+                .checked_add(e.len as u64)
+                .is_some_and(|end| end <= self.ext_len as u64)
+            && h.len as usize + e.len as usize <= self.area.buf_size().min(u16::MAX as usize)
+    }
+
     /// True if `release` would accept `d` without counting it as bad.
     fn releasable(&self, d: Desc) -> bool {
         d.buf < self.area.count() && self.own(d.buf).is_none_or(|i| self.state[i] == USER)
@@ -797,11 +1167,200 @@ mod tests {
             let p = a
                 .region()
                 .as_ptr()
-                .add(layout(16, 2048, 16).0[RING_AB] as usize + 64);
+                .add(layout(16, 2048, 16, 0).ring_off[RING_AB] as usize + 64);
             (*(p as *const std::sync::atomic::AtomicU32))
                 .store(1 << 30, std::sync::atomic::Ordering::Release);
         }
         assert_eq!(b.recv(&mut rx), 0);
         assert!(b.stats().ring_corrupt > 0);
+    }
+
+    fn gather_pair() -> (WireEnd, WireEnd) {
+        let cfg = WireConfig {
+            buf_count: 16,
+            ring_capacity: 16,
+            ext_bytes: 10_000,
+            ..WireConfig::default()
+        };
+        let (mut a, b) = WirePair::new(cfg).unwrap();
+        for (k, x) in a.ext_area_mut().unwrap().iter_mut().enumerate() {
+            *x = (k * 7 + 3) as u8;
+        }
+        (a, b)
+    }
+
+    fn hdr(buf: u32, off: u16, len: u16) -> Desc {
+        Desc {
+            buf: buf | GATHER_HDR,
+            off,
+            len,
+        }
+    }
+
+    #[test]
+    fn ext_entry_encoding_round_trips() {
+        for off in [
+            0u64,
+            1,
+            0xffff,
+            0x1_0000,
+            0x1234_5678_9abc,
+            MAX_EXT_BYTES - 1,
+        ] {
+            let e = ExtRef { off, len: 1234 };
+            let d = ext_entry(e);
+            assert_eq!(d.buf & KIND_MASK, EXT_ENTRY);
+            assert_eq!(ext_of_entry(d), e);
+        }
+        let big = WireConfig {
+            ext_bytes: MAX_EXT_BYTES + 1,
+            ..WireConfig::default()
+        };
+        assert!(WirePair::new(big).is_err());
+    }
+
+    #[test]
+    fn hostile_gather_entries_are_dropped() {
+        let (mut a, mut b) = gather_pair();
+        let ext_len = 10_000u64;
+        let ext = |off: u64, len: u16| ext_entry(ExtRef { off, len });
+        // A (acting hostile) writes raw entries; A's buffers 0..8 are "at
+        // the peer" as if sent.
+        let mut ids = [0u32; 8];
+        assert_eq!(a.alloc(&mut ids), 8);
+        for s in a.state.iter_mut() {
+            *s = AT_PEER;
+        }
+        let bad = [
+            hdr(0, 0, 20),
+            ext(ext_len, 1), // offset beyond the area
+            hdr(1, 0, 20),
+            ext(ext_len - 10, 20), // length beyond the area
+            hdr(2, 0, 20),
+            ext(MAX_EXT_BYTES - 1, 0xffff), // huge offset
+            ext(0, 10),                     // lone ext entry
+            hdr(3, 0, 20),
+            Desc::new(4, 30), // header not followed by its ext entry
+            hdr(5, 0, 20),
+            hdr(6, 0, 2040),                // header replaced by another header
+            ext(0, 100),                    // frame larger than a buffer
+            Desc::new(7 | 0x4000_0000, 10), // reserved kind
+            hdr(1000, 0, 10),               // header index out of range
+            ext(0, 10),
+        ];
+        assert_eq!(a.tx.push(&bad), bad.len());
+        let mut rx = [Desc::default(); 16];
+        assert_eq!(b.recv(&mut rx), 1);
+        assert_eq!(rx[0], Desc::new(4, 30));
+        let s = b.stats();
+        assert_eq!(s.rx_gather, 0);
+        // ext beyond, len beyond, huge, lone, header 3, header 5, bad index.
+        assert_eq!(s.rx_gather_bad, 7, "{s:?}");
+        assert_eq!(s.rx_gather_dropped, 1, "{s:?}");
+        assert_eq!(s.rx_bad_desc, 1, "{s:?}");
+        b.release(&rx[..1]);
+        // Every header buffer came back to A, except 7 (reserved entry: its
+        // index is not trusted, so it stays lost, like any bad descriptor).
+        a.reclaim();
+        assert_eq!(a.free_buffers(), 7, "{a:?}");
+        assert_eq!(a.stats().ret_bad, 0);
+    }
+
+    #[test]
+    fn gather_header_waits_for_its_ext_entry() {
+        let (mut a, mut b) = gather_pair();
+        let mut ids = [0u32; 4];
+        assert_eq!(a.alloc(&mut ids), 4);
+        // Move the rings near the wrap point with normal frames.
+        let mut rx = [Desc::default(); 16];
+        for _ in 0..3 {
+            let ds: Vec<Desc> = ids[..4].iter().map(|&i| Desc::new(i, 60)).collect();
+            assert_eq!(a.send(&ds), 4);
+            assert_eq!(b.recv(&mut rx), 4);
+            assert_eq!(b.send(&rx[..4]), 4);
+            assert_eq!(a.recv(&mut rx), 4);
+        }
+        // Ring indices are now 12 of 16; 3 pairs wrap around.
+        let frames: Vec<(Desc, ExtRef)> = (0..3)
+            .map(|k| {
+                let buf = a.buffers_mut().buf_mut(ids[k]).unwrap();
+                buf[..14].fill(k as u8);
+                (
+                    Desc::new(ids[k], 14),
+                    ExtRef {
+                        off: 1 + 100 * k as u64,
+                        len: 50,
+                    },
+                )
+            })
+            .collect();
+        assert_eq!(a.send_gather(&frames), 3);
+        // One slot at a time: the header is held until its ext entry.
+        let mut got = Vec::new();
+        for _ in 0..10 {
+            let n = b.recv(&mut rx[..1]);
+            got.extend_from_slice(&rx[..n]);
+        }
+        assert_eq!(got.len(), 3);
+        for (k, d) in got.iter().enumerate() {
+            let f = b.buffers().frame(*d).unwrap();
+            assert_eq!(&f[..14], &[k as u8; 14]);
+            let e = &b.ext_bytes().unwrap()[1 + 100 * k..1 + 100 * k + 50];
+            assert_eq!(&f[14..], e);
+        }
+        // A header whose ext entry is not yet published: nothing, then the frame.
+        a.state[ids[3] as usize] = AT_PEER; // raw push: mark it sent by hand
+        a.tx.push(&[hdr(ids[3], 0, 14)]);
+        assert_eq!(b.recv(&mut rx), 0);
+        a.tx.push(&[ext_entry(ExtRef { off: 5, len: 5 })]);
+        assert_eq!(b.recv(&mut rx), 1);
+        assert_eq!(rx[0].len, 19);
+        got.push(rx[0]);
+        b.release(&got);
+        a.reclaim();
+        assert_eq!(a.free_buffers(), 8);
+        assert_eq!(b.stats().rx_gather, 4);
+        assert_eq!(b.stats().rx_gather_bad, 0);
+    }
+
+    #[test]
+    fn only_side_a_transmits_from_the_ext_area() {
+        let (mut a, mut b) = gather_pair();
+        assert_eq!(a.ext_capacity(), 10_000);
+        assert_eq!(b.ext_capacity(), 0);
+        assert!(b.ext_area_mut().is_none());
+        assert_eq!(b.ext_bytes().unwrap()[..3], [3, 10, 17]);
+        let mut ids = [0u32; 1];
+        assert_eq!(b.alloc(&mut ids), 1);
+        let f = (Desc::new(ids[0], 14), ExtRef { off: 0, len: 10 });
+        assert_eq!(b.send_gather(&[f]), 0);
+        assert_eq!(b.stats().tx_gather_bad, 1);
+        b.release(&[f.0]);
+        // A: the bad frame and what follows stay with the caller.
+        let mut ids = [0u32; 3];
+        assert_eq!(a.alloc(&mut ids), 3);
+        let fr = [
+            (Desc::new(ids[0], 14), ExtRef { off: 0, len: 10 }),
+            (
+                Desc::new(ids[1], 14),
+                ExtRef {
+                    off: 9_995,
+                    len: 10,
+                },
+            ),
+            (Desc::new(ids[2], 14), ExtRef { off: 0, len: 10 }),
+        ];
+        assert_eq!(a.send_gather(&fr), 1);
+        assert_eq!(a.stats().tx_gather_bad, 1);
+        // Too big for a buffer.
+        let big = (Desc::new(ids[1], 14), ExtRef { off: 0, len: 2040 });
+        assert_eq!(a.send_gather(&[big]), 0);
+        assert_eq!(a.send_gather(&fr[2..]), 1);
+        a.release(&[fr[1].0]);
+        let mut rx = [Desc::default(); 4];
+        assert_eq!(b.recv(&mut rx), 2);
+        b.release(&rx[..2]);
+        a.reclaim();
+        assert_eq!(a.free_buffers(), 8);
     }
 }
