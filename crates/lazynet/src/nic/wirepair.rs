@@ -512,6 +512,41 @@ impl WireEnd {
         self.refill();
     }
 
+    /// Receives and at once gives back up to about `max` frames without
+    /// reading or copying them (gather frames are not linearized): a
+    /// discarding sink, so that measurements see only the sender's path.
+    /// Returns the frames discarded.
+    pub fn discard(&mut self, max: usize) -> usize {
+        let mut ents = [Desc::default(); 64];
+        let mut rel = [Desc::default(); 64];
+        let mut frames = 0;
+        while frames < max {
+            let n = self.rx.pop(&mut ents[..(max - frames).clamp(2, 64)]);
+            if n == 0 {
+                break;
+            }
+            let mut nr = 0;
+            for &e in &ents[..n] {
+                let h = match e.buf & KIND_MASK {
+                    0 => e,
+                    GATHER_HDR => Desc { buf: e.buf & !KIND_MASK, ..e },
+                    // Ext entries name no buffer; reserved kinds are dropped.
+                    _ => continue,
+                };
+                if self.accept_rx(h) {
+                    rel[nr] = h;
+                    nr += 1;
+                    frames += 1;
+                } else {
+                    self.stats.rx_bad_desc += 1;
+                }
+            }
+            self.release(&rel[..nr]);
+        }
+        self.stats.rx_frames += frames as u64;
+        frames
+    }
+
     /// The region holding the wire.
     pub fn region(&self) -> &Arc<Region> {
         self.area.region()
