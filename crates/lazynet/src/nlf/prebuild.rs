@@ -193,7 +193,7 @@ pub fn prebuild_with(
     let t0 = clock.ticks_at(0);
     let ns_at = |pos: u64| -> u64 {
         let ticks = (clock.ticks_at(pos) - t0).max(0);
-        u64::try_from(ticks * 1000 / PCR_HZ as i128).unwrap_or(u64::MAX)
+        u64::try_from(ticks * 1000 / (PCR_HZ / 1_000_000) as i128).unwrap_or(u64::MAX)
     };
     let mut last = 0u64;
     for r in &mut records {
