@@ -435,3 +435,70 @@ fn record_outside_media_is_refused() {
         Err(NlfError::BadRecord { index: 1, .. })
     ));
 }
+
+#[test]
+fn ts_without_pcrs_uses_nominal_rate() {
+    let dir = TempDir::new("nopcr");
+    let media = synthetic_ts(5, 0); // packets 0..5 carry no PCR on PID 0x100
+    let path = write(&dir.0, "n.ts", &media);
+    let s = prebuild(&path, 376, false, None, &mut |_, _| {}).unwrap();
+    assert!(s.mpegts);
+    assert_eq!(s.bit_rate, 3_000_000);
+    let mf = MetaFile::open(&s.meta, &path).unwrap();
+    check_tiling(&mf, &media, 376);
+    assert!(mf.iter().all(|p| p.send_ns == p.offset * 8000 / 3));
+}
+
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn image() -> (Vec<u8>, u64, u64) {
+        let media = synthetic_ts(30, 0);
+        let dir = TempDir::new("fuzz-image");
+        let path = write(&dir.0, "f.ts", &media);
+        let s = prebuild(&path, 376, true, None, &mut |_, _| {}).unwrap();
+        let (len, fp) = meta::fingerprint(&path).unwrap();
+        (std::fs::read(&s.meta).unwrap(), len, fp)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// Edited images (resealed or not) are either accepted or refused,
+        /// never a panic; an accepted one only has records inside the media.
+        #[test]
+        fn edited_images_never_panic(
+            edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..8),
+            cut in any::<Option<usize>>(),
+            reseal in any::<bool>(),
+        ) {
+            let (mut b, len, fp) = image();
+            for (at, v) in edits {
+                let i = at % b.len();
+                b[i] = v;
+            }
+            if let Some(c) = cut {
+                b.truncate(c % (b.len() + 1));
+            }
+            if reseal {
+                meta::reseal(&mut b);
+            }
+            if let Ok(mf) = MetaFile::from_bytes(b, len, fp) {
+                for p in mf.iter() {
+                    prop_assert!(p.len > 0 && p.offset + u64::from(p.len) <= len);
+                }
+            }
+        }
+
+        #[test]
+        fn random_bytes_never_panic(mut b in proptest::collection::vec(any::<u8>(), 0..600), magic in any::<bool>()) {
+            if magic && b.len() >= 12 {
+                b[0..8].copy_from_slice(&meta::MAGIC);
+                b[8..12].copy_from_slice(&meta::VERSION.to_le_bytes());
+                meta::reseal(&mut b);
+            }
+            let _ = MetaFile::from_bytes(b, 5640, 0);
+        }
+    }
+}
