@@ -10,7 +10,7 @@
 //!   the payload's place in the media file, its stored ones'-complement
 //!   partial sum, its send time and its RTP timestamp. Versioned, with a
 //!   magic number, a CRC-32 and a fingerprint of the media file.
-//! * [`prebuild`]: the prebuilder that reads a media file once (MPEG-TS with
+//! * [`prebuild`](mod@prebuild): the prebuilder that reads a media file once (MPEG-TS with
 //!   PCR-derived send times, or opaque bytes at a nominal bit rate) and writes
 //!   a meta file next to it (the media is never copied or modified).
 //! * [`paths`]: the four send paths measured against each other:
