@@ -16,6 +16,7 @@
 //! | [`proto`]  | sans-IO protocol state (ARP, IPv4, ICMP, UDP) |
 //! | [`stack`]  | wiring: decides *when* protocol code runs |
 //! | [`socket`] | the application API; lazy work happens inside its calls |
+//! | [`nlf`]    | network level framing: prebuilt-packet meta files, the prebuilder, the send paths |
 //!
 //! Unsafe code is confined to `mem` and `nic`; every block carries a
 //! `// SAFETY:` comment.
@@ -24,6 +25,7 @@
 pub mod demux;
 pub mod mem;
 pub mod nic;
+pub mod nlf;
 pub mod proto;
 pub mod socket;
 pub mod stack;
