@@ -2,6 +2,8 @@
 //! and benchmarks. Programs live here, not in the library.
 
 mod echo;
+mod linux_send;
+mod plot;
 mod serve;
 mod util;
 
