@@ -1,0 +1,426 @@
+//! PNG charts for the experiments' results: line charts (rate curves, costs
+//! against size) and grouped bar charts (e.g. cycles per path per payload
+//! size).
+//!
+//! Drawn with `plotters`' bitmap backend; text is rendered with a bundled
+//! DejaVu Sans (`assets/DejaVuSans.ttf`, licence in `assets/DejaVu-LICENSE`)
+//! through `ab_glyph`, so no system font libraries are needed.
+
+// The experiment commands (merged by the lead) are the callers.
+#![cfg_attr(not(test), allow(dead_code))]
+
+use std::path::Path;
+use std::sync::Once;
+
+use anyhow::{anyhow, bail};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+const FONT: &str = "sans-serif";
+static FONT_BYTES: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
+
+/// Image size in pixels.
+pub const WIDTH: u32 = 1024;
+/// Image size in pixels.
+pub const HEIGHT: u32 = 640;
+
+/// Distinct colours (Tableau 10), reused in order.
+const COLOURS: [RGBColor; 10] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+];
+
+/// The colour of series `i`.
+pub fn colour(i: usize) -> RGBColor {
+    COLOURS[i % COLOURS.len()]
+}
+
+fn register_font() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // The bytes are a valid TTF checked by the tests.
+        let _ = plotters::style::register_font(FONT, FontStyle::Normal, FONT_BYTES);
+    });
+}
+
+fn err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
+    anyhow!("plotting: {e:?}")
+}
+
+/// Range `[lo, hi]` of `vals` padded for display; on a log axis only
+/// positive values count and the padding is multiplicative.
+fn range(vals: impl Iterator<Item = f64>, log: bool, from_zero: bool) -> Option<(f64, f64)> {
+    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+    for v in vals.filter(|v| v.is_finite() && (!log || *v > 0.0)) {
+        lo = lo.min(v);
+        hi = hi.max(v);
+    }
+    if lo > hi {
+        return None;
+    }
+    if log {
+        if lo == hi {
+            return Some((lo / 2.0, hi * 2.0));
+        }
+        let f = (hi / lo).powf(0.05);
+        Some((lo / f, hi * f))
+    } else {
+        if from_zero && lo > 0.0 {
+            lo = 0.0;
+        }
+        if lo == hi {
+            return Some((lo - 1.0, hi + 1.0));
+        }
+        let pad = (hi - lo) * 0.05;
+        Some((if from_zero && lo >= 0.0 { lo } else { lo - pad }, hi + pad))
+    }
+}
+
+/// Compact tick labels: 1.5k, 2M, 0.25.
+fn tick(v: &f64) -> String {
+    let a = v.abs();
+    let (x, s) = if a >= 1e9 {
+        (v / 1e9, "G")
+    } else if a >= 1e6 {
+        (v / 1e6, "M")
+    } else if a >= 1e4 {
+        (v / 1e3, "k")
+    } else {
+        (*v, "")
+    };
+    let t = if x == x.round() {
+        format!("{x:.0}")
+    } else if x.abs() >= 10.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.2}")
+    };
+    let t = if t.contains('.') {
+        t.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        t
+    };
+    format!("{t}{s}")
+}
+
+macro_rules! draw_lines {
+    ($root:expr, $title:expr, $xl:expr, $yl:expr, $series:expr, $xr:expr, $yr:expr, $log_x:expr, $log_y:expr) => {{
+        let mut chart = ChartBuilder::on($root)
+            .caption($title, (FONT, 26))
+            .margin(16)
+            .x_label_area_size(56)
+            .y_label_area_size(80)
+            .build_cartesian_2d($xr, $yr)
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_desc($xl)
+            .y_desc($yl)
+            .x_label_formatter(&tick)
+            .y_label_formatter(&tick)
+            .label_style((FONT, 16))
+            .axis_desc_style((FONT, 18))
+            .light_line_style(RGBColor(235, 235, 235))
+            .draw()
+            .map_err(err)?;
+        for (i, (name, pts)) in $series.iter().enumerate() {
+            let c = colour(i);
+            let pts: Vec<(f64, f64)> = pts
+                .iter()
+                .copied()
+                .filter(|(x, y)| {
+                    x.is_finite() && y.is_finite() && (!$log_x || *x > 0.0) && (!$log_y || *y > 0.0)
+                })
+                .collect();
+            chart
+                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
+                .map_err(err)?
+                .label(name.as_str())
+                .legend(move |(x, y)| {
+                    EmptyElement::at((x, y))
+                        + PathElement::new(vec![(0, 0), (24, 0)], c.stroke_width(2))
+                        + Circle::new((12, 0), 4, c.filled())
+                });
+            chart
+                .draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled())))
+                .map_err(err)?;
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .label_font((FONT, 16))
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(err)?;
+    }};
+}
+
+/// Writes a line chart to `path` (PNG): one line per series with a marker at
+/// every point, a legend, labelled axes. On a logarithmic axis,
+/// non-positive values are left out.
+pub fn line_chart(
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[(String, Vec<(f64, f64)>)],
+    log_x: bool,
+    log_y: bool,
+) -> anyhow::Result<()> {
+    register_font();
+    let all = || series.iter().flat_map(|(_, p)| p.iter().copied());
+    let Some((x0, x1)) = range(all().map(|p| p.0), log_x, false) else {
+        bail!("line chart {title:?}: no points to plot");
+    };
+    let Some((y0, y1)) = range(all().map(|p| p.1), log_y, true) else {
+        bail!("line chart {title:?}: no points to plot");
+    };
+    let root = BitMapBackend::new(path, (WIDTH, HEIGHT)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    match (log_x, log_y) {
+        (false, false) => draw_lines!(
+            &root,
+            title,
+            x_label,
+            y_label,
+            series,
+            x0..x1,
+            y0..y1,
+            false,
+            false
+        ),
+        (true, false) => draw_lines!(
+            &root,
+            title,
+            x_label,
+            y_label,
+            series,
+            (x0..x1).log_scale(),
+            y0..y1,
+            true,
+            false
+        ),
+        (false, true) => draw_lines!(
+            &root,
+            title,
+            x_label,
+            y_label,
+            series,
+            x0..x1,
+            (y0..y1).log_scale(),
+            false,
+            true
+        ),
+        (true, true) => draw_lines!(
+            &root,
+            title,
+            x_label,
+            y_label,
+            series,
+            (x0..x1).log_scale(),
+            (y0..y1).log_scale(),
+            true,
+            true
+        ),
+    }
+    root.present().map_err(err)?;
+    Ok(())
+}
+
+/// Writes a grouped bar chart to `path` (PNG): one group per category along
+/// x, one bar per series within each group (`series[j].1[i]` is the value
+/// of series `j` in category `i`; missing or non-finite values draw no
+/// bar), a legend, labelled axes; y starts at zero.
+pub fn bar_chart(
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    categories: &[String],
+    series: &[(String, Vec<f64>)],
+) -> anyhow::Result<()> {
+    register_font();
+    if categories.is_empty() || series.is_empty() {
+        bail!("bar chart {title:?}: nothing to plot");
+    }
+    let vals = series.iter().flat_map(|(_, v)| v.iter().copied());
+    let (_, y1) = range(vals.chain([0.0]), false, true).unwrap_or((0.0, 1.0));
+    let y1 = if y1 > 0.0 { y1 } else { 1.0 };
+    let root = BitMapBackend::new(path, (WIDTH, HEIGHT)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let n = categories.len() as f64;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, (FONT, 26))
+        .margin(16)
+        .x_label_area_size(56)
+        .y_label_area_size(80)
+        .build_cartesian_2d(0.0..n, 0.0..y1)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(0)
+        .x_desc(x_label)
+        .y_desc(y_label)
+        .y_label_formatter(&tick)
+        .label_style((FONT, 16))
+        .axis_desc_style((FONT, 18))
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()
+        .map_err(err)?;
+    let w = 0.8 / series.len() as f64;
+    for (j, (name, v)) in series.iter().enumerate() {
+        let c = colour(j);
+        let bars = v
+            .iter()
+            .take(categories.len())
+            .enumerate()
+            .filter(|(_, y)| y.is_finite())
+            .map(|(i, &y)| {
+                let x = i as f64 + 0.1 + j as f64 * w;
+                Rectangle::new([(x, 0.0), (x + w * 0.95, y.max(0.0))], c.filled())
+            });
+        chart
+            .draw_series(bars)
+            .map_err(err)?
+            .label(name.as_str())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 16, y + 6)], c.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .label_font((FONT, 16))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(err)?;
+    category_labels(&root, &chart, categories)?;
+    root.present().map_err(err)?;
+    Ok(())
+}
+
+/// Category names centred under their groups, just below the x axis.
+fn category_labels<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    chart: &ChartContext<
+        DB,
+        Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+    >,
+    categories: &[String],
+) -> anyhow::Result<()> {
+    let style =
+        TextStyle::from((FONT, 16).into_font()).pos(plotters::style::text_anchor::Pos::new(
+            plotters::style::text_anchor::HPos::Center,
+            plotters::style::text_anchor::VPos::Top,
+        ));
+    for (i, name) in categories.iter().enumerate() {
+        let (px, py) = chart.backend_coord(&(i as f64 + 0.5, 0.0));
+        root.draw(&Text::new(name.as_str(), (px, py + 6), style.clone()))
+            .map_err(err)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn png_ok(path: &Path) {
+        let b = std::fs::read(path).unwrap();
+        assert_eq!(&b[..8], b"\x89PNG\r\n\x1a\n", "not a PNG");
+        // A blank 1024x640 PNG compresses to a few KB; text, lines and
+        // markers make it larger, a broken render smaller.
+        assert!(b.len() > 10_000 && b.len() < 2_000_000, "{} bytes", b.len());
+    }
+
+    fn out(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("lazynet-plot-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir.join(name)
+    }
+
+    #[test]
+    fn font_parses() {
+        register_font();
+        assert!(plotters::style::register_font(FONT, FontStyle::Normal, FONT_BYTES).is_ok());
+    }
+
+    #[test]
+    fn line_charts_render() {
+        let series = vec![
+            (
+                "traditional".to_string(),
+                vec![
+                    (1024.0, 2100.0),
+                    (2048.0, 3300.0),
+                    (4096.0, 5800.0),
+                    (8192.0, 11000.0),
+                ],
+            ),
+            (
+                "NLF v3".to_string(),
+                vec![
+                    (1024.0, 450.0),
+                    (2048.0, 452.0),
+                    (4096.0, 455.0),
+                    (8192.0, 460.0),
+                ],
+            ),
+            (
+                "Linux sendfile+GSO".to_string(),
+                vec![
+                    (1024.0, 240.0),
+                    (2048.0, 300.0),
+                    (4096.0, 420.0),
+                    (8192.0, 700.0),
+                ],
+            ),
+        ];
+        for (lx, ly, name) in [
+            (false, false, "lin.png"),
+            (true, true, "loglog.png"),
+            (true, false, "logx.png"),
+        ] {
+            let p = out(name);
+            line_chart(
+                &p,
+                "Cycles per packet",
+                "payload bytes",
+                "cycles",
+                &series,
+                lx,
+                ly,
+            )
+            .unwrap();
+            png_ok(&p);
+        }
+        assert!(line_chart(&out("empty.png"), "t", "x", "y", &[], false, false).is_err());
+    }
+
+    #[test]
+    fn bar_chart_renders() {
+        let cats: Vec<String> = ["1 KiB", "2 KiB", "4 KiB", "8 KiB"]
+            .map(String::from)
+            .into();
+        let series = vec![
+            (
+                "traditional".to_string(),
+                vec![2100.0, 3300.0, 5800.0, 11000.0],
+            ),
+            ("v1".to_string(), vec![900.0, 1000.0, 1200.0, 1500.0]),
+            ("v3".to_string(), vec![450.0, 452.0, 455.0, 460.0]),
+        ];
+        let p = out("bars.png");
+        bar_chart(&p, "Cycles per packet", "payload", "cycles", &cats, &series).unwrap();
+        png_ok(&p);
+    }
+}
