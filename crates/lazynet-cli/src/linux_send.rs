@@ -49,7 +49,6 @@
 //! lazynet does when it writes frames to a TAP device.
 
 // The `nlf` experiment command (merged by the lead) is the caller.
-#![cfg_attr(not(test), allow(dead_code))]
 
 use std::ffi::CString;
 use std::io::{Read, Write};
@@ -178,6 +177,7 @@ pub struct LinuxSendResult {
 /// Measures `datagrams` datagrams of `payload` bytes sent with `method` to a
 /// TAP device in a private namespace (loopback if that is impossible), no
 /// offload, synthetic media.
+#[cfg(test)]
 pub fn measure(
     method: LinuxMethod,
     payload: usize,

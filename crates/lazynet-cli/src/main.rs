@@ -229,6 +229,42 @@ fn main() -> anyhow::Result<()> {
         Cmd::Serve {
             what: ServeCmd::UdpEcho { port, net },
         } => serve::udp_echo(port, &net),
+        Cmd::Serve {
+            what:
+                ServeCmd::Media {
+                    media,
+                    clients,
+                    rtp,
+                    path,
+                    payload,
+                    meta,
+                    repeat,
+                    net,
+                },
+        } => media::serve(
+            &media::MediaArgs {
+                media,
+                meta,
+                clients,
+                rtp,
+                path,
+                payload,
+                repeat,
+            },
+            &net,
+        ),
+        Cmd::Nlf {
+            what:
+                NlfCmd::Prebuild {
+                    media,
+                    payload,
+                    rtp,
+                    out,
+                },
+        } => nlf_cmd::prebuild_cmd(&media, &payload, rtp, out.as_deref()),
+        Cmd::Exp {
+            what: ExpCmd::Nlf { quick, out },
+        } => media::exp(quick, &out),
         Cmd::Netns { what } => serve::netns(what),
         Cmd::UdpClient {
             wire,

@@ -37,9 +37,16 @@ pub struct MediaArgs {
 }
 
 fn open_meta(a: &MediaArgs) -> anyhow::Result<MetaFile> {
-    let meta = a.meta.clone().unwrap_or_else(|| meta_path(&a.media, a.payload, a.rtp, None));
+    let meta = a
+        .meta
+        .clone()
+        .unwrap_or_else(|| meta_path(&a.media, a.payload, a.rtp, None));
     MetaFile::open(&meta, &a.media).with_context(|| {
-        format!("meta-data {} for {} (prebuild it with `lazynet nlf prebuild`)", meta.display(), a.media.display())
+        format!(
+            "meta-data {} for {} (prebuild it with `lazynet nlf prebuild`)",
+            meta.display(),
+            a.media.display()
+        )
     })
 }
 
@@ -47,22 +54,38 @@ fn open_meta(a: &MediaArgs) -> anyhow::Result<MetaFile> {
 pub fn serve(a: &MediaArgs, net: &NetArgs) -> anyhow::Result<()> {
     let meta = open_meta(a)?;
     anyhow::ensure!(!a.clients.is_empty(), "at least one --client ADDR:PORT");
-    anyhow::ensure!(meta.rtp() == a.rtp, "the meta file was prebuilt {} RTP; pass the same --rtp", if meta.rtp() { "with" } else { "without" });
+    anyhow::ensure!(
+        meta.rtp() == a.rtp,
+        "the meta file was prebuilt {} RTP; pass the same --rtp",
+        if meta.rtp() { "with" } else { "without" }
+    );
     let media = MappedFile::open(&a.media).with_context(|| format!("map {}", a.media.display()))?;
     let (addr, prefix_len) = crate::parse_cidr(&net.addr)?;
     let stop = crate::util::stop_flag()?;
-    let cfg = StackConfig { addr, prefix_len, seed: crate::serve::seed_from_os(), ..StackConfig::default() };
+    let cfg = StackConfig {
+        addr,
+        prefix_len,
+        seed: crate::serve::seed_from_os(),
+        ..StackConfig::default()
+    };
     let mut owned_ns = None;
     let mut sink = None;
     let nic: Box<dyn Nic> = match net.nic {
         crate::NicKind::Wire => {
-            let (a_end, b_end) = WirePair::new(WireConfig { ext_bytes: media.bytes().len() as u64, ..WireConfig::default() })?;
+            let (a_end, b_end) = WirePair::new(WireConfig {
+                ext_bytes: media.bytes().len() as u64,
+                ..WireConfig::default()
+            })?;
             sink = Some(spawn_sink(b_end, a.clients.clone(), stop.clone()));
             Box::new(a_end)
         }
         crate::NicKind::Tap => {
             let ns = PeerNs::new(crate::serve::ns_config(&net.ns));
-            let tap_cfg = TapConfig { name: net.ns.dev.clone(), ext_bytes: media.bytes().len(), ..TapConfig::default() };
+            let tap_cfg = TapConfig {
+                name: net.ns.dev.clone(),
+                ext_bytes: media.bytes().len(),
+                ..TapConfig::default()
+            };
             let (tap, own) = ns.attach_or_create(&tap_cfg)?;
             owned_ns = Some(own);
             Box::new(tap)
@@ -73,7 +96,11 @@ pub fn serve(a: &MediaArgs, net: &NetArgs) -> anyhow::Result<()> {
         None => nic,
     };
     let mut stack = Stack::new(nic, cfg);
-    let scfg = StreamConfig { path: a.path, seed: crate::serve::seed_from_os(), ..StreamConfig::default() };
+    let scfg = StreamConfig {
+        path: a.path,
+        seed: crate::serve::seed_from_os(),
+        ..StreamConfig::default()
+    };
     let mut streamer = Streamer::new(meta, media, &a.clients, scfg)?;
     let by_ref = streamer.attach(&mut stack);
     eprintln!(
@@ -127,7 +154,9 @@ pub fn serve(a: &MediaArgs, net: &NetArgs) -> anyhow::Result<()> {
     drop(stack);
     stop.store(true, Ordering::Relaxed);
     if let Some(h) = sink {
-        let (dgrams, bytes) = h.join().map_err(|_| anyhow::anyhow!("sink thread panicked"))?;
+        let (dgrams, bytes) = h
+            .join()
+            .map_err(|_| anyhow::anyhow!("sink thread panicked"))?;
         println!("wire receiver: {dgrams} datagrams, {bytes} bytes");
     }
     if let Some(Ownership::Created(g)) = owned_ns {
@@ -138,12 +167,27 @@ pub fn serve(a: &MediaArgs, net: &NetArgs) -> anyhow::Result<()> {
 
 /// A lazynet receiver on the other end of the wire: binds the clients'
 /// ports on the first client's address and counts what arrives.
-fn spawn_sink(end: WireEnd, clients: Vec<SocketAddrV4>, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<(u64, u64)> {
+fn spawn_sink(
+    end: WireEnd,
+    clients: Vec<SocketAddrV4>,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<(u64, u64)> {
     std::thread::spawn(move || {
         let addr = *clients[0].ip();
-        let mut stack = Stack::new(end, StackConfig { addr, prefix_len: 24, seed: 9, ..StackConfig::default() });
-        let socks: Vec<UdpSocket> =
-            clients.iter().filter(|c| *c.ip() == addr).filter_map(|c| UdpSocket::bind(&mut stack, *c).ok()).collect();
+        let mut stack = Stack::new(
+            end,
+            StackConfig {
+                addr,
+                prefix_len: 24,
+                seed: 9,
+                ..StackConfig::default()
+            },
+        );
+        let socks: Vec<UdpSocket> = clients
+            .iter()
+            .filter(|c| *c.ip() == addr)
+            .filter_map(|c| UdpSocket::bind(&mut stack, *c).ok())
+            .collect();
         let (mut n, mut bytes) = (0u64, 0u64);
         let mut buf = vec![0u8; 65536];
         while !stop.load(Ordering::Relaxed) {
@@ -229,13 +273,24 @@ pub fn demo(seconds: f64) -> anyhow::Result<()> {
     let media_path = dir.join("demo.ts");
     let secs = seconds.clamp(1.0, 10.0);
     synthetic_ts(&media_path, (3_000_000.0 / 8.0 * secs) as usize)?;
-    let opts = PrebuildOptions { payload: 1316, rtp: false, out_dir: Some(&dir), nominal_bit_rate: 3_000_000 };
+    let opts = PrebuildOptions {
+        payload: 1316,
+        rtp: false,
+        out_dir: Some(&dir),
+        nominal_bit_rate: 3_000_000,
+    };
     let sum = prebuild_with(&media_path, &opts, &mut |_, _| {})?;
     let meta = MetaFile::open(&sum.meta, &media_path)?;
     let media = MappedFile::open(&media_path)?;
     let n_clients = 200u16;
-    let clients: Vec<SocketAddrV4> = (0..n_clients).map(|i| SocketAddrV4::new(crate::echo::CLIENT_ADDR, 6000 + i)).collect();
-    let (a, b) = WirePair::new(WireConfig { ext_bytes: media.bytes().len() as u64, buf_count: 4096, ..WireConfig::default() })?;
+    let clients: Vec<SocketAddrV4> = (0..n_clients)
+        .map(|i| SocketAddrV4::new(crate::echo::CLIENT_ADDR, 6000 + i))
+        .collect();
+    let (a, b) = WirePair::new(WireConfig {
+        ext_bytes: media.bytes().len() as u64,
+        buf_count: 4096,
+        ..WireConfig::default()
+    })?;
     let stop = Arc::new(AtomicBool::new(false));
     let expected = media.bytes().to_vec();
     let bytes_ok = Arc::new(AtomicU64::new(0));
@@ -243,8 +298,18 @@ pub fn demo(seconds: f64) -> anyhow::Result<()> {
     let clients2 = clients.clone();
     let rx = std::thread::spawn(move || {
         pin_to(1 % cpus());
-        let mut st = Stack::new(b, StackConfig { addr: crate::echo::CLIENT_ADDR, seed: 5, ..StackConfig::default() });
-        let socks: Vec<(UdpSocket, usize)> = clients2.iter().map(|c| (UdpSocket::bind(&mut st, *c).expect("bind"), 0usize)).collect();
+        let mut st = Stack::new(
+            b,
+            StackConfig {
+                addr: crate::echo::CLIENT_ADDR,
+                seed: 5,
+                ..StackConfig::default()
+            },
+        );
+        let socks: Vec<(UdpSocket, usize)> = clients2
+            .iter()
+            .map(|c| (UdpSocket::bind(&mut st, *c).expect("bind"), 0usize))
+            .collect();
         let mut socks = socks;
         let mut buf = vec![0u8; 2048];
         let mut bad = 0u64;
@@ -265,7 +330,14 @@ pub fn demo(seconds: f64) -> anyhow::Result<()> {
         bad
     });
     pin_to(0);
-    let mut stack = Stack::new(a, StackConfig { addr: crate::echo::SERVER_ADDR, seed: 6, ..StackConfig::default() });
+    let mut stack = Stack::new(
+        a,
+        StackConfig {
+            addr: crate::echo::SERVER_ADDR,
+            seed: 6,
+            ..StackConfig::default()
+        },
+    );
     let mut s = Streamer::new(meta, media, &clients, StreamConfig::default())?;
     let by_ref = s.attach(&mut stack);
     let t0 = Instant::now();
@@ -287,7 +359,9 @@ pub fn demo(seconds: f64) -> anyhow::Result<()> {
     let wall = t0.elapsed();
     std::thread::sleep(Duration::from_millis(100));
     stop.store(true, Ordering::Relaxed);
-    let bad = rx.join().map_err(|_| anyhow::anyhow!("receiver panicked"))?;
+    let bad = rx
+        .join()
+        .map_err(|_| anyhow::anyhow!("receiver panicked"))?;
     let st = s.stats();
     let total = s.meta().media_len() * n_clients as u64;
     println!("\nmedia (network level framing, path v3): {secs:.0} s of 3 Mbit/s MPEG-TS to {n_clients} clients, payload {}", if by_ref { "by reference" } else { "copied" });
@@ -307,7 +381,10 @@ pub fn demo(seconds: f64) -> anyhow::Result<()> {
 
 /// CPU time of the calling thread, in ns.
 pub fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: clock_gettime writes into the timespec we own.
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -325,7 +402,10 @@ fn tsc() -> u64 {
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        std::time::UNIX_EPOCH.elapsed().map(|d| d.as_nanos() as u64).unwrap_or(0)
+        std::time::UNIX_EPOCH
+            .elapsed()
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0)
     }
 }
 
@@ -346,7 +426,12 @@ struct Cell {
 
 /// Streams `mbytes` of `media` with `path` to one client over the wire as
 /// fast as the send path allows, timing each batch with the TSC.
-fn measure_cell(path: SendPath, media_path: &Path, meta_file: &Path, mbytes: u64) -> anyhow::Result<Cell> {
+fn measure_cell(
+    path: SendPath,
+    media_path: &Path,
+    meta_file: &Path,
+    mbytes: u64,
+) -> anyhow::Result<Cell> {
     let meta = MetaFile::open(meta_file, media_path)?;
     let payload = meta.payload_size() as usize;
     let media = MappedFile::open(media_path)?;
@@ -372,11 +457,26 @@ fn measure_cell(path: SendPath, media_path: &Path, meta_file: &Path, mbytes: u64
         }
     });
     pin_to(0);
-    let mut stack = Stack::new(a, StackConfig { addr: crate::echo::SERVER_ADDR, seed: 3, ..StackConfig::default() });
+    let mut stack = Stack::new(
+        a,
+        StackConfig {
+            addr: crate::echo::SERVER_ADDR,
+            seed: 3,
+            ..StackConfig::default()
+        },
+    );
     let client = SocketAddrV4::new(crate::echo::CLIENT_ADDR, 5000);
     // No ARP peer on a discarding wire: the client's MAC is configured.
     stack.set_neighbor(*client.ip(), [2, 0, 0, 0, 0, 2]);
-    let mut s = Streamer::new(meta, media, &[client], StreamConfig { path, ..StreamConfig::default() })?;
+    let mut s = Streamer::new(
+        meta,
+        media,
+        &[client],
+        StreamConfig {
+            path,
+            ..StreamConfig::default()
+        },
+    )?;
     s.attach(&mut stack);
     s.poll(&mut stack, 0); // builds the client's header
     s.rewind();
@@ -403,15 +503,31 @@ fn measure_cell(path: SendPath, media_path: &Path, meta_file: &Path, mbytes: u64
     let cpu = thread_cpu_ns() - cpu0;
     stop.store(true, Ordering::Relaxed);
     let _ = sink.join();
-    Ok(Cell { path, payload, cycles: h, cpu_ns_per_packet: cpu as f64 / sent.max(1) as f64, packets: sent })
+    Ok(Cell {
+        path,
+        payload,
+        cycles: h,
+        cpu_ns_per_packet: cpu as f64 / sent.max(1) as f64,
+        packets: sent,
+    })
 }
 
 /// How many 3 Mbit/s clients one core serves with `path` without missing
 /// send times (lateness > 1 ms), streaming in real time for `secs`.
-fn streams_per_core(media_path: &Path, meta_file: &Path, n: usize, secs: f64) -> anyhow::Result<(u64, u64)> {
+fn streams_per_core(
+    media_path: &Path,
+    meta_file: &Path,
+    n: usize,
+    secs: f64,
+) -> anyhow::Result<(u64, u64)> {
     let meta = MetaFile::open(meta_file, media_path)?;
     let media = MappedFile::open(media_path)?;
-    let (a, b) = WirePair::new(WireConfig { ext_bytes: media.bytes().len() as u64, buf_count: 8192, ring_capacity: 2048, ..WireConfig::default() })?;
+    let (a, b) = WirePair::new(WireConfig {
+        ext_bytes: media.bytes().len() as u64,
+        buf_count: 8192,
+        ring_capacity: 2048,
+        ..WireConfig::default()
+    })?;
     let stop = Arc::new(AtomicBool::new(false));
     let stop2 = stop.clone();
     let sink = std::thread::spawn(move || {
@@ -424,9 +540,18 @@ fn streams_per_core(media_path: &Path, meta_file: &Path, n: usize, secs: f64) ->
         }
     });
     pin_to(0);
-    let mut stack = Stack::new(a, StackConfig { addr: crate::echo::SERVER_ADDR, seed: 4, ..StackConfig::default() });
+    let mut stack = Stack::new(
+        a,
+        StackConfig {
+            addr: crate::echo::SERVER_ADDR,
+            seed: 4,
+            ..StackConfig::default()
+        },
+    );
     stack.set_neighbor(crate::echo::CLIENT_ADDR, [2, 0, 0, 0, 0, 2]);
-    let clients: Vec<SocketAddrV4> = (0..n).map(|i| SocketAddrV4::new(crate::echo::CLIENT_ADDR, 1024 + (i % 60000) as u16)).collect();
+    let clients: Vec<SocketAddrV4> = (0..n)
+        .map(|i| SocketAddrV4::new(crate::echo::CLIENT_ADDR, 1024 + (i % 60000) as u16))
+        .collect();
     let mut s = Streamer::new(meta, media, &clients, StreamConfig::default())?;
     s.attach(&mut stack);
     let t0 = Instant::now();
@@ -454,14 +579,26 @@ pub fn exp(quick: bool, out: &Path) -> anyhow::Result<()> {
     synthetic_ts(&media_path, 8 << 20)?;
     let hz = tsc_hz();
     let payloads = [1024usize, 2048, 4096, 8192];
-    println!("exp nlf: {mbytes} MB per cell over the in-memory wire, TSC {:.2} GHz", hz / 1e9);
+    println!(
+        "exp nlf: {mbytes} MB per cell over the in-memory wire, TSC {:.2} GHz",
+        hz / 1e9
+    );
     let mut csv = String::from("path,payload_bytes,cycles_min,cycles_avg,cycles_p99\n");
     let mut cells = Vec::new();
     // Opaque bytes (not MPEG-TS) so every payload is exactly the size asked for.
     let raw = work.join("media.bin");
     opaque(&raw, if quick { 8 << 20 } else { 64 << 20 })?;
     for &p in &payloads {
-        let sum = prebuild_with(&raw, &PrebuildOptions { payload: p, rtp: false, out_dir: Some(&work), nominal_bit_rate: 3_000_000 }, &mut |_, _| {})?;
+        let sum = prebuild_with(
+            &raw,
+            &PrebuildOptions {
+                payload: p,
+                rtp: false,
+                out_dir: Some(&work),
+                nominal_bit_rate: 3_000_000,
+            },
+            &mut |_, _| {},
+        )?;
         for path in SendPath::ALL {
             let c = measure_cell(path, &raw, &sum.meta, mbytes)?;
             let row = format!(
@@ -472,7 +609,10 @@ pub fn exp(quick: bool, out: &Path) -> anyhow::Result<()> {
                 c.cycles.mean(),
                 c.cycles.value_at_quantile(0.99)
             );
-            println!("  {row}   ({} packets, {:.1} ns CPU/packet)", c.packets, c.cpu_ns_per_packet);
+            println!(
+                "  {row}   ({} packets, {:.1} ns CPU/packet)",
+                c.packets, c.cpu_ns_per_packet
+            );
             csv.push_str(&row);
             csv.push('\n');
             cells.push(c);
@@ -481,35 +621,73 @@ pub fn exp(quick: bool, out: &Path) -> anyhow::Result<()> {
     std::fs::write(out.join("nlf.csv"), &csv)?;
 
     // Linux beside it: the same payloads with sendmmsg and sendfile + UDP_SEGMENT.
-    let mut lcsv = String::from("method,payload_bytes,cpu_ns_per_datagram,cycles_per_datagram,destination\n");
+    let mut lcsv =
+        String::from("method,payload_bytes,cpu_ns_per_datagram,cycles_per_datagram,destination\n");
     let mut linux = Vec::new();
     let n = if quick { 20_000 } else { 200_000 };
+    use crate::linux_send::{measure_with, LinuxDest, LinuxMethod, LinuxSendConfig};
+    // Every method with the CPU doing segmentation and checksums, and
+    // sendfile + UDP_SEGMENT also with the TAP doing them (like a NIC with USO).
+    let kinds: Vec<(LinuxMethod, bool)> =
+        LinuxMethod::ALL.iter().map(|&m| (m, false)).chain([(LinuxMethod::SendfileUdpSegment, true)]).collect();
+    let kind_name = |m: LinuxMethod, off: bool| format!("{}{}", m.name(), if off { "+uso" } else { "" });
+    lcsv = String::from("method,payload_bytes,cpu_ns_per_datagram,cycles_per_datagram,wall_ns_per_datagram,datagrams,calls,device_frames,errors,destination\n");
     for &p in &payloads {
-        for m in [crate::linux_send::LinuxMethod::SendMmsg, crate::linux_send::LinuxMethod::SendfileUdpSegment] {
-            match crate::linux_send::measure(m, p, n) {
+        for &(m, offload) in &kinds {
+            let cfg = LinuxSendConfig { method: m, payload: p, datagrams: n, media: None, dest: LinuxDest::TapInPrivateNetns, offload };
+            match measure_with(&cfg) {
                 Ok(r) => {
-                    let row = format!("{},{},{:.1},{:.0},{}", m.name(), p, r.cpu_ns_per_datagram, r.cpu_ns_per_datagram * hz / 1e9, r.dest.name());
-                    println!("  linux {row}");
+                    let name = kind_name(r.method, r.offload);
+                    let row = format!(
+                        "{name},{},{:.1},{:.0},{:.1},{},{},{},{},{}",
+                        r.payload,
+                        r.cpu_ns_per_datagram,
+                        r.cpu_ns_per_datagram * hz / 1e9,
+                        r.wall_ns_per_datagram,
+                        r.datagrams,
+                        r.calls,
+                        r.device_frames.map_or(String::from("-"), |d| d.to_string()),
+                        r.errors,
+                        r.dest.name()
+                    );
+                    println!("  linux {row}{}", r.note.as_deref().map(|n| format!("  ({n})")).unwrap_or_default());
+                    if let Some(e) = &r.first_error {
+                        println!("    first error: {e}");
+                    }
                     lcsv.push_str(&row);
                     lcsv.push('\n');
-                    linux.push((m, p, r.cpu_ns_per_datagram));
+                    linux.push((name, p, r.cpu_ns_per_datagram));
                 }
-                Err(e) => println!("  linux {} {p}: not measured: {e:#}", m.name()),
+                Err(e) => println!("  linux {} {p}: not measured: {e:#}", kind_name(m, offload)),
             }
         }
     }
     std::fs::write(out.join("linux.csv"), &lcsv)?;
 
     // Streams per core: 3 Mbit/s, 1316-byte payloads, v3, real-time pacing.
-    let ts_meta = prebuild_with(&media_path, &PrebuildOptions { payload: 1316, rtp: false, out_dir: Some(&work), nominal_bit_rate: 3_000_000 }, &mut |_, _| {})?;
-    let v3_1k = cells.iter().find(|c| c.path == SendPath::V3 && c.payload == 1024).map(|c| c.cpu_ns_per_packet).unwrap_or(100.0);
+    let ts_meta = prebuild_with(
+        &media_path,
+        &PrebuildOptions {
+            payload: 1316,
+            rtp: false,
+            out_dir: Some(&work),
+            nominal_bit_rate: 3_000_000,
+        },
+        &mut |_, _| {},
+    )?;
+    let v3_1k = cells
+        .iter()
+        .find(|c| c.path == SendPath::V3 && c.payload == 1024)
+        .map(|c| c.cpu_ns_per_packet)
+        .unwrap_or(100.0);
     let pps_per_stream = 3_000_000.0 / (1316.0 * 8.0);
     let estimate = (1e9 / (v3_1k * pps_per_stream)) as usize;
     let mut n_ok = 0usize;
     let mut tried = String::new();
     let mut n = (estimate / 2).clamp(100, 200_000);
     for _ in 0..if quick { 2 } else { 4 } {
-        let (pkts, late) = streams_per_core(&media_path, &ts_meta.meta, n, if quick { 1.0 } else { 3.0 })?;
+        let (pkts, late) =
+            streams_per_core(&media_path, &ts_meta.meta, n, if quick { 1.0 } else { 3.0 })?;
         let _ = write!(tried, " {n}:{pkts}pkts/{late}late");
         if late == 0 {
             n_ok = n_ok.max(n);
@@ -520,41 +698,91 @@ pub fn exp(quick: bool, out: &Path) -> anyhow::Result<()> {
     }
 
     // Summary against the goals.
-    let avg = |path: SendPath, p: usize| cells.iter().find(|c| c.path == path && c.payload == p).map(|c| c.cycles.mean()).unwrap_or(f64::NAN);
+    let avg = |path: SendPath, p: usize| {
+        cells
+            .iter()
+            .find(|c| c.path == path && c.payload == p)
+            .map(|c| c.cycles.mean())
+            .unwrap_or(f64::NAN)
+    };
     let v3: Vec<f64> = payloads.iter().map(|&p| avg(SendPath::V3, p)).collect();
-    let (v3min, v3max) = v3.iter().fold((f64::MAX, 0f64), |(a, b), &x| (a.min(x), b.max(x)));
+    let (v3min, v3max) = v3
+        .iter()
+        .fold((f64::MAX, 0f64), |(a, b), &x| (a.min(x), b.max(x)));
     let spread = v3max / v3min - 1.0;
     let ratio8 = avg(SendPath::V3, 8192) / avg(SendPath::Traditional, 8192);
-    let v3_cpu_1316 = cells.iter().find(|c| c.path == SendPath::V3 && c.payload == 1024).map(|c| c.cpu_ns_per_packet).unwrap_or(f64::NAN);
-    let sendfile_1k = linux.iter().find(|(m, p, _)| *m == crate::linux_send::LinuxMethod::SendfileUdpSegment && *p == 1024).map(|x| x.2);
+    let v3_cpu_1316 = cells
+        .iter()
+        .find(|c| c.path == SendPath::V3 && c.payload == 1024)
+        .map(|c| c.cpu_ns_per_packet)
+        .unwrap_or(f64::NAN);
+    let lin = |name: &str, p: usize| linux.iter().find(|x| x.0 == name && x.1 == p).map(|x| x.2);
+    let sendfile_1k = lin("sendfile+udp_segment+uso", 1024);
+    let sendfile_1k_sw = lin("sendfile+udp_segment", 1024);
     let mut txt = String::new();
-    let _ = writeln!(txt, "command: lazynet exp nlf{}\n{}", if quick { " --quick" } else { "" }, crate::serve::machine_line());
+    let _ = writeln!(
+        txt,
+        "command: lazynet exp nlf{}\n{}",
+        if quick { " --quick" } else { "" },
+        crate::serve::machine_line()
+    );
     let _ = writeln!(txt, "TSC: {:.3} GHz; {mbytes} MB streamed per cell; cycles per packet from batches of {BATCH} timed with RDTSC\n", hz / 1e9);
     let _ = writeln!(txt, "v3 cycles per packet at 1/2/4/8 KiB: {:.0} / {:.0} / {:.0} / {:.0} — spread {:.0}% (goal within ±20%)", v3[0], v3[1], v3[2], v3[3], spread * 100.0);
     let _ = writeln!(txt, "v3 / traditional at 8 KiB: {ratio8:.3} (goal ≤ 0.10)");
-    match sendfile_1k {
-        Some(l) => {
-            let _ = writeln!(txt, "CPU per datagram at 1 KiB: v3 on the wire {v3_cpu_1316:.1} ns, Linux sendfile+UDP_SEGMENT {l:.1} ns: ratio {:.2} (goal ≤ 0.5)", v3_cpu_1316 / l);
-        }
-        None => {
-            let _ = writeln!(txt, "CPU per datagram at 1 KiB: v3 on the wire {v3_cpu_1316:.1} ns; Linux sendfile+UDP_SEGMENT not measured");
+    for (label, l) in [("with segmentation offload (USO)", sendfile_1k), ("without offload", sendfile_1k_sw)] {
+        match l {
+            Some(l) => {
+                let _ = writeln!(
+                    txt,
+                    "CPU per datagram at 1 KiB: v3 on the wire {v3_cpu_1316:.1} ns vs Linux sendfile+UDP_SEGMENT {label} {l:.1} ns: ratio {:.2} (goal ≤ 0.5)",
+                    v3_cpu_1316 / l
+                );
+            }
+            None => {
+                let _ = writeln!(txt, "Linux sendfile+UDP_SEGMENT {label}: not measured");
+            }
         }
     }
     let stream_pkts = 10.0 * pps_per_stream; // a 10 s, 3 Mbit/s stream
-    let _ = writeln!(txt, "CPU per 10 s 3 Mbit/s stream (v3, {:.0} packets): {:.2} ms", stream_pkts, stream_pkts * v3_1k / 1e6);
+    let _ = writeln!(
+        txt,
+        "CPU per 10 s 3 Mbit/s stream (v3, {:.0} packets): {:.2} ms",
+        stream_pkts,
+        stream_pkts * v3_1k / 1e6
+    );
     let _ = writeln!(txt, "3 Mbit/s streams one core sustains with no send time missed by > 1 ms: {n_ok} (estimate from CPU/packet {estimate}; tried{tried})");
     print!("{txt}");
     std::fs::write(out.join("nlf.txt"), &txt)?;
 
-    let mut series: Vec<(String, Vec<(f64, f64)>)> =
-        SendPath::ALL.iter().map(|&path| (path.to_string(), payloads.iter().map(|&p| (p as f64, avg(path, p))).collect())).collect();
-    for m in [crate::linux_send::LinuxMethod::SendMmsg, crate::linux_send::LinuxMethod::SendfileUdpSegment] {
-        let pts: Vec<(f64, f64)> = linux.iter().filter(|x| x.0 == m).map(|x| (x.1 as f64, x.2 * hz / 1e9)).collect();
+    let mut series: Vec<(String, Vec<(f64, f64)>)> = SendPath::ALL
+        .iter()
+        .map(|&path| {
+            (
+                path.to_string(),
+                payloads.iter().map(|&p| (p as f64, avg(path, p))).collect(),
+            )
+        })
+        .collect();
+    for &(m, offload) in &kinds {
+        let name = kind_name(m, offload);
+        let pts: Vec<(f64, f64)> = linux.iter().filter(|x| x.0 == name).map(|x| (x.1 as f64, x.2 * hz / 1e9)).collect();
         if !pts.is_empty() {
-            series.push((format!("Linux {}", m.name()), pts));
+            series.push((format!("Linux {name}"), pts));
         }
     }
-    crate::plot::line_chart(&out.join("nlf.png"), "Send path cost per packet (NLF Table 1 / Fig. 4)", "payload bytes", "CPU cycles per packet", &series, true, true)?;
+    crate::plot::line_chart(
+        &out.join("nlf.png"),
+        "Send path cost per packet (NLF Table 1 / Fig. 4)",
+        "payload bytes",
+        "CPU cycles per packet",
+        &series,
+        true,
+        true,
+    )?;
+    let cats: Vec<String> = payloads.iter().map(|p| format!("{} KiB", p / 1024)).collect();
+    let bars: Vec<(String, Vec<f64>)> =
+        SendPath::ALL.iter().map(|&path| (path.to_string(), payloads.iter().map(|&p| avg(path, p)).collect())).collect();
+    crate::plot::bar_chart(&out.join("nlf-paths.png"), "Average cycles per packet by send path", "payload", "CPU cycles per packet", &cats, &bars)?;
     let _ = std::fs::remove_dir_all(&work);
     Ok(())
 }

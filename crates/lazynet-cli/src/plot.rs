@@ -7,7 +7,6 @@
 //! through `ab_glyph`, so no system font libraries are needed.
 
 // The experiment commands (merged by the lead) are the callers.
-#![cfg_attr(not(test), allow(dead_code))]
 
 use std::path::Path;
 use std::sync::Once;

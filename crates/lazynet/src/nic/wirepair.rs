@@ -529,7 +529,10 @@ impl WireEnd {
             for &e in &ents[..n] {
                 let h = match e.buf & KIND_MASK {
                     0 => e,
-                    GATHER_HDR => Desc { buf: e.buf & !KIND_MASK, ..e },
+                    GATHER_HDR => Desc {
+                        buf: e.buf & !KIND_MASK,
+                        ..e
+                    },
                     // Ext entries name no buffer; reserved kinds are dropped.
                     _ => continue,
                 };

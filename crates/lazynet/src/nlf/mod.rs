@@ -28,11 +28,12 @@
 //! typed [`NlfError`]. The send paths `v1`–`v3` never read or write payload
 //! bytes (the payload goes by reference) and never allocate.
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 pub mod meta;
 pub mod paths;
 pub mod prebuild;
+pub mod stream;
 
 use std::fmt;
 use std::io;

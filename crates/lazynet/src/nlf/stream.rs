@@ -49,7 +49,13 @@ pub struct StreamConfig {
 
 impl Default for StreamConfig {
     fn default() -> Self {
-        StreamConfig { path: SendPath::V3, src_port: 5004, ttl: 64, seed: 1, late_ns: 1_000_000 }
+        StreamConfig {
+            path: SendPath::V3,
+            src_port: 5004,
+            ttl: 64,
+            seed: 1,
+            late_ns: 1_000_000,
+        }
     }
 }
 
@@ -95,9 +101,16 @@ pub struct Streamer<M: AsRef<[u8]>> {
 
 impl<M: AsRef<[u8]>> Streamer<M> {
     /// A streamer of `media` (whose meta-data is `meta`) to `clients`.
-    pub fn new(meta: MetaFile, media: M, clients: &[SocketAddrV4], cfg: StreamConfig) -> Result<Self, NlfError> {
+    pub fn new(
+        meta: MetaFile,
+        media: M,
+        clients: &[SocketAddrV4],
+        cfg: StreamConfig,
+    ) -> Result<Self, NlfError> {
         if media.as_ref().len() as u64 != meta.media_len() {
-            return Err(NlfError::BadHeader("media length differs from the meta file's"));
+            return Err(NlfError::BadHeader(
+                "media length differs from the meta file's",
+            ));
         }
         let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
         let rtp = meta.rtp();
@@ -106,13 +119,25 @@ impl<M: AsRef<[u8]>> Streamer<M> {
             .map(|&dst| Client {
                 dst,
                 // RFC 3550 §5.1: random SSRC, initial sequence number and timestamp.
-                rtp: rtp.then(|| RtpParams { ssrc: rng.next_u32(), seq_base: rng.next_u32() as u16, ts_base: rng.next_u32() }),
+                rtp: rtp.then(|| RtpParams {
+                    ssrc: rng.next_u32(),
+                    seq_base: rng.next_u32() as u16,
+                    ts_base: rng.next_u32(),
+                }),
                 ident: rng.next_u32() as u16,
                 header: None,
                 next: 0,
             })
             .collect();
-        Ok(Streamer { meta, media, cfg, clients, start: None, by_ref: false, stats: StreamStats::default() })
+        Ok(Streamer {
+            meta,
+            media,
+            cfg,
+            clients,
+            start: None,
+            by_ref: false,
+            stats: StreamStats::default(),
+        })
     }
 
     /// Prepares sending on `stack`'s NIC: places the media in the NIC's ext
@@ -148,10 +173,10 @@ impl<M: AsRef<[u8]>> Streamer<M> {
 
     /// Sends every packet that is due at `now` (at most [`BATCH`] per client
     /// per call, so one call's work is bounded by clients × BATCH). The
-    /// stream starts at the first poll. Returns the next send time, or `None`
+    /// stream's clock starts when the first client's address is resolved.
+    /// Returns the next send time, or `None`
     /// when the stream is finished.
     pub fn poll<N: Nic>(&mut self, stack: &mut Stack<N>, now: u64) -> Option<u64> {
-        let start = *self.start.get_or_insert(now);
         let mut next_due = None::<u64>;
         for i in 0..self.clients.len() {
             if self.clients[i].next >= self.meta.packets() {
@@ -162,10 +187,13 @@ impl<M: AsRef<[u8]>> Streamer<M> {
                 next_due = Some(next_due.map_or(now + 1_000_000, |d| d.min(now + 1_000_000)));
                 continue;
             }
+            // The stream's clock starts when the first client is resolved,
+            // so waiting for ARP does not count as lateness.
+            let start = *self.start.get_or_insert(now);
             self.send_due(stack, i, start, now);
             let c = &self.clients[i];
             if let Some(p) = self.meta.get(c.next) {
-                let t = start + p.send_ns;
+                let t = self.start.unwrap_or(now) + p.send_ns;
                 next_due = Some(next_due.map_or(t, |d| d.min(t)));
             }
         }
@@ -174,7 +202,9 @@ impl<M: AsRef<[u8]>> Streamer<M> {
 
     fn resolve<N: Nic>(&mut self, stack: &mut Stack<N>, i: usize, now: u64) -> bool {
         let c = &mut self.clients[i];
-        let Ok(Some(mac)) = stack.neighbor(*c.dst.ip(), now) else { return false };
+        let Ok(Some(mac)) = stack.neighbor(*c.dst.ip(), now) else {
+            return false;
+        };
         let cfg = ClientConfig {
             src_mac: EthernetAddress(stack.mac()),
             dst_mac: EthernetAddress(mac),
@@ -224,11 +254,19 @@ impl<M: AsRef<[u8]>> Streamer<M> {
         let mut gather = [(Desc::default(), ExtRef { off: 0, len: 0 }); BATCH];
         let (mut np, mut ng) = (0, 0);
         let media = self.media.as_ref();
-        let Some(c) = self.clients.get_mut(i) else { return 0 };
-        let Some(hdr) = c.header.as_mut() else { return 0 };
+        let Some(c) = self.clients.get_mut(i) else {
+            return 0;
+        };
+        let Some(hdr) = c.header.as_mut() else {
+            return 0;
+        };
         for &b in &bufs[..got] {
-            let Some(p) = self.meta.get(c.next + np + ng) else { break };
-            let Some(out) = stack.nic_mut().buffers_mut().buf_mut(b) else { break };
+            let Some(p) = self.meta.get(c.next + np + ng) else {
+                break;
+            };
+            let Some(out) = stack.nic_mut().buffers_mut().buf_mut(b) else {
+                break;
+            };
             let payload = payload_of(media, &p);
             match paths::send(self.cfg.path, hdr, &p, payload, out) {
                 Ok(n) if self.cfg.path == SendPath::Traditional => {
@@ -236,7 +274,13 @@ impl<M: AsRef<[u8]>> Streamer<M> {
                     np += 1;
                 }
                 Ok(hl) if self.by_ref => {
-                    gather[ng] = (Desc::new(b, hl as u16), ExtRef { off: p.offset, len: p.len as u16 });
+                    gather[ng] = (
+                        Desc::new(b, hl as u16),
+                        ExtRef {
+                            off: p.offset,
+                            len: p.len as u16,
+                        },
+                    );
                     ng += 1;
                 }
                 Ok(hl) if hl + payload.len() <= out.len() => {
