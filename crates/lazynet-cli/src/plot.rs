@@ -83,6 +83,69 @@ fn range(vals: impl Iterator<Item = f64>, log: bool, from_zero: bool) -> Option<
     }
 }
 
+/// Labelled ticks on a log axis over `[lo, hi]`: 1-2-5 per decade, thinned
+/// to powers of ten over many decades, 1..9 per decade over less than one.
+fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    let decade = |mults: &[f64]| -> Vec<f64> {
+        if !(lo > 0.0 && hi > lo) {
+            return vec![];
+        }
+        let mut v = vec![];
+        let mut p = 10f64.powi(lo.log10().floor() as i32);
+        while p <= hi {
+            v.extend(mults.iter().map(|m| m * p).filter(|t| *t >= lo && *t <= hi));
+            p *= 10.0;
+        }
+        v
+    };
+    let t = decade(&[1.0, 2.0, 5.0]);
+    if t.len() > 12 {
+        let t = decade(&[1.0]);
+        let step = t.len().div_ceil(10).max(1);
+        return t.into_iter().step_by(step).collect();
+    }
+    if t.len() < 3 {
+        let t = decade(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]);
+        if t.len() < 2 && hi > lo {
+            // Less than a decade between neighbouring marks: linear round steps.
+            let raw = (hi - lo) / 4.0;
+            let p = 10f64.powi(raw.log10().floor() as i32);
+            let step = [1.0, 2.0, 5.0, 10.0]
+                .into_iter()
+                .map(|m| m * p)
+                .find(|s| *s >= raw)
+                .unwrap_or(10.0 * p);
+            let mut v = vec![];
+            let mut x = (lo / step).ceil() * step;
+            while x <= hi {
+                v.push(x);
+                x += step;
+            }
+            return v;
+        }
+        return t;
+    }
+    t
+}
+
+/// Unlabelled grid lines on a log axis: 1..9 per decade.
+fn log_minor(lo: f64, hi: f64) -> Vec<f64> {
+    if !(lo > 0.0 && hi > lo) || hi / lo > 1e8 {
+        return vec![];
+    }
+    let mut v = vec![];
+    let mut p = 10f64.powi(lo.log10().floor() as i32);
+    while p <= hi {
+        v.extend(
+            (1..10)
+                .map(|m| m as f64 * p)
+                .filter(|t| *t >= lo && *t <= hi),
+        );
+        p *= 10.0;
+    }
+    v
+}
+
 /// Compact tick labels: 1.5k, 2M, 0.25.
 fn tick(v: &f64) -> String {
     let a = v.abs();
@@ -185,6 +248,8 @@ pub fn line_chart(
     };
     let root = BitMapBackend::new(path, (WIDTH, HEIGHT)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
+    let (xt, yt) = (log_ticks(x0, x1), log_ticks(y0, y1));
+    let (xm, ym) = (log_minor(x0, x1), log_minor(y0, y1));
     match (log_x, log_y) {
         (false, false) => draw_lines!(
             &root,
@@ -203,7 +268,10 @@ pub fn line_chart(
             x_label,
             y_label,
             series,
-            (x0..x1).log_scale(),
+            (x0..x1)
+                .log_scale()
+                .with_key_points(xt)
+                .with_light_points(xm),
             y0..y1,
             true,
             false
@@ -215,7 +283,10 @@ pub fn line_chart(
             y_label,
             series,
             x0..x1,
-            (y0..y1).log_scale(),
+            (y0..y1)
+                .log_scale()
+                .with_key_points(yt)
+                .with_light_points(ym),
             false,
             true
         ),
@@ -225,8 +296,14 @@ pub fn line_chart(
             x_label,
             y_label,
             series,
-            (x0..x1).log_scale(),
-            (y0..y1).log_scale(),
+            (x0..x1)
+                .log_scale()
+                .with_key_points(xt)
+                .with_light_points(xm),
+            (y0..y1)
+                .log_scale()
+                .with_key_points(yt)
+                .with_light_points(ym),
             true,
             true
         ),
@@ -345,6 +422,20 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("lazynet-plot-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         dir.join(name)
+    }
+
+    #[test]
+    fn log_ticks_are_round() {
+        assert_eq!(
+            log_ticks(216.0, 12_000.0),
+            vec![500.0, 1000.0, 2000.0, 5000.0, 10_000.0]
+        );
+        assert!((5..=11).contains(&log_ticks(1.0, 1e20).len()));
+        assert_eq!(
+            log_ticks(1100.0, 1900.0),
+            vec![1200.0, 1400.0, 1600.0, 1800.0]
+        );
+        assert!(log_ticks(900.0, 8300.0).contains(&1000.0));
     }
 
     #[test]
