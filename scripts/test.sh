@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Runs every lazynet test. Installs what the tests need (Debian packages for
-# the real-peer tests). Root-only tests run as root; elsewhere they print
+# the real-peer and real-player tests). Root-only tests run as root; elsewhere they print
 # "skipped: needs root" — except under CI=true, where they must run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
-for t in ip:iproute2 ping:iputils-ping tcpdump:tcpdump python3:python3; do
+for t in ip:iproute2 ping:iputils-ping tcpdump:tcpdump python3:python3 ffmpeg:ffmpeg; do
   command -v "${t%%:*}" >/dev/null 2>&1 || need+=("${t#*:}")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -82,6 +82,8 @@ pub struct StreamStats {
 
 struct Client {
     dst: SocketAddrV4,
+    /// Start offset from the stream's clock (clients are staggered).
+    offset_ns: u64,
     rtp: Option<RtpParams>,
     ident: u16,
     header: Option<ClientHeader>,
@@ -114,10 +116,17 @@ impl<M: AsRef<[u8]>> Streamer<M> {
         }
         let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
         let rtp = meta.rtp();
+        // Spread the clients' starts over one mean packet interval, as
+        // clients that join at different times would be, so that N clients
+        // do not make N packets due at the same instant.
+        let interval = meta.duration_ns() / (meta.packets().max(1) as u64);
+        let n = clients.len().max(1) as u64;
         let clients = clients
             .iter()
-            .map(|&dst| Client {
+            .enumerate()
+            .map(|(i, &dst)| Client {
                 dst,
+                offset_ns: interval * i as u64 / n,
                 // RFC 3550 §5.1: random SSRC, initial sequence number and timestamp.
                 rtp: rtp.then(|| RtpParams {
                     ssrc: rng.next_u32(),
@@ -193,7 +202,7 @@ impl<M: AsRef<[u8]>> Streamer<M> {
             self.send_due(stack, i, start, now);
             let c = &self.clients[i];
             if let Some(p) = self.meta.get(c.next) {
-                let t = self.start.unwrap_or(now) + p.send_ns;
+                let t = self.start.unwrap_or(now) + c.offset_ns + p.send_ns;
                 next_due = Some(next_due.map_or(t, |d| d.min(t)));
             }
         }
@@ -226,7 +235,7 @@ impl<M: AsRef<[u8]>> Streamer<M> {
         let first = self.clients[i].next;
         while due < BATCH {
             match self.meta.get(first + due) {
-                Some(p) if start + p.send_ns <= now => due += 1,
+                Some(p) if start + self.clients[i].offset_ns + p.send_ns <= now => due += 1,
                 _ => break,
             }
         }
@@ -234,7 +243,7 @@ impl<M: AsRef<[u8]>> Streamer<M> {
             let sent = self.send_batch(stack, i, due);
             for k in 0..sent {
                 if let Some(p) = self.meta.get(first + k) {
-                    let late = now.saturating_sub(start + p.send_ns);
+                    let late = now.saturating_sub(start + self.clients[i].offset_ns + p.send_ns);
                     self.stats.max_late_ns = self.stats.max_late_ns.max(late);
                     if late > self.cfg.late_ns {
                         self.stats.late += 1;
