@@ -138,6 +138,7 @@ pub fn serve(a: &MediaArgs, net: &NetArgs) -> anyhow::Result<()> {
             }
         }
     }
+    streamer.release(&mut stack);
     let s = streamer.stats();
     println!(
         "stream: {} packets, {} payload bytes in {:.2} s; by reference {}, copied {}, late {} (max {:.2} ms), backpressure {}",
@@ -347,14 +348,12 @@ pub fn demo(seconds: f64) -> anyhow::Result<()> {
         stack.poll(now);
         match s.poll(&mut stack, now) {
             None => break,
-            Some(due) => {
-                let now = stack.now();
-                if due > now + 50_000 {
-                    std::thread::sleep(Duration::from_nanos((due - now).min(1_000_000)));
-                }
-            }
+            // Tick pacing: send what is due, then sleep a millisecond.
+            Some(due) if due > stack.now() => std::thread::sleep(Duration::from_millis(1)),
+            Some(_) => {}
         }
     }
+    s.release(&mut stack);
     let cpu = thread_cpu_ns() - cpu0;
     let wall = t0.elapsed();
     std::thread::sleep(Duration::from_millis(100));
@@ -366,17 +365,42 @@ pub fn demo(seconds: f64) -> anyhow::Result<()> {
     let total = s.meta().media_len() * n_clients as u64;
     println!("\nmedia (network level framing, path v3): {secs:.0} s of 3 Mbit/s MPEG-TS to {n_clients} clients, payload {}", if by_ref { "by reference" } else { "copied" });
     println!(
-        "  {} packets in {:.2} s ({:.0}/s), sender CPU {:.0} ns/packet, late {}; received intact: {} of {} bytes, damaged {bad}",
+        "  {} packets in {:.2} s ({:.0}/s), sender CPU {:.0} ns/packet, paced by a 1 ms tick (max lateness {:.1} ms); received intact: {} of {} bytes, damaged {bad}",
         st.packets,
         wall.as_secs_f64(),
         st.packets as f64 / wall.as_secs_f64(),
         cpu as f64 / st.packets.max(1) as f64,
-        st.late,
+        st.max_late_ns as f64 / 1e6,
         bytes_ok.load(Ordering::Relaxed),
         total
     );
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
+}
+
+/// Waits for `due` (ns on the stack's clock, now `now`) in ticks of at
+/// least 100 µs: many staggered clients always have a packet due within
+/// microseconds, and a real-time thread that never sleeps is throttled by
+/// the kernel (95% rule), so the sender sends everything due, then sleeps.
+fn pace(due: u64, now: u64) {
+    if due > now {
+        std::thread::sleep(Duration::from_nanos((due - now).max(100_000)));
+    }
+}
+
+/// Puts the calling thread in SCHED_FIFO (priority 10) or back in
+/// SCHED_OTHER; returns whether it worked (root is needed for FIFO).
+fn set_fifo(on: bool) -> bool {
+    let param = libc::sched_param {
+        sched_priority: if on { 10 } else { 0 },
+    };
+    let policy = if on {
+        libc::SCHED_FIFO
+    } else {
+        libc::SCHED_OTHER
+    };
+    // SAFETY: sched_setscheduler on the calling thread with a valid param.
+    unsafe { libc::sched_setscheduler(0, policy, &param) == 0 }
 }
 
 /// CPU time of the calling thread, in ns.
@@ -535,20 +559,27 @@ fn streams_per_core(
     let media = MappedFile::open(media_path)?;
     let (a, b) = WirePair::new(WireConfig {
         ext_bytes: media.bytes().len() as u64,
-        buf_count: 8192,
-        ring_capacity: 2048,
+        buf_count: 16384,
+        ring_capacity: 8192,
         ..WireConfig::default()
     })?;
     let stop = Arc::new(AtomicBool::new(false));
     let stop2 = stop.clone();
     let sink = std::thread::spawn(move || {
         pin_to(1 % cpus());
+        // Real-time too, so other processes cannot stall the sink; it
+        // sleeps when idle, so RT throttling never applies.
+        let fifo = set_fifo(true);
         let mut end = b;
         while !stop2.load(Ordering::Relaxed) {
             if end.discard(256) == 0 {
-                std::hint::spin_loop();
+                std::thread::sleep(Duration::from_micros(20));
             }
         }
+        if fifo {
+            set_fifo(false);
+        }
+        end.stats()
     });
     pin_to(0);
     let mut stack = Stack::new(
@@ -565,16 +596,31 @@ fn streams_per_core(
         .collect();
     let mut s = Streamer::new(meta, media, &clients, StreamConfig::default())?;
     s.attach(&mut stack);
+    let fifo = set_fifo(true);
     let t0 = Instant::now();
     while t0.elapsed().as_secs_f64() < secs {
         let now = stack.now();
         stack.poll(now);
-        if s.poll(&mut stack, now).is_none() {
-            break;
+        match s.poll(&mut stack, now) {
+            None => break,
+            // Sleep until shortly before the next send time; spin the rest.
+            Some(due) => pace(due, stack.now()),
         }
     }
+    if fifo {
+        set_fifo(false);
+    }
+    s.release(&mut stack);
     stop.store(true, Ordering::Relaxed);
-    let _ = sink.join();
+    let bs = sink.join();
+    if std::env::var_os("LAZYNET_DEBUG").is_some() {
+        eprintln!(
+            "n={n} {:?}\nA {:?}\nB {:?}",
+            s.stats(),
+            stack.nic().stats(),
+            bs.ok()
+        );
+    }
     Ok((s.stats().packets, s.stats().late))
 }
 
@@ -710,18 +756,28 @@ pub fn exp(quick: bool, out: &Path) -> anyhow::Result<()> {
         .unwrap_or(100.0);
     let pps_per_stream = 3_000_000.0 / (1316.0 * 8.0);
     let estimate = (1e9 / (v3_1k * pps_per_stream)) as usize;
+    // Double from 500 clients while at most 0.1% of packets are later than
+    // 1 ms (one wake-up outlier on this VM should not decide), then bisect.
     let mut n_ok = 0usize;
+    let mut n_bad = usize::MAX;
     let mut tried = String::new();
-    let mut n = (estimate / 2).clamp(100, 200_000);
-    for _ in 0..if quick { 2 } else { 4 } {
+    let mut n = 500usize;
+    for _ in 0..if quick { 4 } else { 9 } {
         let (pkts, late) =
-            streams_per_core(&media_path, &ts_meta.meta, n, if quick { 1.0 } else { 3.0 })?;
+            streams_per_core(&media_path, &ts_meta.meta, n, if quick { 0.5 } else { 2.0 })?;
         let _ = write!(tried, " {n}:{pkts}pkts/{late}late");
-        if late == 0 {
+        if late * 1000 <= pkts {
             n_ok = n_ok.max(n);
-            n = n * 3 / 2;
         } else {
-            n = n * 2 / 3;
+            n_bad = n_bad.min(n);
+        }
+        n = if n_bad == usize::MAX {
+            n * 2
+        } else {
+            (n_ok + n_bad) / 2
+        };
+        if n_bad != usize::MAX && n_bad - n_ok <= n_bad / 16 {
+            break;
         }
     }
 
@@ -781,7 +837,7 @@ pub fn exp(quick: bool, out: &Path) -> anyhow::Result<()> {
         stream_pkts,
         stream_pkts * v3_1k / 1e6
     );
-    let _ = writeln!(txt, "3 Mbit/s streams one core sustains with no send time missed by > 1 ms: {n_ok} (estimate from CPU/packet {estimate}; tried{tried})");
+    let _ = writeln!(txt, "3 Mbit/s streams one core sustains (sender in SCHED_FIFO, ≤ 0.1% of packets later than 1 ms): {n_ok} (estimate from CPU/packet {estimate}; tried{tried})");
     print!("{txt}");
     std::fs::write(out.join("nlf.txt"), &txt)?;
 

@@ -17,6 +17,8 @@
 //! header (one copy per packet). The `traditional` path always copies, by
 //! definition. TAP's `writev` copies into the kernel in every case.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::net::SocketAddrV4;
 
 use rand::{RngCore, SeedableRng};
@@ -31,6 +33,8 @@ use crate::wire::EthernetAddress;
 
 /// Largest batch handed to the NIC at once.
 pub const BATCH: usize = 32;
+/// Most packets one [`Streamer::poll`] sends.
+pub const MAX_PER_POLL: usize = 1024;
 
 /// How a stream is sent.
 #[derive(Clone, Copy, Debug)]
@@ -96,8 +100,17 @@ pub struct Streamer<M: AsRef<[u8]>> {
     media: M,
     cfg: StreamConfig,
     clients: Vec<Client>,
+    /// Resolved clients by next send time (capacity = clients, allocated once).
+    heap: BinaryHeap<Reverse<(u64, u32)>>,
+    /// Clients whose next hop is not resolved yet.
+    unresolved: Vec<usize>,
     start: Option<u64>,
     by_ref: bool,
+    /// Frames built but not yet accepted by the NIC (one form per stream).
+    plain: [Desc; BATCH],
+    np: usize,
+    gather: [(Desc, ExtRef); BATCH],
+    ng: usize,
     stats: StreamStats,
 }
 
@@ -137,14 +150,21 @@ impl<M: AsRef<[u8]>> Streamer<M> {
                 header: None,
                 next: 0,
             })
-            .collect();
+            .collect::<Vec<_>>();
+        let n = clients.len();
         Ok(Streamer {
             meta,
             media,
             cfg,
             clients,
+            heap: BinaryHeap::with_capacity(n),
+            unresolved: (0..n).collect(),
             start: None,
             by_ref: false,
+            plain: [Desc::default(); BATCH],
+            np: 0,
+            gather: [(Desc::default(), ExtRef::default()); BATCH],
+            ng: 0,
             stats: StreamStats::default(),
         })
     }
@@ -177,40 +197,198 @@ impl<M: AsRef<[u8]>> Streamer<M> {
 
     /// True once every client has been sent every packet.
     pub fn finished(&self) -> bool {
-        self.clients.iter().all(|c| c.next >= self.meta.packets())
+        self.pending_len() == 0 && self.clients.iter().all(|c| c.next >= self.meta.packets())
     }
 
-    /// Sends every packet that is due at `now` (at most [`BATCH`] per client
-    /// per call, so one call's work is bounded by clients × BATCH). The
-    /// stream's clock starts when the first client's address is resolved.
-    /// Returns the next send time, or `None`
-    /// when the stream is finished.
+    /// Sends every packet that is due at `now`, earliest first, batched
+    /// across clients: at most [`MAX_PER_POLL`] packets per call, whatever
+    /// the number of clients (a heap orders clients by their next send
+    /// time; nothing is scanned). The stream's clock starts when the first
+    /// client's address is resolved. Returns the next time there is work,
+    /// or `None` when the stream is finished.
     pub fn poll<N: Nic>(&mut self, stack: &mut Stack<N>, now: u64) -> Option<u64> {
-        let mut next_due = None::<u64>;
-        for i in 0..self.clients.len() {
-            if self.clients[i].next >= self.meta.packets() {
-                continue;
-            }
-            if self.clients[i].header.is_none() && !self.resolve(stack, i, now) {
-                self.stats.arp_waits += 1;
-                next_due = Some(next_due.map_or(now + 1_000_000, |d| d.min(now + 1_000_000)));
-                continue;
-            }
-            // The stream's clock starts when the first client is resolved,
-            // so waiting for ARP does not count as lateness.
-            let start = *self.start.get_or_insert(now);
-            self.send_due(stack, i, start, now);
-            let c = &self.clients[i];
-            if let Some(p) = self.meta.get(c.next) {
-                let t = self.start.unwrap_or(now) + c.offset_ns + p.send_ns;
-                next_due = Some(next_due.map_or(t, |d| d.min(t)));
+        // Clients waiting for ARP: each try is one cache lookup.
+        let mut i = 0;
+        while i < self.unresolved.len() {
+            let ci = self.unresolved[i];
+            if self.resolve(stack, ci, now) {
+                let start = *self.start.get_or_insert(now);
+                self.unresolved.swap_remove(i);
+                self.schedule(ci, start);
+            } else {
+                i += 1;
             }
         }
-        next_due
+        if !self.unresolved.is_empty() {
+            self.stats.arp_waits += 1;
+        }
+        let mut budget = MAX_PER_POLL;
+        if self.flush(stack) {
+            let start = self.start.unwrap_or(now);
+            let mut bufs = [0u32; BATCH];
+            let (mut nb, mut used) = (0, 0);
+            while budget > 0 {
+                let Some(&Reverse((due, ci))) = self.heap.peek() else {
+                    break;
+                };
+                if due > now {
+                    break;
+                }
+                if used == nb {
+                    nb = stack.nic_mut().alloc(&mut bufs[..BATCH.min(budget)]);
+                    used = 0;
+                    if nb == 0 {
+                        self.stats.backpressure += 1;
+                        break;
+                    }
+                }
+                self.heap.pop();
+                if !self.build(stack, ci as usize, bufs[used]) {
+                    // Not built: the client's stream is over or broken.
+                    continue;
+                }
+                used += 1;
+                let late = now - due;
+                self.stats.max_late_ns = self.stats.max_late_ns.max(late);
+                if late > self.cfg.late_ns {
+                    self.stats.late += 1;
+                }
+                self.schedule(ci as usize, start);
+                budget -= 1;
+                if self.pending_len() == BATCH && !self.flush(stack) {
+                    break;
+                }
+            }
+            if used < nb {
+                let mut back = [Desc::default(); BATCH];
+                for (k, &b) in bufs[used..nb].iter().enumerate() {
+                    back[k] = Desc::new(b, 0);
+                }
+                stack.nic_mut().release(&back[..nb - used]);
+            }
+            self.flush(stack);
+        }
+        if self.pending_len() > 0 || budget == 0 {
+            return Some(now);
+        }
+        match self.heap.peek() {
+            Some(&Reverse((due, _))) => Some(due),
+            None if !self.unresolved.is_empty() => Some(now + 1_000_000),
+            None => None,
+        }
+    }
+
+    /// Puts client `ci` in the heap at its next packet's send time.
+    fn schedule(&mut self, ci: usize, start: u64) {
+        let c = &self.clients[ci];
+        if let Some(p) = self.meta.get(c.next) {
+            self.heap
+                .push(Reverse((start + c.offset_ns + p.send_ns, ci as u32)));
+        }
+    }
+
+    fn pending_len(&self) -> usize {
+        self.np + self.ng
+    }
+
+    /// Writes client `ci`'s next packet into buffer `b` (which it consumes)
+    /// and queues the frame.
+    fn build<N: Nic>(&mut self, stack: &mut Stack<N>, ci: usize, b: u32) -> bool {
+        let media = self.media.as_ref();
+        let c = &mut self.clients[ci];
+        let ok = match (
+            c.header.as_mut(),
+            self.meta.get(c.next),
+            stack.nic_mut().buffers_mut().buf_mut(b),
+        ) {
+            (Some(hdr), Some(p), Some(out)) => {
+                let payload = payload_of(media, &p);
+                let built = match paths::send(self.cfg.path, hdr, &p, payload, out) {
+                    Ok(n) if self.cfg.path == SendPath::Traditional => {
+                        self.plain[self.np] = Desc::new(b, n as u16);
+                        self.np += 1;
+                        true
+                    }
+                    Ok(hl) if self.by_ref => {
+                        self.gather[self.ng] = (
+                            Desc::new(b, hl as u16),
+                            ExtRef {
+                                off: p.offset,
+                                len: p.len as u16,
+                            },
+                        );
+                        self.ng += 1;
+                        true
+                    }
+                    Ok(hl) if hl + payload.len() <= out.len() => {
+                        out[hl..hl + payload.len()].copy_from_slice(payload);
+                        self.plain[self.np] = Desc::new(b, (hl + payload.len()) as u16);
+                        self.np += 1;
+                        true
+                    }
+                    _ => false,
+                };
+                if built {
+                    c.next += 1;
+                    self.stats.payload_bytes += u64::from(p.len);
+                }
+                built
+            }
+            _ => false,
+        };
+        if !ok {
+            stack.nic_mut().release(&[Desc::new(b, 0)]);
+            c.next = self.meta.packets();
+        }
+        ok
+    }
+
+    /// Hands the queued frames to the NIC; keeps what it refused for the
+    /// next call. Returns true if nothing is left queued.
+    fn flush<N: Nic>(&mut self, stack: &mut Stack<N>) -> bool {
+        if self.ng > 0 {
+            let n = stack.transmit_gather(&self.gather[..self.ng]);
+            self.gather.copy_within(n..self.ng, 0);
+            self.ng -= n;
+            self.stats.packets += n as u64;
+            self.stats.by_reference += n as u64;
+        }
+        if self.np > 0 {
+            let n = stack.transmit(&self.plain[..self.np]);
+            self.plain.copy_within(n..self.np, 0);
+            self.np -= n;
+            self.stats.packets += n as u64;
+            self.stats.copied += n as u64;
+        }
+        if self.pending_len() > 0 {
+            self.stats.backpressure += 1;
+        }
+        self.pending_len() == 0
+    }
+
+    /// Gives back the buffers of frames still queued (after the last poll,
+    /// before dropping the streamer).
+    pub fn release<N: Nic>(&mut self, stack: &mut Stack<N>) {
+        let mut back = [Desc::default(); BATCH];
+        let mut n = 0;
+        for &(d, _) in &self.gather[..self.ng] {
+            back[n] = d;
+            n += 1;
+        }
+        for &d in &self.plain[..self.np] {
+            back[n] = d;
+            n += 1;
+        }
+        stack.nic_mut().release(&back[..n]);
+        self.ng = 0;
+        self.np = 0;
     }
 
     fn resolve<N: Nic>(&mut self, stack: &mut Stack<N>, i: usize, now: u64) -> bool {
         let c = &mut self.clients[i];
+        if c.header.is_some() {
+            return true;
+        }
         let Ok(Some(mac)) = stack.neighbor(*c.dst.ip(), now) else {
             return false;
         };
@@ -227,30 +405,6 @@ impl<M: AsRef<[u8]>> Streamer<M> {
         };
         c.header = Some(ClientHeader::new(cfg, c.ident));
         true
-    }
-
-    /// Sends client `i`'s due packets, in batches, without waiting.
-    fn send_due<N: Nic>(&mut self, stack: &mut Stack<N>, i: usize, start: u64, now: u64) {
-        let mut due = 0;
-        let first = self.clients[i].next;
-        while due < BATCH {
-            match self.meta.get(first + due) {
-                Some(p) if start + self.clients[i].offset_ns + p.send_ns <= now => due += 1,
-                _ => break,
-            }
-        }
-        if due > 0 {
-            let sent = self.send_batch(stack, i, due);
-            for k in 0..sent {
-                if let Some(p) = self.meta.get(first + k) {
-                    let late = now.saturating_sub(start + self.clients[i].offset_ns + p.send_ns);
-                    self.stats.max_late_ns = self.stats.max_late_ns.max(late);
-                    if late > self.cfg.late_ns {
-                        self.stats.late += 1;
-                    }
-                }
-            }
-        }
     }
 
     /// Sends up to `count` packets of client `i` now, regardless of their
@@ -345,6 +499,8 @@ impl<M: AsRef<[u8]>> Streamer<M> {
         for c in &mut self.clients {
             c.next = 0;
         }
+        self.heap.clear();
+        self.unresolved = (0..self.clients.len()).collect();
         self.start = None;
     }
 }
