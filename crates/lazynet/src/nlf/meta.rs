@@ -49,12 +49,14 @@
 //! [`MetaFile::open`] checks, in this order: length ≥ 128, magic, version,
 //! header and record lengths, file length = 128 + 32 × packets, CRC, flags
 //! and reserved bytes, media length and fingerprint, and that every record's
-//! payload lies inside the media. Meta files are a few per cent of the media
-//! (32 bytes per packet), so they are read into memory rather than mmapped.
+//! payload lies inside the media. [`MetaFile::open`] maps the file read-only
+//! ([`crate::mem::MappedFile`]), so records are paged in as they are used.
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
+
+use crate::mem::MappedFile;
 
 use super::NlfError;
 
@@ -276,29 +278,66 @@ pub fn fingerprint(media: &Path) -> Result<(u64, u64), NlfError> {
     Ok((len, fnv1a(h, &buf)))
 }
 
-/// A validated meta file in memory.
-#[derive(Debug, Clone)]
+/// Where a meta file's bytes live: mapped read-only (files) or owned
+/// (images built in memory, tests).
+#[derive(Debug)]
+enum Storage {
+    Owned(Vec<u8>),
+    Mapped(MappedFile),
+}
+
+impl Storage {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Storage::Owned(v) => v,
+            Storage::Mapped(m) => m.bytes(),
+        }
+    }
+}
+
+/// A validated meta file, mapped read-only (`open`) so a large stream's
+/// records are paged in as they are used.
+#[derive(Debug)]
 pub struct MetaFile {
     header: MetaHeader,
-    records: Vec<u8>,
+    file: Storage,
 }
 
 impl MetaFile {
     /// Reads `meta` and validates it against `media` (see the module docs
     /// for the checks and their order).
     pub fn open(meta: &Path, media: &Path) -> Result<MetaFile, NlfError> {
-        let bytes = std::fs::read(meta).map_err(|e| NlfError::io("read", meta, e))?;
+        let map = MappedFile::open(meta).map_err(|e| NlfError::io("map", meta, e))?;
         let (media_len, fp) = fingerprint(media)?;
-        Self::from_bytes(bytes, media_len, fp)
+        Self::validate(Storage::Mapped(map), media_len, fp)
     }
 
     /// Validates a meta file image against a media file of `media_len`
     /// bytes with fingerprint `media_fingerprint`.
     pub fn from_bytes(
-        mut bytes: Vec<u8>,
+        bytes: Vec<u8>,
         media_len: u64,
         media_fingerprint: u64,
     ) -> Result<MetaFile, NlfError> {
+        Self::validate(Storage::Owned(bytes), media_len, media_fingerprint)
+    }
+
+    fn validate(
+        file: Storage,
+        media_len: u64,
+        media_fingerprint: u64,
+    ) -> Result<MetaFile, NlfError> {
+        let header = Self::check_header(file.bytes(), media_len, media_fingerprint)?;
+        let mf = MetaFile { header, file };
+        mf.check_records(media_len)?;
+        Ok(mf)
+    }
+
+    fn check_header(
+        bytes: &[u8],
+        media_len: u64,
+        media_fingerprint: u64,
+    ) -> Result<MetaHeader, NlfError> {
         let found = bytes.len() as u64;
         if bytes.len() < HEADER_LEN {
             return Err(NlfError::BadFileLength {
@@ -372,10 +411,13 @@ impl MetaFile {
                 media_fingerprint,
             });
         }
-        let records = bytes.split_off(HEADER_LEN);
-        let mf = MetaFile { header, records };
-        for i in 0..mf.packets() {
-            let Some(p) = mf.get(i) else {
+        Ok(header)
+    }
+
+    fn check_records(&self, media_len: u64) -> Result<(), NlfError> {
+        let header = self.header;
+        for i in 0..self.packets() {
+            let Some(p) = self.get(i) else {
                 return Err(NlfError::BadRecord {
                     index: i as u64,
                     reason: "cannot be read",
@@ -401,7 +443,11 @@ impl MetaFile {
                 });
             }
         }
-        Ok(mf)
+        Ok(())
+    }
+
+    fn records(&self) -> &[u8] {
+        self.file.bytes().get(HEADER_LEN..).unwrap_or(&[])
     }
 
     /// The header.
@@ -410,14 +456,14 @@ impl MetaFile {
     }
     /// Number of packets.
     pub fn packets(&self) -> usize {
-        self.records.len() / RECORD_LEN
+        self.records().len() / RECORD_LEN
     }
     /// Packet `i`, or `None` past the end.
     #[inline]
     pub fn get(&self, i: usize) -> Option<PacketMeta> {
         let start = i.checked_mul(RECORD_LEN)?;
         let r: &[u8; RECORD_LEN] = self
-            .records
+            .records()
             .get(start..start + RECORD_LEN)?
             .try_into()
             .ok()?;
@@ -425,7 +471,7 @@ impl MetaFile {
     }
     /// All packets in order.
     pub fn iter(&self) -> impl Iterator<Item = PacketMeta> + '_ {
-        self.records
+        self.records()
             .chunks_exact(RECORD_LEN)
             .filter_map(|r| r.try_into().ok().map(PacketMeta::decode))
     }

@@ -21,14 +21,15 @@
 //! # What `nlf` may not do
 //!
 //! It uses only [`crate::wire`] (builders, views and the Internet checksum).
-//! It never touches a NIC, a ring, the demux or a protocol state machine: the
-//! streamer hands the frames it writes to whatever transmits them. No
-//! `unsafe` (meta files are read into memory; `mem`, `nic` and FFI are where
-//! unsafe code lives). No input panics: every bad file, size or buffer is a
+//! The format, the prebuilder and the send paths never touch a NIC, a ring,
+//! the demux or a protocol state machine. [`stream`] asks the `stack` for the
+//! next hop's MAC and hands finished frames to its NIC — never running IP or
+//! UDP code. No `unsafe` (files are mapped through [`crate::mem::MappedFile`];
+//! `mem`, `nic` and FFI are where unsafe code lives). No input panics: every bad file, size or buffer is a
 //! typed [`NlfError`]. The send paths `v1`–`v3` never read or write payload
 //! bytes (the payload goes by reference) and never allocate.
 
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
 pub mod meta;
 pub mod paths;
