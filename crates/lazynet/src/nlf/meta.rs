@@ -348,20 +348,20 @@ impl MetaFile {
         if bytes[0..8] != MAGIC {
             return Err(NlfError::BadMagic);
         }
-        let version = le32(&bytes, 8);
+        let version = le32(bytes, 8);
         if version != VERSION {
             return Err(NlfError::UnsupportedVersion {
                 found: version,
                 supported: VERSION,
             });
         }
-        if le32(&bytes, 12) as usize != HEADER_LEN {
+        if le32(bytes, 12) as usize != HEADER_LEN {
             return Err(NlfError::BadHeader("header length is not 128"));
         }
-        if le32(&bytes, 16) as usize != RECORD_LEN {
+        if le32(bytes, 16) as usize != RECORD_LEN {
             return Err(NlfError::BadHeader("record length is not 32"));
         }
-        let packets = le64(&bytes, 32);
+        let packets = le64(bytes, 32);
         let expected = packets
             .checked_mul(RECORD_LEN as u64)
             .and_then(|r| r.checked_add(HEADER_LEN as u64))
@@ -369,12 +369,12 @@ impl MetaFile {
         if expected != found {
             return Err(NlfError::BadFileLength { expected, found });
         }
-        let stored = le32(&bytes, CRC_OFFSET);
-        let computed = compute_crc(&bytes);
+        let stored = le32(bytes, CRC_OFFSET);
+        let computed = compute_crc(bytes);
         if stored != computed {
             return Err(NlfError::CrcMismatch { stored, computed });
         }
-        let flags = le32(&bytes, 20);
+        let flags = le32(bytes, 20);
         if flags & !(FLAG_RTP | FLAG_MPEGTS) != 0 {
             return Err(NlfError::BadHeader("unknown flag bits set"));
         }
@@ -388,14 +388,14 @@ impl MetaFile {
         let header = MetaHeader {
             version,
             flags,
-            payload_size: le32(&bytes, 24),
+            payload_size: le32(bytes, 24),
             packets,
-            media_len: le64(&bytes, 40),
-            fingerprint: le64(&bytes, 48),
-            duration_ns: le64(&bytes, 56),
-            bit_rate: le64(&bytes, 64),
+            media_len: le64(bytes, 40),
+            fingerprint: le64(bytes, 48),
+            duration_ns: le64(bytes, 56),
+            bit_rate: le64(bytes, 64),
             rtp_payload_type: bytes[72],
-            rtp_clock_hz: le32(&bytes, 76),
+            rtp_clock_hz: le32(bytes, 76),
         };
         if header.payload_size == 0 {
             return Err(NlfError::BadHeader("payload size is 0"));
