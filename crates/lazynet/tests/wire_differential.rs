@@ -655,8 +655,11 @@ proptest! {
                 prop_assert_eq!(o.payload(), t.payload());
             }
         }
-        // ICMP.
-        prop_assert_eq!(IcmpPacket::new_checked(&b[..]).is_ok(), Icmpv4Slice::from_slice(&b).is_ok());
+        // ICMP (etherparse also checks the fixed 20-byte length of timestamp
+        // messages, types 13/14, RFC 792; our view does not interpret them).
+        if !matches!(b.first(), Some(13 | 14)) {
+            prop_assert_eq!(IcmpPacket::new_checked(&b[..]).is_ok(), Icmpv4Slice::from_slice(&b).is_ok());
+        }
         // Ethernet.
         prop_assert_eq!(
             EthernetFrame::new_checked(&b[..]).is_ok(),
