@@ -827,7 +827,26 @@ pub fn exp(quick: bool, out: &Path) -> anyhow::Result<()> {
         crate::serve::machine_line()
     );
     let _ = writeln!(txt, "TSC: {:.3} GHz; {mbytes} MB streamed per cell; cycles per packet from batches of {BATCH} timed with RDTSC\n", hz / 1e9);
-    let _ = writeln!(txt, "v3 cycles per packet at 1/2/4/8 KiB: {:.0} / {:.0} / {:.0} / {:.0} — spread {:.0}% (goal within ±20%)", v3[0], v3[1], v3[2], v3[3], spread * 100.0);
+    let med = |path: SendPath, p: usize| {
+        cells
+            .iter()
+            .find(|c| c.path == path && c.payload == p)
+            .map(|c| c.cycles.value_at_quantile(0.5))
+            .unwrap_or(0)
+    };
+    let _ = writeln!(
+        txt,
+        "v3 cycles per packet at 1/2/4/8 KiB: mean {:.0} / {:.0} / {:.0} / {:.0} — spread {:.0}% (goal within ±20%); median {} / {} / {} / {}",
+        v3[0],
+        v3[1],
+        v3[2],
+        v3[3],
+        spread * 100.0,
+        med(SendPath::V3, 1024),
+        med(SendPath::V3, 2048),
+        med(SendPath::V3, 4096),
+        med(SendPath::V3, 8192)
+    );
     let _ = writeln!(txt, "v3 / traditional at 8 KiB: {ratio8:.3} (goal ≤ 0.10)");
     for (label, l) in [
         ("with segmentation offload (USO)", sendfile_1k),

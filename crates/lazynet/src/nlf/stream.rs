@@ -407,90 +407,35 @@ impl<M: AsRef<[u8]>> Streamer<M> {
         true
     }
 
-    /// Sends up to `count` packets of client `i` now, regardless of their
-    /// send times (the measured send path). Returns how many went out.
+    /// Sends up to `count` (at most [`BATCH`]) packets of client `i` now,
+    /// regardless of their send times: the send path `poll` uses, without
+    /// the pacing (what the `nlf` experiment measures). Returns how many the
+    /// NIC accepted.
     pub fn send_batch<N: Nic>(&mut self, stack: &mut Stack<N>, i: usize, count: usize) -> usize {
-        let count = count.min(BATCH);
+        let before = self.stats.packets;
+        if i >= self.clients.len() || !self.flush(stack) {
+            return 0;
+        }
         let mut bufs = [0u32; BATCH];
-        let got = stack.nic_mut().alloc(&mut bufs[..count]);
-        let mut plain = [Desc::default(); BATCH];
-        let mut gather = [(Desc::default(), ExtRef { off: 0, len: 0 }); BATCH];
-        let (mut np, mut ng) = (0, 0);
-        let media = self.media.as_ref();
-        let Some(c) = self.clients.get_mut(i) else {
-            return 0;
-        };
-        let Some(hdr) = c.header.as_mut() else {
-            return 0;
-        };
-        for &b in &bufs[..got] {
-            let Some(p) = self.meta.get(c.next + np + ng) else {
+        let got = stack.nic_mut().alloc(&mut bufs[..count.min(BATCH)]);
+        let mut used = 0;
+        while used < got {
+            let b = bufs[used];
+            used += 1;
+            // `build` consumes `b` either way.
+            if !self.build(stack, i, b) {
                 break;
-            };
-            let Some(out) = stack.nic_mut().buffers_mut().buf_mut(b) else {
-                break;
-            };
-            let payload = payload_of(media, &p);
-            match paths::send(self.cfg.path, hdr, &p, payload, out) {
-                Ok(n) if self.cfg.path == SendPath::Traditional => {
-                    plain[np] = Desc::new(b, n as u16);
-                    np += 1;
-                }
-                Ok(hl) if self.by_ref => {
-                    gather[ng] = (
-                        Desc::new(b, hl as u16),
-                        ExtRef {
-                            off: p.offset,
-                            len: p.len as u16,
-                        },
-                    );
-                    ng += 1;
-                }
-                Ok(hl) if hl + payload.len() <= out.len() => {
-                    out[hl..hl + payload.len()].copy_from_slice(payload);
-                    plain[np] = Desc::new(b, (hl + payload.len()) as u16);
-                    np += 1;
-                }
-                _ => break,
             }
         }
-        // A stream uses one of the two forms; never both in one batch.
-        let (sent, built) = if ng > 0 {
-            (stack.transmit_gather(&gather[..ng]), ng)
-        } else {
-            (stack.transmit(&plain[..np]), np)
-        };
-        // Buffers not built or not accepted go back; the identifiers they
-        // consumed are simply skipped (IP identifiers need only be unique).
-        let mut back = [Desc::default(); BATCH];
-        let mut nb = 0;
-        for &b in &bufs[built..got] {
-            back[nb] = Desc::new(b, 0);
-            nb += 1;
-        }
-        for k in sent..built {
-            back[nb] = if ng > 0 { gather[k].0 } else { plain[k] };
-            nb += 1;
-        }
-        if nb > 0 {
-            stack.nic_mut().release(&back[..nb]);
-        }
-        if sent < count {
-            self.stats.backpressure += 1;
-        }
-        for k in 0..sent {
-            if let Some(p) = self.meta.get(c.next + k) {
-                self.stats.payload_bytes += u64::from(p.len);
+        if used < got {
+            let mut back = [Desc::default(); BATCH];
+            for (k, &b) in bufs[used..got].iter().enumerate() {
+                back[k] = Desc::new(b, 0);
             }
+            stack.nic_mut().release(&back[..got - used]);
         }
-        c.next += sent;
-        self.stats.packets += sent as u64;
-        if ng > 0 {
-            self.stats.by_reference += sent as u64;
-        } else {
-            self.stats.copied += sent as u64;
-        }
-        sent
+        self.flush(stack);
+        (self.stats.packets - before) as usize
     }
 
     /// Restarts every client's stream from the first packet (for loops and
