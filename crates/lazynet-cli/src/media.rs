@@ -12,9 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use hdrhistogram::Histogram;
 use lazynet::mem::MappedFile;
-use lazynet::nic::netns::{Ownership, PeerNs};
-use lazynet::nic::pcap::{PcapNic, Resolution};
-use lazynet::nic::tap::TapConfig;
+use lazynet::nic::netns::Ownership;
 use lazynet::nic::wirepair::{WireConfig, WireEnd, WirePair};
 use lazynet::nic::Nic;
 use lazynet::nlf::stream::{StreamConfig, Streamer, BATCH};
@@ -80,21 +78,12 @@ pub fn serve(a: &MediaArgs, net: &NetArgs) -> anyhow::Result<()> {
             Box::new(a_end)
         }
         crate::NicKind::Tap => {
-            let ns = PeerNs::new(crate::serve::ns_config(&net.ns));
-            let tap_cfg = TapConfig {
-                name: net.ns.dev.clone(),
-                ext_bytes: media.bytes().len(),
-                ..TapConfig::default()
-            };
-            let (tap, own) = ns.attach_or_create(&tap_cfg)?;
+            let (tap, own) = crate::serve::tap_nic(net, media.bytes().len())?;
             owned_ns = Some(own);
-            Box::new(tap)
+            tap
         }
     };
-    let nic: Box<dyn Nic> = match &net.pcap {
-        Some(p) => Box::new(PcapNic::create(nic, p, Resolution::Micro)?),
-        None => nic,
-    };
+    let nic = crate::serve::with_pcap(nic, net)?;
     let mut stack = Stack::new(nic, cfg);
     let scfg = StreamConfig {
         path: a.path,

@@ -45,6 +45,36 @@ pub fn machine_line() -> String {
     )
 }
 
+/// The TAP device whose kernel side is in the peer namespace: attached if
+/// the namespace exists (left in place), else created (removed by the
+/// returned guard). `ext_bytes`: the driver's area for by-reference payloads.
+pub fn tap_nic(net: &NetArgs, ext_bytes: usize) -> anyhow::Result<(Box<dyn Nic>, Ownership)> {
+    let ns = PeerNs::new(ns_config(&net.ns));
+    let (tap, own) = ns.attach_or_create(&TapConfig {
+        name: net.ns.dev.clone(),
+        ext_bytes,
+        ..TapConfig::default()
+    })?;
+    match &own {
+        Ownership::Attached => {
+            eprintln!("attached to {} in namespace {}", net.ns.dev, net.ns.peer_ns)
+        }
+        Ownership::Created(_) => eprintln!(
+            "created {} in namespace {} (removed on exit)",
+            net.ns.dev, net.ns.peer_ns
+        ),
+    }
+    Ok((Box::new(tap), own))
+}
+
+/// `nic`, recording to `--pcap FILE` if given.
+pub fn with_pcap(nic: Box<dyn Nic>, net: &NetArgs) -> anyhow::Result<Box<dyn Nic>> {
+    Ok(match &net.pcap {
+        Some(p) => Box::new(PcapNic::create(nic, p, Resolution::Micro)?),
+        None => nic,
+    })
+}
+
 /// `lazynet serve udp-echo`.
 pub fn udp_echo(port: u16, net: &NetArgs) -> anyhow::Result<()> {
     let (addr, prefix_len) = parse_cidr(&net.addr)?;
@@ -67,28 +97,12 @@ pub fn udp_echo(port: u16, net: &NetArgs) -> anyhow::Result<()> {
             Box::new(a)
         }
         NicKind::Tap => {
-            let ns = PeerNs::new(ns_config(&net.ns));
-            let (tap, own) = ns.attach_or_create(&TapConfig {
-                name: net.ns.dev.clone(),
-                ..TapConfig::default()
-            })?;
-            match &own {
-                Ownership::Attached => {
-                    eprintln!("attached to {} in namespace {}", net.ns.dev, net.ns.peer_ns)
-                }
-                Ownership::Created(_) => eprintln!(
-                    "created {} in namespace {} (removed on exit)",
-                    net.ns.dev, net.ns.peer_ns
-                ),
-            }
+            let (tap, own) = tap_nic(net, 0)?;
             owned_ns = Some(own);
-            Box::new(tap)
+            tap
         }
     };
-    let nic: Box<dyn Nic> = match &net.pcap {
-        Some(p) => Box::new(PcapNic::create(nic, p, Resolution::Micro)?),
-        None => nic,
-    };
+    let nic = with_pcap(nic, net)?;
     let mut stack = Stack::new(nic, cfg);
     let sock = UdpSocket::bind(&mut stack, SocketAddrV4::new(addr, port))?;
     eprintln!("serving UDP echo on {addr}:{port}");

@@ -322,23 +322,13 @@ impl ClientHeader {
         let rtp_mask = if self.rtp_len != 0 { u64::MAX } else { 0 };
         let rtp = (u64::from(seq) + u64::from(ts >> 16) + u64::from(ts & 0xFFFF)) & rtp_mask;
         let s = u64::from(self.udp_sum) + 2 * u64::from(udp_len) + u64::from(payload_sum) + rtp;
-        finish(!fold64(s))
+        finish(!checksum::fold64(s))
     }
 
     #[inline]
     fn ip_csum(&self, total: u16, ident: u16) -> u16 {
-        !fold64(u64::from(self.ip_sum) + u64::from(total) + u64::from(ident))
+        !checksum::fold64(u64::from(self.ip_sum) + u64::from(total) + u64::from(ident))
     }
-}
-
-#[inline]
-const fn fold64(mut s: u64) -> u16 {
-    s = (s & 0xFFFF_FFFF) + (s >> 32);
-    s = (s & 0xFFFF_FFFF) + (s >> 32);
-    s = (s & 0xFFFF) + (s >> 16);
-    s = (s & 0xFFFF) + (s >> 16);
-    s = (s & 0xFFFF) + (s >> 16);
-    s as u16
 }
 
 #[inline]
@@ -545,9 +535,9 @@ mod tests {
 
     #[test]
     fn fold64_handles_carries() {
-        assert_eq!(fold64(0), 0);
-        assert_eq!(fold64(0xFFFF), 0xFFFF);
-        assert_eq!(fold64(0x1_0000), 1);
-        assert_eq!(fold64(u64::MAX), 0xFFFF);
+        assert_eq!(checksum::fold64(0), 0);
+        assert_eq!(checksum::fold64(0xFFFF), 0xFFFF);
+        assert_eq!(checksum::fold64(0x1_0000), 1);
+        assert_eq!(checksum::fold64(u64::MAX), 0xFFFF);
     }
 }

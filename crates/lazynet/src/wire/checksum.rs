@@ -98,9 +98,11 @@ fn sum_block(block: &[u8]) -> u64 {
     lanes.iter().map(|&l| u64::from(l)).sum()
 }
 
+/// Folds a 64-bit sum of 16-bit words to 16 bits with end-around carry (not
+/// inverted). Each step keeps the value congruent mod 0xFFFF; after four the
+/// value is at most 0xFFFF (bounds: 2^33, 2^32, 0x1FFFE, 0xFFFF).
 #[inline]
-const fn fold64(mut s: u64) -> u16 {
-    // Each step keeps the value congruent mod 0xFFFF; four steps reach 16 bits.
+pub const fn fold64(mut s: u64) -> u16 {
     s = (s & 0xFFFF_FFFF) + (s >> 32);
     s = (s & 0xFFFF_FFFF) + (s >> 32);
     s = (s & 0xFFFF) + (s >> 16);
