@@ -739,12 +739,19 @@ mod tests {
                     assert_eq!(r.bytes, 4000 * payload as u64);
                     assert_eq!(r.errors, 0, "{:?}", r.first_error);
                     let frames = r.device_frames.expect("TAP statistics");
-                    if offload && method == LinuxMethod::SendfileUdpSegment {
-                        // One GSO super-packet per call.
-                        assert_eq!(frames, r.calls);
+                    // One GSO super-packet per call with offload, else one
+                    // frame per datagram. The kernel's own frames on a new
+                    // interface (IPv6 MLD, router solicitations) can land in
+                    // the same counter at any moment: allow a few.
+                    let want = if offload && method == LinuxMethod::SendfileUdpSegment {
+                        r.calls
                     } else {
-                        assert_eq!(frames, r.datagrams);
-                    }
+                        r.datagrams
+                    };
+                    assert!(
+                        (want..=want + 8).contains(&frames),
+                        "{frames} frames at the device, {want} expected"
+                    );
                     assert!(r.cpu_ns_per_datagram > 0.0);
                     assert!(r.cpu_ns_per_datagram < 1_000_000.0);
                     assert!(r.wall_ns_per_datagram > 0.0);
