@@ -91,6 +91,9 @@ enum NlfCmd {
         /// Directory for the meta files (default: beside the media).
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Bit rate (bit/s) that paces files without PCRs (not MPEG-TS, or no PCR).
+        #[arg(long, default_value_t = 3_000_000)]
+        bit_rate: u64,
     },
 }
 
@@ -260,8 +263,9 @@ fn main() -> anyhow::Result<()> {
                     payload,
                     rtp,
                     out,
+                    bit_rate,
                 },
-        } => nlf_cmd::prebuild_cmd(&media, &payload, rtp, out.as_deref()),
+        } => nlf_cmd::prebuild_cmd(&media, &payload, rtp, out.as_deref(), bit_rate),
         Cmd::Exp {
             what: ExpCmd::Nlf { quick, out },
         } => media::exp(quick, &out),

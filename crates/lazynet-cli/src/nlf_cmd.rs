@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
-use lazynet::nlf::{prebuild, PrebuildSummary};
+use lazynet::nlf::{prebuild_with, PrebuildOptions, PrebuildSummary};
 
 /// Prebuilds `media` for each size in `payloads` (RTP framing if `rtp`),
 /// writing the meta files into `out` or next to the media.
@@ -16,6 +16,7 @@ pub fn prebuild_cmd(
     payloads: &[usize],
     rtp: bool,
     out: Option<&Path>,
+    bit_rate: u64,
 ) -> anyhow::Result<()> {
     if payloads.is_empty() {
         bail!("no payload sizes given");
@@ -32,7 +33,13 @@ pub fn prebuild_cmd(
     for &payload in payloads {
         let bar = ProgressBar::new(0).with_style(style.clone());
         bar.set_message(format!("payload {payload}"));
-        let result = prebuild(media, payload, rtp, out, &mut |done, total| {
+        let opts = PrebuildOptions {
+            payload,
+            rtp,
+            out_dir: out,
+            nominal_bit_rate: bit_rate,
+        };
+        let result = prebuild_with(media, &opts, &mut |done, total| {
             bar.set_length(total);
             bar.set_position(done);
         });
@@ -115,15 +122,15 @@ mod tests {
         let path = dir.join("t.ts");
         std::fs::write(&path, &media).unwrap();
         let out = dir.join("meta");
-        prebuild_cmd(&path, &[1316, 2048], true, Some(&out)).unwrap();
+        prebuild_cmd(&path, &[1316, 2048], true, Some(&out), 3_000_000).unwrap();
         for size in [1316, 2048] {
             let m = meta_path(&path, size, true, Some(&out));
             let mf = MetaFile::open(&m, &path).unwrap();
             assert!(mf.rtp() && mf.mpegts());
             assert_eq!(mf.payload_size(), if size == 1316 { 1316 } else { 1880 });
         }
-        assert!(prebuild_cmd(&path, &[], false, None).is_err());
-        let e = prebuild_cmd(&path, &[100], false, None).unwrap_err();
+        assert!(prebuild_cmd(&path, &[], false, None, 3_000_000).is_err());
+        let e = prebuild_cmd(&path, &[100], false, None, 3_000_000).unwrap_err();
         assert!(format!("{e:#}").contains("payload size 100"), "{e:#}");
         let _ = std::fs::remove_dir_all(&dir);
     }
