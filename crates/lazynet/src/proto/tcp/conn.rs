@@ -927,7 +927,6 @@ impl<C: CongestionControl> Connection<C> {
 
     fn on_established(&mut self) {
         self.state = State::Established;
-        self.cc.on_established(self.eff_mss);
         self.retries = 0;
         self.backoff = 0;
     }
@@ -1014,7 +1013,8 @@ impl<C: CongestionControl> Connection<C> {
         }
         self.irs = seg.seq;
         self.rcv_nxt = seg.seq + 1;
-        self.rcv_adv = self.rcv_nxt;
+        // The window our SYN advertised (unscaled).
+        self.rcv_adv = self.rcv_nxt + self.rx.free().min(65535) as u32;
         self.negotiate(seg, now);
         // RFC 7323 §2.2: the window in a SYN is not scaled.
         self.snd_wnd = u32::from(seg.window);
@@ -1024,6 +1024,7 @@ impl<C: CongestionControl> Connection<C> {
         if f.contains(TcpFlags::ACK) {
             self.snd_una = seg.ack;
             self.syn_acked = true;
+            self.cc.on_established(self.eff_mss);
             if self.snd_nxt.diff(self.snd_una) < 0 {
                 self.snd_nxt = self.snd_una;
             }
@@ -1053,6 +1054,20 @@ impl<C: CongestionControl> Connection<C> {
 
     /// RFC 9293 §3.10.7.4 for SYN-RECEIVED and the synchronized states.
     fn on_synchronized(&mut self, now: u64, seg: &TcpRepr, payload: &[u8]) -> Result<(), TcpDrop> {
+        let mut trimmed;
+        let mut seg = seg;
+        // Simultaneous open (RFC 9293 §3.5 Figure 7): the peer's SYN-ACK
+        // repeats its SYN; only the new part (the ACK) is processed.
+        if self.state == State::SynReceived
+            && seg.flags.contains(TcpFlags::SYN | TcpFlags::ACK)
+            && !seg.flags.contains(TcpFlags::RST)
+            && seg.seq == self.irs
+        {
+            trimmed = *seg;
+            trimmed.flags = trimmed.flags & !TcpFlags::SYN;
+            trimmed.seq = seg.seq + 1;
+            seg = &trimmed;
+        }
         let f = seg.flags;
         let rst = f.contains(TcpFlags::RST);
         // A retransmitted SYN of the handshake in progress: resend SYN-ACK.
@@ -1194,6 +1209,7 @@ impl<C: CongestionControl> Connection<C> {
             if !self.syn_acked {
                 self.syn_acked = true;
                 acked -= 1;
+                self.cc.on_established(mss);
             }
             let data = (acked as usize).min(self.tx.len());
             self.tx.consume(data);
@@ -1296,7 +1312,7 @@ impl<C: CongestionControl> Connection<C> {
             return;
         }
         let data = &data[..data.len().min(wnd - off)];
-        self.rcv_mss = self.rcv_mss.max(data.len() as u32);
+        self.rcv_mss = self.rcv_mss.max(data.len() as u32).min(u32::from(self.cfg.mss));
         if off == 0 {
             let n = self.rx.write_at(0, data);
             self.rx.commit(n);
