@@ -291,6 +291,8 @@ pub struct Connection<C: CongestionControl = NewReno> {
     eff_mss: u32,
     syn_acked: bool,
     fin_queued: bool,
+    /// Our FIN was acknowledged.
+    fin_was_acked: bool,
     tx: Ring,
 
     // Receive sequence space.
@@ -421,6 +423,7 @@ impl<C: CongestionControl> Connection<C> {
             eff_mss: u32::from(DEFAULT_MSS),
             syn_acked: false,
             fin_queued: false,
+            fin_was_acked: false,
             tx: Ring::new(cfg.send_buf),
             irs: SeqNumber(0),
             rcv_nxt: SeqNumber(0),
@@ -828,12 +831,13 @@ impl<C: CongestionControl> Connection<C> {
     }
 
     fn fin_acked(&self) -> bool {
-        self.fin_queued && self.syn_acked && self.snd_una.diff(self.fin_seq()) > 0
+        self.fin_was_acked
     }
 
     fn has_unsent(&self) -> bool {
         let off = self.snd_nxt.diff(self.data_start()).max(0) as usize;
-        off < self.tx.len() || (self.fin_queued && self.snd_max.diff(self.fin_seq()) <= 0)
+        off < self.tx.len()
+            || (self.fin_queued && !self.fin_was_acked && self.snd_max.diff(self.fin_seq()) <= 0)
     }
 
     fn ts_now(&self, now: u64) -> u32 {
@@ -1111,6 +1115,14 @@ impl<C: CongestionControl> Connection<C> {
             if !rst {
                 self.ack_now = true;
             }
+            // RFC 9293 §3.10.7.4 TIME-WAIT: a retransmitted remote FIN is
+            // acknowledged and restarts the 2·MSL timeout.
+            if self.state == State::TimeWait
+                && f.contains(TcpFlags::FIN)
+                && seg.seq + payload.len() as u32 + 1 == self.rcv_nxt
+            {
+                self.tw_deadline = Some(now + self.cfg.time_wait);
+            }
             return Err(TcpDrop::NotAcceptable);
         }
         // Second: RST (RFC 5961 §3.2).
@@ -1213,6 +1225,9 @@ impl<C: CongestionControl> Connection<C> {
             }
             let data = (acked as usize).min(self.tx.len());
             self.tx.consume(data);
+            if acked as usize > data && self.fin_queued {
+                self.fin_was_acked = true;
+            }
             self.snd_una = ack;
             if self.snd_nxt.diff(self.snd_una) < 0 {
                 self.snd_nxt = self.snd_una;
@@ -1361,6 +1376,8 @@ impl<C: CongestionControl> Connection<C> {
         }
         self.fin_rcvd = true;
         self.rcv_nxt += 1;
+        // The FIN takes no buffer space: keep the window's size.
+        self.rcv_adv += 1;
         self.ack_now = true;
         match self.state {
             State::SynReceived | State::Established => self.state = State::CloseWait,
@@ -1508,7 +1525,10 @@ impl<C: CongestionControl> Connection<C> {
                     len = 0;
                 }
             }
-            fin = self.fin_queued && off + len == buffered && self.snd_nxt.diff(self.fin_seq()) <= 0;
+            fin = self.fin_queued
+                && !self.fin_was_acked
+                && off + len == buffered
+                && self.snd_nxt.diff(self.fin_seq()) <= 0;
             is_rexmit = (len > 0 || fin) && seq_lt(seq, self.snd_max);
         }
         if probe {
