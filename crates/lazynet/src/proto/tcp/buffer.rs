@@ -81,9 +81,9 @@ impl Ring {
     /// Drops up to `n` readable bytes from the head; returns the count.
     pub fn consume(&mut self, n: usize) -> usize {
         let n = n.min(self.len);
-        if n == self.len {
-            self.head = 0;
-        } else {
+        // The head must not jump back to 0 when the ring empties: bytes
+        // may already sit beyond the readable ones (out-of-order data).
+        if n > 0 {
             self.head = (self.head + n) % self.buf.len();
         }
         self.len -= n;
