@@ -5,7 +5,10 @@ mod tcp_util;
 use tcp_util::*;
 
 fn fin_in(rseq: u32, acked: u32) -> TcpRepr {
-    TcpRepr { flags: FIN | ACK, ..ack_in(rseq, acked) }
+    TcpRepr {
+        flags: FIN | ACK,
+        ..ack_in(rseq, acked)
+    }
 }
 
 // ---- ESTABLISHED → FIN-WAIT-1 ----
@@ -23,7 +26,15 @@ fn close_sends_fin_after_queued_data_on_last_segment() {
     c.send(&d);
     c.close();
     expect(&mut c, 0, ack_out(0, 0), &d[..1000]);
-    expect(&mut c, 0, TcpRepr { flags: FIN | PSH | ACK, ..ack_out(1000, 0) }, &d[1000..]);
+    expect(
+        &mut c,
+        0,
+        TcpRepr {
+            flags: FIN | PSH | ACK,
+            ..ack_out(1000, 0)
+        },
+        &d[1000..],
+    );
     expect_none(&mut c, 0);
 }
 
@@ -65,7 +76,15 @@ fn fin_wait_1_retransmits_fin_on_rto() {
     let mut c = conn_fin_wait_1(cfg());
     let t = c.poll_timeout().unwrap();
     timeout(&mut c, t);
-    expect(&mut c, t, TcpRepr { flags: FIN | ACK, ..ack_out(0, 0) }, &[]);
+    expect(
+        &mut c,
+        t,
+        TcpRepr {
+            flags: FIN | ACK,
+            ..ack_out(0, 0)
+        },
+        &[],
+    );
 }
 
 #[test]
@@ -93,7 +112,15 @@ fn fin_wait_2_recv_data_then_fin() {
     feed(&mut c, 0, ack_in(0, 1), b"tail").unwrap();
     feed(&mut c, 0, fin_in(4, 1), &[]).unwrap();
     assert_eq!(c.state(), State::TimeWait);
-    expect(&mut c, 0, TcpRepr { window: 4092, ..ack_out(1, 5) }, &[]);
+    expect(
+        &mut c,
+        0,
+        TcpRepr {
+            window: 4092,
+            ..ack_out(1, 5)
+        },
+        &[],
+    );
     let mut b = [0; 8];
     assert_eq!(c.recv(&mut b), 4);
     assert!(c.recv_finished());
@@ -134,7 +161,15 @@ fn closing_retransmits_fin() {
     let mut c = conn_closing(cfg());
     let t = c.poll_timeout().unwrap();
     timeout(&mut c, t);
-    expect(&mut c, t, TcpRepr { flags: FIN | ACK, ..ack_out(0, 1) }, &[]);
+    expect(
+        &mut c,
+        t,
+        TcpRepr {
+            flags: FIN | ACK,
+            ..ack_out(0, 1)
+        },
+        &[],
+    );
     assert_eq!(c.state(), State::Closing);
 }
 
@@ -161,7 +196,10 @@ fn time_wait_expires_after_2msl() {
 
 #[test]
 fn time_wait_duration_configurable() {
-    let c = conn_time_wait(Config { time_wait: 2 * MS, ..cfg() });
+    let c = conn_time_wait(Config {
+        time_wait: 2 * MS,
+        ..cfg()
+    });
     assert_eq!(c.poll_timeout(), Some(2 * MS));
 }
 
@@ -184,7 +222,19 @@ fn time_wait_new_data_acked_not_accepted() {
 #[test]
 fn time_wait_syn_challenged() {
     let mut c = conn_time_wait(cfg());
-    assert_eq!(feed(&mut c, SEC, TcpRepr { seq: REMOTE_SEQ + 100, flags: SYN, ..SEND_TEMPL }, &[]), Err(TcpDrop::SynChallenged));
+    assert_eq!(
+        feed(
+            &mut c,
+            SEC,
+            TcpRepr {
+                seq: REMOTE_SEQ + 100,
+                flags: SYN,
+                ..SEND_TEMPL
+            },
+            &[]
+        ),
+        Err(TcpDrop::SynChallenged)
+    );
     expect(&mut c, SEC, ack_out(1, 1), &[]);
 }
 
@@ -207,7 +257,15 @@ fn close_wait_on_peer_fin() {
 fn close_wait_send_after_peer_fin_half_close() {
     let mut c = conn_close_wait(cfg());
     assert_eq!(c.send(b"response"), 8);
-    expect(&mut c, 0, TcpRepr { flags: PSH | ACK, ..ack_out(0, 1) }, b"response");
+    expect(
+        &mut c,
+        0,
+        TcpRepr {
+            flags: PSH | ACK,
+            ..ack_out(0, 1)
+        },
+        b"response",
+    );
     feed(&mut c, 0, ack_in(1, 8), &[]).unwrap();
     assert_eq!(c.send_queue(), 0);
 }
@@ -253,7 +311,15 @@ fn last_ack_retransmits_fin() {
     let mut c = conn_last_ack(cfg());
     let t = c.poll_timeout().unwrap();
     timeout(&mut c, t);
-    expect(&mut c, t, TcpRepr { flags: FIN | ACK, ..ack_out(0, 1) }, &[]);
+    expect(
+        &mut c,
+        t,
+        TcpRepr {
+            flags: FIN | ACK,
+            ..ack_out(0, 1)
+        },
+        &[],
+    );
 }
 
 #[test]
@@ -261,7 +327,15 @@ fn last_ack_after_data_then_fin() {
     let mut c = conn_close_wait(cfg());
     c.send(b"xyz");
     c.close();
-    expect(&mut c, 0, TcpRepr { flags: FIN | PSH | ACK, ..ack_out(0, 1) }, b"xyz");
+    expect(
+        &mut c,
+        0,
+        TcpRepr {
+            flags: FIN | PSH | ACK,
+            ..ack_out(0, 1)
+        },
+        b"xyz",
+    );
     feed(&mut c, 0, ack_in(1, 3), &[]).unwrap();
     assert_eq!(c.state(), State::LastAck);
     feed(&mut c, 0, ack_in(1, 4), &[]).unwrap();
@@ -291,10 +365,27 @@ fn full_close_sequence_both_directions() {
     take(&mut c, 0);
     feed(&mut c, MS, ack_in(0, 4), b"pong").unwrap();
     c.close();
-    expect(&mut c, MS, TcpRepr { flags: FIN | ACK, window: 4092, ..ack_out(4, 4) }, &[]);
+    expect(
+        &mut c,
+        MS,
+        TcpRepr {
+            flags: FIN | ACK,
+            window: 4092,
+            ..ack_out(4, 4)
+        },
+        &[],
+    );
     feed(&mut c, 2 * MS, fin_in(4, 5), &[]).unwrap();
     assert_eq!(c.state(), State::TimeWait);
-    expect(&mut c, 2 * MS, TcpRepr { window: 4092, ..ack_out(5, 5) }, &[]);
+    expect(
+        &mut c,
+        2 * MS,
+        TcpRepr {
+            window: 4092,
+            ..ack_out(5, 5)
+        },
+        &[],
+    );
     timeout(&mut c, 2 * MS + 10 * SEC);
     assert_eq!(c.state(), State::Closed);
 }

@@ -5,7 +5,11 @@ mod tcp_util;
 use tcp_util::*;
 
 fn rst_in(rseq: u32) -> TcpRepr {
-    TcpRepr { seq: REMOTE_SEQ + 1 + rseq, flags: RST, ..SEND_TEMPL }
+    TcpRepr {
+        seq: REMOTE_SEQ + 1 + rseq,
+        flags: RST,
+        ..SEND_TEMPL
+    }
 }
 
 #[test]
@@ -20,14 +24,26 @@ fn rst_exact_resets_established() {
 #[test]
 fn rst_with_ack_exact_resets() {
     let mut c = conn_established(cfg());
-    feed(&mut c, 0, TcpRepr { flags: RST | ACK, ..ack_in(0, 0) }, &[]).unwrap();
+    feed(
+        &mut c,
+        0,
+        TcpRepr {
+            flags: RST | ACK,
+            ..ack_in(0, 0)
+        },
+        &[],
+    )
+    .unwrap();
     assert_eq!(c.error(), Some(ConnError::Reset));
 }
 
 #[test]
 fn rst_in_window_not_exact_challenge_ack() {
     let mut c = conn_established(cfg());
-    assert_eq!(feed(&mut c, 0, rst_in(100), &[]), Err(TcpDrop::RstChallenged));
+    assert_eq!(
+        feed(&mut c, 0, rst_in(100), &[]),
+        Err(TcpDrop::RstChallenged)
+    );
     assert_eq!(c.state(), State::Established);
     expect(&mut c, 0, ack_out(0, 0), &[]);
     assert_eq!(c.counters().challenge_acks, 1);
@@ -36,9 +52,24 @@ fn rst_in_window_not_exact_challenge_ack() {
 #[test]
 fn rst_out_of_window_silently_dropped() {
     let mut c = conn_established(cfg());
-    assert_eq!(feed(&mut c, 0, rst_in(5000), &[]), Err(TcpDrop::NotAcceptable));
+    assert_eq!(
+        feed(&mut c, 0, rst_in(5000), &[]),
+        Err(TcpDrop::NotAcceptable)
+    );
     expect_none(&mut c, 0);
-    assert_eq!(feed(&mut c, 0, TcpRepr { seq: REMOTE_SEQ, flags: RST, ..SEND_TEMPL }, &[]), Err(TcpDrop::NotAcceptable));
+    assert_eq!(
+        feed(
+            &mut c,
+            0,
+            TcpRepr {
+                seq: REMOTE_SEQ,
+                flags: RST,
+                ..SEND_TEMPL
+            },
+            &[]
+        ),
+        Err(TcpDrop::NotAcceptable)
+    );
     expect_none(&mut c, 0);
     assert_eq!(c.state(), State::Established);
 }
@@ -46,13 +77,22 @@ fn rst_out_of_window_silently_dropped() {
 #[test]
 fn rst_at_right_edge_is_out_of_window() {
     let mut c = conn_established(cfg());
-    assert_eq!(feed(&mut c, 0, rst_in(4096), &[]), Err(TcpDrop::NotAcceptable));
-    assert_eq!(feed(&mut c, 0, rst_in(4095), &[]), Err(TcpDrop::RstChallenged));
+    assert_eq!(
+        feed(&mut c, 0, rst_in(4096), &[]),
+        Err(TcpDrop::NotAcceptable)
+    );
+    assert_eq!(
+        feed(&mut c, 0, rst_in(4095), &[]),
+        Err(TcpDrop::RstChallenged)
+    );
 }
 
 #[test]
 fn challenge_ack_rate_limited() {
-    let mut c = conn_established(Config { challenge_ack_limit: 3, ..cfg() });
+    let mut c = conn_established(Config {
+        challenge_ack_limit: 3,
+        ..cfg()
+    });
     for i in 0..5 {
         let _ = feed(&mut c, 100 * MS, rst_in(10 + i), &[]);
         if i < 3 {
@@ -69,17 +109,38 @@ fn challenge_ack_rate_limited() {
 
 #[test]
 fn challenge_ack_limit_shared_by_syn_and_rst() {
-    let mut c = conn_established(Config { challenge_ack_limit: 1, ..cfg() });
+    let mut c = conn_established(Config {
+        challenge_ack_limit: 1,
+        ..cfg()
+    });
     let _ = feed(&mut c, 0, rst_in(10), &[]);
     take(&mut c, 0);
-    let _ = feed(&mut c, 0, TcpRepr { seq: REMOTE_SEQ + 1, flags: SYN, ..SEND_TEMPL }, &[]);
+    let _ = feed(
+        &mut c,
+        0,
+        TcpRepr {
+            seq: REMOTE_SEQ + 1,
+            flags: SYN,
+            ..SEND_TEMPL
+        },
+        &[],
+    );
     expect_none(&mut c, 0);
 }
 
 #[test]
 fn syn_in_established_challenge_ack() {
     let mut c = conn_established(cfg());
-    let r = feed(&mut c, 0, TcpRepr { seq: REMOTE_SEQ + 1, flags: SYN, ..SEND_TEMPL }, &[]);
+    let r = feed(
+        &mut c,
+        0,
+        TcpRepr {
+            seq: REMOTE_SEQ + 1,
+            flags: SYN,
+            ..SEND_TEMPL
+        },
+        &[],
+    );
     assert_eq!(r, Err(TcpDrop::SynChallenged));
     assert_eq!(c.state(), State::Established);
     expect(&mut c, 0, ack_out(0, 0), &[]);
@@ -88,7 +149,16 @@ fn syn_in_established_challenge_ack() {
 #[test]
 fn syn_outside_window_gets_plain_ack() {
     let mut c = conn_established(cfg());
-    let r = feed(&mut c, 0, TcpRepr { seq: REMOTE_SEQ + 90_000, flags: SYN, ..SEND_TEMPL }, &[]);
+    let r = feed(
+        &mut c,
+        0,
+        TcpRepr {
+            seq: REMOTE_SEQ + 90_000,
+            flags: SYN,
+            ..SEND_TEMPL
+        },
+        &[],
+    );
     assert_eq!(r, Err(TcpDrop::NotAcceptable));
     expect(&mut c, 0, ack_out(0, 0), &[]);
     assert_eq!(c.state(), State::Established);
@@ -97,21 +167,41 @@ fn syn_outside_window_gets_plain_ack() {
 #[test]
 fn syn_ack_in_established_challenged() {
     let mut c = conn_established(cfg());
-    let r = feed(&mut c, 0, TcpRepr { flags: SYN | ACK, ..ack_in(0, 0) }, &[]);
+    let r = feed(
+        &mut c,
+        0,
+        TcpRepr {
+            flags: SYN | ACK,
+            ..ack_in(0, 0)
+        },
+        &[],
+    );
     assert_eq!(r, Err(TcpDrop::SynChallenged));
 }
 
 #[test]
 fn syn_in_close_wait_challenged() {
     let mut c = conn_close_wait(cfg());
-    let r = feed(&mut c, 0, TcpRepr { seq: REMOTE_SEQ + 2, flags: SYN, ..SEND_TEMPL }, &[]);
+    let r = feed(
+        &mut c,
+        0,
+        TcpRepr {
+            seq: REMOTE_SEQ + 2,
+            flags: SYN,
+            ..SEND_TEMPL
+        },
+        &[],
+    );
     assert_eq!(r, Err(TcpDrop::SynChallenged));
 }
 
 #[test]
 fn ack_beyond_snd_nxt_challenged_and_data_dropped() {
     let mut c = conn_established(cfg());
-    assert_eq!(feed(&mut c, 0, ack_in(0, 50), b"data"), Err(TcpDrop::AckUnacceptable));
+    assert_eq!(
+        feed(&mut c, 0, ack_in(0, 50), b"data"),
+        Err(TcpDrop::AckUnacceptable)
+    );
     assert_eq!(c.recv_queue(), 0);
     expect(&mut c, 0, ack_out(0, 0), &[]);
 }
@@ -120,16 +210,44 @@ fn ack_beyond_snd_nxt_challenged_and_data_dropped() {
 fn ack_too_old_challenged() {
     let mut c = conn_established(cfg());
     // MAX.SND.WND is 8192: an ACK 9000 below SND.UNA is too old.
-    let r = feed(&mut c, 0, TcpRepr { ack: LOCAL_SEQ + 1 - 9000, ..ack_in(0, 0) }, &[]);
+    let r = feed(
+        &mut c,
+        0,
+        TcpRepr {
+            ack: LOCAL_SEQ + 1 - 9000,
+            ..ack_in(0, 0)
+        },
+        &[],
+    );
     assert_eq!(r, Err(TcpDrop::AckUnacceptable));
     // One within MAX.SND.WND is merely old: accepted (no-op).
-    feed(&mut c, 0, TcpRepr { ack: LOCAL_SEQ + 1 - 8000, ..ack_in(0, 0) }, &[]).unwrap();
+    feed(
+        &mut c,
+        0,
+        TcpRepr {
+            ack: LOCAL_SEQ + 1 - 8000,
+            ..ack_in(0, 0)
+        },
+        &[],
+    )
+    .unwrap();
 }
 
 #[test]
 fn no_ack_bit_dropped() {
     let mut c = conn_established(cfg());
-    assert_eq!(feed(&mut c, 0, TcpRepr { flags: PSH, ..ack_in(0, 0) }, b"x"), Err(TcpDrop::NoAck));
+    assert_eq!(
+        feed(
+            &mut c,
+            0,
+            TcpRepr {
+                flags: PSH,
+                ..ack_in(0, 0)
+            },
+            b"x"
+        ),
+        Err(TcpDrop::NoAck)
+    );
     assert_eq!(c.recv_queue(), 0);
 }
 
@@ -183,7 +301,10 @@ fn rst_with_zero_window_exact_only() {
     let mut c = conn_established(cfg());
     feed(&mut c, 0, ack_in(0, 0), &data(4096, 0)).unwrap();
     take(&mut c, 0);
-    assert_eq!(feed(&mut c, 0, rst_in(4097), &[]), Err(TcpDrop::NotAcceptable));
+    assert_eq!(
+        feed(&mut c, 0, rst_in(4097), &[]),
+        Err(TcpDrop::NotAcceptable)
+    );
     feed(&mut c, 0, rst_in(4096), &[]).unwrap();
     assert_eq!(c.error(), Some(ConnError::Reset));
 }
@@ -195,7 +316,16 @@ fn abort_sends_rst() {
     take(&mut c, 0);
     c.abort();
     assert_eq!(c.state(), State::Closed);
-    expect(&mut c, 0, TcpRepr { flags: RST | ACK, window: 0, ..ack_out(3, 0) }, &[]);
+    expect(
+        &mut c,
+        0,
+        TcpRepr {
+            flags: RST | ACK,
+            window: 0,
+            ..ack_out(3, 0)
+        },
+        &[],
+    );
     expect_none(&mut c, 0);
     assert_eq!(c.poll_timeout(), None);
 }
@@ -222,8 +352,22 @@ fn acceptability_len0_wnd_positive() {
     let mut c = conn_established(cfg());
     feed(&mut c, 0, ack_in(0, 0), &[]).unwrap();
     feed(&mut c, 0, ack_in(4095, 0), &[]).unwrap();
-    assert_eq!(feed(&mut c, 0, ack_in(4096, 0), &[]), Err(TcpDrop::NotAcceptable));
-    assert_eq!(feed(&mut c, 0, TcpRepr { seq: REMOTE_SEQ, ..ack_in(0, 0) }, &[]), Err(TcpDrop::NotAcceptable));
+    assert_eq!(
+        feed(&mut c, 0, ack_in(4096, 0), &[]),
+        Err(TcpDrop::NotAcceptable)
+    );
+    assert_eq!(
+        feed(
+            &mut c,
+            0,
+            TcpRepr {
+                seq: REMOTE_SEQ,
+                ..ack_in(0, 0)
+            },
+            &[]
+        ),
+        Err(TcpDrop::NotAcceptable)
+    );
 }
 
 #[test]
@@ -239,7 +383,16 @@ fn acceptability_len_positive_left_part_old() {
 fn acceptability_fin_counts_as_octet() {
     let mut c = conn_established(cfg());
     // A FIN exactly at the right edge's last octet is acceptable.
-    feed(&mut c, 0, TcpRepr { flags: FIN | ACK, ..ack_in(4095, 0) }, &[]).unwrap();
+    feed(
+        &mut c,
+        0,
+        TcpRepr {
+            flags: FIN | ACK,
+            ..ack_in(4095, 0)
+        },
+        &[],
+    )
+    .unwrap();
     assert_eq!(c.state(), State::Established);
 }
 

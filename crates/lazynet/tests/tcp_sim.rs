@@ -18,7 +18,11 @@ impl Rng {
         (self.next() >> 11) as f64 / (1u64 << 53) as f64 * 1.0 < p
     }
     fn below(&mut self, n: u64) -> u64 {
-        if n == 0 { 0 } else { self.next() % n }
+        if n == 0 {
+            0
+        } else {
+            self.next() % n
+        }
     }
 }
 
@@ -43,7 +47,16 @@ fn run(seed: u64, f: Faults, size: usize, cfg: Config) -> u64 {
     let mut sent = [0usize; 2];
     let mut got: [Vec<u8>; 2] = [Vec::new(), Vec::new()];
     let mut closed = [false; 2];
-    let mut conns: [Option<Conn>; 2] = [Some(Connection::connect(cfg, REMOTE, LOCAL, SeqNumber(0xFFFF_F000), 0)), None];
+    let mut conns: [Option<Conn>; 2] = [
+        Some(Connection::connect(
+            cfg,
+            REMOTE,
+            LOCAL,
+            SeqNumber(0xFFFF_F000),
+            0,
+        )),
+        None,
+    ];
     let mut q: Vec<Pkt> = Vec::new();
     let mut now = 0u64;
     let mut buf = vec![0u8; 65536];
@@ -77,13 +90,20 @@ fn run(seed: u64, f: Faults, size: usize, cfg: Config) -> u64 {
                 let copies = if rng.chance(f.dup) { 2 } else { 1 };
                 for _ in 0..copies {
                     let at = now + f.delay + rng.below(f.jitter);
-                    q.push(Pkt { at, to: 1 - i, repr: r, data: d.clone() });
+                    q.push(Pkt {
+                        at,
+                        to: 1 - i,
+                        repr: r,
+                        data: d.clone(),
+                    });
                 }
             }
         }
         let done = (0..2).all(|i| {
             got[i].len() == size
-                && conns[i].as_ref().is_some_and(|c| matches!(c.state(), State::Closed | State::TimeWait))
+                && conns[i]
+                    .as_ref()
+                    .is_some_and(|c| matches!(c.state(), State::Closed | State::TimeWait))
         });
         if done {
             break;
@@ -95,8 +115,19 @@ fn run(seed: u64, f: Faults, size: usize, cfg: Config) -> u64 {
                 next = Some(next.map_or(t, |n: u64| n.min(t)));
             }
         }
-        let next = next.unwrap_or_else(|| panic!("stalled at {now} (seed {seed}): got {} / {}", got[0].len(), got[1].len()));
-        assert!(next < limit, "no progress by {limit} ns (seed {seed}): got {} / {}", got[0].len(), got[1].len());
+        let next = next.unwrap_or_else(|| {
+            panic!(
+                "stalled at {now} (seed {seed}): got {} / {}",
+                got[0].len(),
+                got[1].len()
+            )
+        });
+        assert!(
+            next < limit,
+            "no progress by {limit} ns (seed {seed}): got {} / {}",
+            got[0].len(),
+            got[1].len()
+        );
         now = now.max(next);
         // Deliver due packets in arrival order.
         q.sort_by_key(|p| p.at);
@@ -111,7 +142,14 @@ fn run(seed: u64, f: Faults, size: usize, cfg: Config) -> u64 {
                     c.check_invariants().unwrap();
                 }
                 None => {
-                    conns[1] = Connection::accept_syn(cfg, LOCAL, REMOTE, &p.repr, SeqNumber(0x7000_0000), now);
+                    conns[1] = Connection::accept_syn(
+                        cfg,
+                        LOCAL,
+                        REMOTE,
+                        &p.repr,
+                        SeqNumber(0x7000_0000),
+                        now,
+                    );
                 }
             }
         }
@@ -129,7 +167,12 @@ fn run(seed: u64, f: Faults, size: usize, cfg: Config) -> u64 {
         let k = c.counters();
         eprintln!(
             "seed {seed}: {:.3} s virtual, out {} in {} rexmit {} fast {} rto {}",
-            now as f64 / SEC as f64, k.segs_out, k.segs_in, k.retransmits, k.fast_retransmits, k.rto_expired
+            now as f64 / SEC as f64,
+            k.segs_out,
+            k.segs_in,
+            k.retransmits,
+            k.fast_retransmits,
+            k.rto_expired
         );
     }
     now
@@ -138,30 +181,85 @@ fn run(seed: u64, f: Faults, size: usize, cfg: Config) -> u64 {
 const MB: usize = 1 << 20;
 
 fn sim_cfg() -> Config {
-    Config { time_wait: SEC, ..Config::default() }
+    Config {
+        time_wait: SEC,
+        ..Config::default()
+    }
 }
 
 #[test]
 fn sim_clean_link_1mb_each_way() {
-    let t = run(1, Faults { loss: 0.0, dup: 0.0, delay: 5 * MS, jitter: 0 }, MB, sim_cfg());
+    let t = run(
+        1,
+        Faults {
+            loss: 0.0,
+            dup: 0.0,
+            delay: 5 * MS,
+            jitter: 0,
+        },
+        MB,
+        sim_cfg(),
+    );
     assert!(t < 30 * SEC, "took {t}");
 }
 
 #[test]
 fn sim_lossy_reordering_duplicating_1mb_each_way() {
     for seed in [7, 42, 1234] {
-        run(seed, Faults { loss: 0.03, dup: 0.02, delay: 5 * MS, jitter: 4 * MS }, MB, sim_cfg());
+        run(
+            seed,
+            Faults {
+                loss: 0.03,
+                dup: 0.02,
+                delay: 5 * MS,
+                jitter: 4 * MS,
+            },
+            MB,
+            sim_cfg(),
+        );
     }
 }
 
 #[test]
 fn sim_heavy_loss_small_buffers_no_options() {
-    let cf = Config { send_buf: 8192, recv_buf: 6000, window_scale: false, timestamps: false, sack: false, mss: 536, ..sim_cfg() };
-    run(99, Faults { loss: 0.10, dup: 0.05, delay: 2 * MS, jitter: 3 * MS }, 256 * 1024, cf);
+    let cf = Config {
+        send_buf: 8192,
+        recv_buf: 6000,
+        window_scale: false,
+        timestamps: false,
+        sack: false,
+        mss: 536,
+        ..sim_cfg()
+    };
+    run(
+        99,
+        Faults {
+            loss: 0.10,
+            dup: 0.05,
+            delay: 2 * MS,
+            jitter: 3 * MS,
+        },
+        256 * 1024,
+        cf,
+    );
 }
 
 #[test]
 fn sim_large_window_scaled() {
-    let cf = Config { send_buf: 512 * 1024, recv_buf: 512 * 1024, ..sim_cfg() };
-    run(5, Faults { loss: 0.01, dup: 0.0, delay: 20 * MS, jitter: 5 * MS }, MB, cf);
+    let cf = Config {
+        send_buf: 512 * 1024,
+        recv_buf: 512 * 1024,
+        ..sim_cfg()
+    };
+    run(
+        5,
+        Faults {
+            loss: 0.01,
+            dup: 0.0,
+            delay: 20 * MS,
+            jitter: 5 * MS,
+        },
+        MB,
+        cf,
+    );
 }

@@ -4,7 +4,7 @@
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 
-pub use lazynet::proto::tcp::{CongestionControl, Config, ConnError, Connection, State, TcpDrop};
+pub use lazynet::proto::tcp::{Config, CongestionControl, ConnError, Connection, State, TcpDrop};
 pub use lazynet::wire::tcp::{SackBlocks, SeqNumber, TcpFlags, TcpRepr, Timestamps};
 
 pub const MS: u64 = 1_000_000;
@@ -71,7 +71,8 @@ pub fn feed(c: &mut Conn, now: u64, r: TcpRepr, data: &[u8]) -> Result<(), TcpDr
         ..r
     };
     let res = c.handle_segment(now, &r, data);
-    c.check_invariants().expect("invariants after handle_segment");
+    c.check_invariants()
+        .expect("invariants after handle_segment");
     res
 }
 
@@ -79,7 +80,8 @@ pub fn feed(c: &mut Conn, now: u64, r: TcpRepr, data: &[u8]) -> Result<(), TcpDr
 pub fn poll(c: &mut Conn, now: u64) -> Option<(TcpRepr, Vec<u8>)> {
     let mut buf = vec![0u8; 65536];
     let r = c.poll_transmit(now, &mut buf);
-    c.check_invariants().expect("invariants after poll_transmit");
+    c.check_invariants()
+        .expect("invariants after poll_transmit");
     r.map(|r| {
         buf.truncate(r.payload_len);
         (r, buf)
@@ -118,7 +120,8 @@ pub fn take(c: &mut Conn, now: u64) -> (TcpRepr, Vec<u8>) {
 
 pub fn timeout(c: &mut Conn, now: u64) {
     c.handle_timeout(now);
-    c.check_invariants().expect("invariants after handle_timeout");
+    c.check_invariants()
+        .expect("invariants after handle_timeout");
 }
 
 pub fn syn_in() -> TcpRepr {
@@ -339,5 +342,7 @@ pub fn ack_out(sent: u32, rcvd: u32) -> TcpRepr {
 
 /// Deterministic test data.
 pub fn data(n: usize, salt: u8) -> Vec<u8> {
-    (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(salt)).collect()
+    (0..n)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(salt))
+        .collect()
 }

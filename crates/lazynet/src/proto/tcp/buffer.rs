@@ -191,7 +191,11 @@ impl Intervals {
         nxt
     }
     /// Up to `max` intervals, most recently touched first (RFC 2018 §4).
-    pub fn by_recency(&self, max: usize, out: &mut [(SeqNumber, SeqNumber); MAX_INTERVALS]) -> usize {
+    pub fn by_recency(
+        &self,
+        max: usize,
+        out: &mut [(SeqNumber, SeqNumber); MAX_INTERVALS],
+    ) -> usize {
         let mut idx = [0usize, 1, 2, 3];
         let idx = &mut idx[..self.n];
         idx.sort_unstable_by(|&a, &b| self.age[b].cmp(&self.age[a]));

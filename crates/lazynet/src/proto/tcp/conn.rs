@@ -1327,7 +1327,10 @@ impl<C: CongestionControl> Connection<C> {
             return;
         }
         let data = &data[..data.len().min(wnd - off)];
-        self.rcv_mss = self.rcv_mss.max(data.len() as u32).min(u32::from(self.cfg.mss));
+        self.rcv_mss = self
+            .rcv_mss
+            .max(data.len() as u32)
+            .min(u32::from(self.cfg.mss));
         if off == 0 {
             let n = self.rx.write_at(0, data);
             self.rx.commit(n);
