@@ -715,6 +715,8 @@ impl<C: CongestionControl> Connection<C> {
                 }
                 self.backoff = (self.backoff + 1).min(16);
                 self.probe_now = true;
+                // The probe repeats the first unacknowledged byte.
+                self.snd_nxt = self.snd_una;
                 self.rtx = Timer::Idle;
             }
             _ => {}
@@ -1264,7 +1266,9 @@ impl<C: CongestionControl> Connection<C> {
         } else if ack == self.snd_una {
             // RFC 5681 §2 "duplicate acknowledgment".
             let f = seg.flags;
+            // Answers to zero-window probes are not duplicate ACKs.
             if self.snd_max != self.snd_una
+                && self.snd_wnd != 0
                 && payload_len == 0
                 && !f.intersects(TcpFlags::SYN | TcpFlags::FIN)
                 && (u32::from(seg.window) << self.snd_wscale) == self.snd_wnd
