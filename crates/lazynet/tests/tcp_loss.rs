@@ -476,3 +476,107 @@ fn zero_window_probe_accepted() {
         b"ello",
     );
 }
+
+// ---- Sender SWS deadlock avoidance ----
+
+#[test]
+fn small_window_with_nothing_in_flight_still_sends() {
+    let mut c = conn_established(cfg());
+    // The peer offers only 300 bytes (below half its maximum window) and
+    // nothing is in flight: sending them is the only way forward.
+    feed(
+        &mut c,
+        0,
+        TcpRepr {
+            window: 300,
+            ..ack_in(0, 0)
+        },
+        &[],
+    )
+    .unwrap();
+    c.send(&data(2000, 1));
+    assert_eq!(sent(&mut c, 0), vec![(0, 300)]);
+    expect_none(&mut c, 0);
+}
+
+// ---- Keep-alive (RFC 9293 §3.8.4) ----
+
+fn ka_cfg() -> Config {
+    Config {
+        keepalive: Some(10 * SEC),
+        keepalive_interval: SEC,
+        keepalive_probes: 3,
+        ..cfg()
+    }
+}
+
+#[test]
+fn keepalive_off_by_default() {
+    let c = conn_established(cfg());
+    assert_eq!(c.poll_timeout(), None);
+}
+
+#[test]
+fn keepalive_probe_after_idle() {
+    let mut c = conn_established(ka_cfg());
+    assert_eq!(c.poll_timeout(), Some(10 * SEC));
+    timeout(&mut c, 10 * SEC);
+    expect(
+        &mut c,
+        10 * SEC,
+        TcpRepr {
+            seq: LOCAL_SEQ,
+            ..ack_out(0, 0)
+        },
+        &[],
+    );
+    assert_eq!(c.counters().keepalives, 1);
+    assert_eq!(c.poll_timeout(), Some(11 * SEC));
+}
+
+#[test]
+fn keepalive_answer_resets() {
+    let mut c = conn_established(ka_cfg());
+    timeout(&mut c, 10 * SEC);
+    take(&mut c, 10 * SEC);
+    feed(&mut c, 10 * SEC + MS, ack_in(0, 0), &[]).unwrap();
+    assert_eq!(c.poll_timeout(), Some(20 * SEC + MS));
+}
+
+#[test]
+fn keepalive_gives_up() {
+    let mut c = conn_established(ka_cfg());
+    for _ in 0..3 {
+        let t = c.poll_timeout().unwrap();
+        timeout(&mut c, t);
+        take(&mut c, t);
+    }
+    let t = c.poll_timeout().unwrap();
+    assert_eq!(t, 13 * SEC);
+    timeout(&mut c, t);
+    assert_eq!(c.error(), Some(ConnError::TimedOut));
+}
+
+#[test]
+fn keepalive_not_while_data_outstanding() {
+    let mut c = conn_established(ka_cfg());
+    c.send(b"x");
+    take(&mut c, 0);
+    assert_eq!(c.poll_timeout(), Some(200 * MS));
+}
+
+#[test]
+fn keepalive_probe_from_peer_is_acked() {
+    let mut c = conn_established(cfg());
+    let r = feed(
+        &mut c,
+        0,
+        TcpRepr {
+            seq: REMOTE_SEQ,
+            ..ack_in(0, 0)
+        },
+        &[],
+    );
+    assert_eq!(r, Err(TcpDrop::NotAcceptable));
+    expect(&mut c, 0, ack_out(0, 0), &[]);
+}

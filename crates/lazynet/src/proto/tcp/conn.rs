@@ -102,6 +102,13 @@ pub struct Config {
     pub challenge_ack_limit: u32,
     /// Offset added to the millisecond timestamp clock (RFC 7323 §5.4).
     pub ts_offset: u32,
+    /// Keep-alive (RFC 9293 §3.8.4, RFC 1122 §4.2.3.6): idle time before
+    /// the first probe; `None` disables keep-alives (the default).
+    pub keepalive: Option<u64>,
+    /// Time between unanswered keep-alive probes.
+    pub keepalive_interval: u64,
+    /// Unanswered keep-alive probes before giving up with `TimedOut`.
+    pub keepalive_probes: u32,
 }
 
 impl Default for Config {
@@ -123,6 +130,9 @@ impl Default for Config {
             ack_delay: 40 * MS,
             challenge_ack_limit: 10,
             ts_offset: 0,
+            keepalive: None,
+            keepalive_interval: 75 * SEC,
+            keepalive_probes: 9,
         }
     }
 }
@@ -252,6 +262,8 @@ pub struct TcpCounters {
     pub ooo_dropped: u64,
     /// Zero-window probes sent.
     pub window_probes: u64,
+    /// Keep-alive probes sent.
+    pub keepalives: u64,
 }
 
 impl TcpCounters {
@@ -328,6 +340,11 @@ pub struct Connection<C: CongestionControl = NewReno> {
     ack_deadline: Option<u64>,
     ack_now: bool,
     tw_deadline: Option<u64>,
+    /// Last time an acceptable segment arrived (keep-alive idle clock).
+    last_rx: u64,
+    ka_deadline: Option<u64>,
+    ka_sent: u32,
+    ka_now: bool,
     probe_now: bool,
     rexmit_one: bool,
 
@@ -449,6 +466,10 @@ impl<C: CongestionControl> Connection<C> {
             ack_deadline: None,
             ack_now: false,
             tw_deadline: None,
+            last_rx: 0,
+            ka_deadline: None,
+            ka_sent: 0,
+            ka_now: false,
             probe_now: false,
             rexmit_one: false,
             dupacks: 0,
@@ -474,6 +495,7 @@ impl<C: CongestionControl> Connection<C> {
     ) -> Self {
         let mut c = Self::new(cfg, local, remote, iss, State::SynSent, cc);
         c.challenge_start = now;
+        c.last_rx = now;
         c
     }
 
@@ -497,6 +519,7 @@ impl<C: CongestionControl> Connection<C> {
         }
         let mut c = Self::new(cfg, local, remote, iss, State::SynReceived, cc);
         c.challenge_start = now;
+        c.last_rx = now;
         c.irs = syn.seq;
         c.rcv_nxt = syn.seq + 1;
         c.rcv_adv = c.rcv_nxt;
@@ -683,7 +706,7 @@ impl<C: CongestionControl> Connection<C> {
             Timer::Idle => None,
             Timer::Retransmit(t) | Timer::Persist(t) => Some(t),
         };
-        [rtx, self.ack_deadline, self.tw_deadline]
+        [rtx, self.ack_deadline, self.tw_deadline, self.ka_deadline]
             .into_iter()
             .flatten()
             .min()
@@ -701,6 +724,18 @@ impl<C: CongestionControl> Connection<C> {
             if now >= t {
                 self.ack_deadline = None;
                 self.ack_now = true;
+            }
+        }
+        if let Some(t) = self.ka_deadline {
+            if now >= t {
+                if self.ka_sent >= self.cfg.keepalive_probes {
+                    self.error = Some(ConnError::TimedOut);
+                    self.enter_closed();
+                    return;
+                }
+                self.ka_sent += 1;
+                self.ka_now = true;
+                self.ka_deadline = None;
             }
         }
         match self.rtx {
@@ -786,6 +821,21 @@ impl<C: CongestionControl> Connection<C> {
         } else {
             self.rtx = Timer::Idle;
         }
+        // Keep-alive only while idle: nothing outstanding, no other timer.
+        self.ka_deadline = match self.cfg.keepalive {
+            Some(idle)
+                if self.rtx == Timer::Idle
+                    && matches!(self.state, State::Established | State::CloseWait) =>
+            {
+                let wait = if self.ka_sent == 0 {
+                    idle
+                } else {
+                    idle + u64::from(self.ka_sent) * self.cfg.keepalive_interval
+                };
+                Some(self.last_rx + wait)
+            }
+            _ => None,
+        };
     }
 
     fn enter_closed(&mut self) {
@@ -793,6 +843,8 @@ impl<C: CongestionControl> Connection<C> {
         self.rtx = Timer::Idle;
         self.ack_deadline = None;
         self.tw_deadline = None;
+        self.ka_deadline = None;
+        self.ka_now = false;
         self.ack_now = false;
         self.probe_now = false;
         self.rexmit_one = false;
@@ -1183,6 +1235,32 @@ impl<C: CongestionControl> Connection<C> {
                 self.ts_recent_at = now;
             }
         }
+        self.last_rx = now;
+        self.ka_sent = 0;
+        self.established_in_order_or(now, seg, payload)
+    }
+
+    /// Steps five to eight for a segment that passed the checks. An
+    /// ESTABLISHED in-order segment without FIN goes through
+    /// [`Self::established_in_order`], the function a header-predicted
+    /// fast path will call directly (STYLE.md §3); everything else runs the
+    /// full sequence. Both share the same helpers, so the slow path stays
+    /// the single source of truth.
+    fn established_in_order_or(
+        &mut self,
+        now: u64,
+        seg: &TcpRepr,
+        payload: &[u8],
+    ) -> Result<(), TcpDrop> {
+        if self.state == State::Established
+            && seg.seq == self.rcv_nxt
+            && !seg
+                .flags
+                .intersects(TcpFlags::FIN | TcpFlags::SYN | TcpFlags::RST)
+        {
+            self.established_in_order(now, seg, payload);
+            return Ok(());
+        }
         self.process_ack(now, seg, payload.len());
         match self.state {
             State::FinWait1 if self.fin_acked() => self.state = State::FinWait2,
@@ -1209,10 +1287,21 @@ impl<C: CongestionControl> Connection<C> {
             }
         }
         // Eighth: FIN.
-        if f.contains(TcpFlags::FIN) {
+        if seg.flags.contains(TcpFlags::FIN) {
             self.process_fin(now, seg.seq + payload.len() as u32);
         }
         Ok(())
+    }
+
+    /// ESTABLISHED, `SEG.SEQ == RCV.NXT`, ACK set, no SYN/FIN/RST, all
+    /// checks passed: a pure ACK and/or in-order data. This is the whole
+    /// work of the future fast path.
+    #[inline]
+    fn established_in_order(&mut self, now: u64, seg: &TcpRepr, payload: &[u8]) {
+        self.process_ack(now, seg, payload.len());
+        if !payload.is_empty() {
+            self.process_data(now, seg.seq, payload);
+        }
     }
 
     fn process_ack(&mut self, now: u64, seg: &TcpRepr, payload_len: usize) {
@@ -1525,9 +1614,13 @@ impl<C: CongestionControl> Connection<C> {
                 // (§3.8.6.2.1): send a short segment only if it empties the
                 // buffer and nothing is in flight (or no-delay), or it is at
                 // least half the largest window the peer offered.
+                // With nothing in flight, a window-limited short segment
+                // goes anyway: no ACK could otherwise open the window (the
+                // role of §3.8.6.2.1's override timeout).
                 let all = len == unsent;
                 let ok = (all && (self.cfg.nodelay || flight == 0))
-                    || (self.max_snd_wnd > 0 && len as u32 >= self.max_snd_wnd / 2);
+                    || (self.max_snd_wnd > 0 && len as u32 >= self.max_snd_wnd / 2)
+                    || (flight == 0 && len == usable);
                 if !ok {
                     len = 0;
                 }
@@ -1541,6 +1634,30 @@ impl<C: CongestionControl> Connection<C> {
         if probe {
             self.probe_now = false;
             self.counters.window_probes += 1;
+        }
+        if self.ka_now {
+            self.ka_now = false;
+            if len == 0 && !fin {
+                // RFC 9293 §3.8.4: a keep-alive carries SEG.SEQ = SND.NXT - 1
+                // and no data, which the peer must answer with an ACK.
+                let window = self.advertise_window();
+                let r = TcpRepr {
+                    seq: self.snd_nxt - 1,
+                    ack: self.rcv_nxt,
+                    flags: TcpFlags::ACK,
+                    window,
+                    timestamps: self.ts_enabled.then(|| Timestamps {
+                        tsval: self.ts_now(now),
+                        tsecr: self.ts_recent,
+                    }),
+                    ..self.repr_base()
+                };
+                self.counters.keepalives += 1;
+                self.ack_now = false;
+                self.ack_deadline = None;
+                self.last_ack_sent = self.rcv_nxt;
+                return Some(r);
+            }
         }
         if len == 0 && !fin && !self.ack_now {
             return None;
