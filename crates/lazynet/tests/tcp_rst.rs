@@ -404,3 +404,47 @@ fn unacceptable_counted_by_reason() {
     assert_eq!(c.counters().drop_count(TcpDrop::NotAcceptable), 2);
     assert_eq!(TcpDrop::NotAcceptable.as_str(), "sequence not acceptable");
 }
+
+// ---- Segments without a connection (RFC 9293 §3.10.7.1) ----
+
+#[test]
+fn reset_for_ack_uses_seg_ack() {
+    let r = lazynet::proto::tcp::reset_for(&ack_in(0, 7)).unwrap();
+    assert_eq!(
+        r,
+        TcpRepr {
+            seq: LOCAL_SEQ + 8,
+            flags: RST,
+            ..RST_TEMPL
+        }
+    );
+}
+
+#[test]
+fn reset_for_syn_acks_it() {
+    let r = lazynet::proto::tcp::reset_for(&TcpRepr {
+        payload_len: 3,
+        ..syn_in()
+    })
+    .unwrap();
+    assert_eq!(
+        r,
+        TcpRepr {
+            seq: SeqNumber(0),
+            ack: REMOTE_SEQ + 4,
+            flags: RST | ACK,
+            ..RST_TEMPL
+        }
+    );
+}
+
+#[test]
+fn reset_for_rst_is_nothing() {
+    assert_eq!(
+        lazynet::proto::tcp::reset_for(&TcpRepr {
+            flags: RST,
+            ..SEND_TEMPL
+        }),
+        None
+    );
+}

@@ -253,7 +253,38 @@ fn syn_sent_karn_no_rtt_sample_from_retransmitted_syn() {
     )
     .unwrap();
     assert_eq!(c.srtt(), None);
-    assert_eq!(c.rto(), SEC);
+    // RFC 6298 §5.7: RTO re-initialized to 3 s after a SYN timeout.
+    assert_eq!(c.rto(), 3 * SEC);
+}
+
+#[test]
+fn simultaneous_open_rst_in_syn_received_is_refused() {
+    let mut c = conn_syn_sent(cfg());
+    feed(
+        &mut c,
+        0,
+        TcpRepr {
+            seq: REMOTE_SEQ,
+            flags: SYN,
+            mss: Some(1000),
+            ..SEND_TEMPL
+        },
+        &[],
+    )
+    .unwrap();
+    take(&mut c, 0);
+    feed(
+        &mut c,
+        0,
+        TcpRepr {
+            seq: REMOTE_SEQ + 1,
+            flags: RST,
+            ..SEND_TEMPL
+        },
+        &[],
+    )
+    .unwrap();
+    assert_eq!(c.error(), Some(ConnError::Refused));
 }
 
 #[test]

@@ -116,12 +116,42 @@ fn run(seed: u64, f: Faults, size: usize, cfg: Config) -> u64 {
             }
         }
         let next = next.unwrap_or_else(|| {
+            let st: Vec<_> = conns
+                .iter()
+                .flatten()
+                .map(|c| {
+                    (
+                        c.state(),
+                        c.error(),
+                        c.snd_una(),
+                        c.snd_nxt(),
+                        c.rcv_nxt(),
+                        c.send_window(),
+                        c.send_queue(),
+                        c.recv_queue(),
+                    )
+                })
+                .collect();
             panic!(
-                "stalled at {now} (seed {seed}): got {} / {}",
+                "stalled at {now} (seed {seed}): got {} / {}: {st:?}",
                 got[0].len(),
                 got[1].len()
             )
         });
+        if std::env::var_os("TCP_SIM_TRACE").is_some() && now > 1_000 * SEC {
+            for p in &q {
+                eprintln!(
+                    "{now}: to {} seq {} ack {} {:?} win {} len {} ts {:?}",
+                    p.to,
+                    p.repr.seq,
+                    p.repr.ack,
+                    p.repr.flags,
+                    p.repr.window,
+                    p.repr.payload_len,
+                    p.repr.timestamps
+                );
+            }
+        }
         assert!(
             next < limit,
             "no progress by {limit} ns (seed {seed}): got {} / {}",
@@ -137,6 +167,19 @@ fn run(seed: u64, f: Faults, size: usize, cfg: Config) -> u64 {
         };
         for p in due {
             match conns[p.to].as_mut() {
+                Some(c) if c.state() == State::Closed => {
+                    // What the stack does for a segment without a
+                    // connection (RFC 9293 §3.10.7.1).
+                    if let Some(r) = lazynet::proto::tcp::reset_for(&p.repr) {
+                        let at = now + f.delay;
+                        q.push(Pkt {
+                            at,
+                            to: 1 - p.to,
+                            repr: r,
+                            data: Vec::new(),
+                        });
+                    }
+                }
                 Some(c) => {
                     let _ = c.handle_segment(now, &p.repr, &p.data);
                     c.check_invariants().unwrap();
@@ -185,6 +228,32 @@ fn sim_cfg() -> Config {
         time_wait: SEC,
         ..Config::default()
     }
+}
+
+#[test]
+fn sim_regression_stall_ts_small_buffers() {
+    let cf = Config {
+        window_scale: false,
+        timestamps: true,
+        sack: false,
+        nodelay: false,
+        mss: 1460,
+        send_buf: 9 * 1024,
+        recv_buf: 9 * 1024,
+        max_retries: 30,
+        ..sim_cfg()
+    };
+    run(
+        1421380311235010564,
+        Faults {
+            loss: 0.11583266268151186,
+            dup: 0.0,
+            delay: 2 * MS,
+            jitter: 6 * MS,
+        },
+        96 * 1024,
+        cf,
+    );
 }
 
 #[test]
@@ -262,4 +331,39 @@ fn sim_large_window_scaled() {
         MB,
         cf,
     );
+}
+
+mod random {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// Random seeds, fault rates, delays and option sets: always
+        /// byte-exact, never stalled.
+        #[test]
+        fn sim_random_faults_and_options(
+            seed in any::<u64>(),
+            loss in 0.0f64..0.12,
+            dup in 0.0f64..0.08,
+            delay in 1u64..40,
+            jitter in 0u64..15,
+            opts in 0u8..32,
+            bufk in 2usize..70,
+        ) {
+            let cf = Config {
+                window_scale: opts & 1 != 0,
+                timestamps: opts & 2 != 0,
+                sack: opts & 4 != 0,
+                nodelay: opts & 8 != 0,
+                mss: if opts & 16 != 0 { 536 } else { 1460 },
+                send_buf: bufk * 1024,
+                recv_buf: bufk * 1024,
+                max_retries: 30,
+                ..sim_cfg()
+            };
+            run(seed, Faults { loss, dup, delay: delay * MS, jitter: jitter * MS }, 96 * 1024, cf);
+        }
+    }
 }

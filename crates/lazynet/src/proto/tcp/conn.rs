@@ -303,6 +303,10 @@ pub struct Connection<C: CongestionControl = NewReno> {
     eff_mss: u32,
     syn_acked: bool,
     fin_queued: bool,
+    /// Opened with `connect` (SYN-RECEIVED reached by simultaneous open).
+    active_open: bool,
+    /// The SYN was retransmitted (RFC 6298 §5.7).
+    syn_rexmit: bool,
     /// Our FIN was acknowledged.
     fin_was_acked: bool,
     tx: Ring,
@@ -358,6 +362,39 @@ pub struct Connection<C: CongestionControl = NewReno> {
     challenge_count: u32,
     rst_out: Option<TcpRepr>,
     counters: TcpCounters,
+}
+
+/// The reply to a segment for which no connection exists (RFC 9293
+/// §3.10.7.1, CLOSED): nothing to a RST; `<SEQ=SEG.ACK><CTL=RST>` to an
+/// ACK; otherwise `<SEQ=0><ACK=SEG.SEQ+SEG.LEN><CTL=RST,ACK>`. Ports are
+/// swapped; rate limiting is the caller's.
+pub fn reset_for(seg: &TcpRepr) -> Option<TcpRepr> {
+    let f = seg.flags;
+    if f.contains(TcpFlags::RST) {
+        return None;
+    }
+    let base = TcpRepr {
+        src_port: seg.dst_port,
+        dst_port: seg.src_port,
+        ..TcpRepr::EMPTY
+    };
+    Some(if f.contains(TcpFlags::ACK) {
+        TcpRepr {
+            seq: seg.ack,
+            flags: TcpFlags::RST,
+            ..base
+        }
+    } else {
+        let len = seg.payload_len as u32
+            + u32::from(f.contains(TcpFlags::SYN))
+            + u32::from(f.contains(TcpFlags::FIN));
+        TcpRepr {
+            seq: SeqNumber(0),
+            ack: seg.seq + len,
+            flags: TcpFlags::RST | TcpFlags::ACK,
+            ..base
+        }
+    })
 }
 
 fn wscale_for(buf: usize) -> u8 {
@@ -440,6 +477,8 @@ impl<C: CongestionControl> Connection<C> {
             eff_mss: u32::from(DEFAULT_MSS),
             syn_acked: false,
             fin_queued: false,
+            active_open: false,
+            syn_rexmit: false,
             fin_was_acked: false,
             tx: Ring::new(cfg.send_buf),
             irs: SeqNumber(0),
@@ -494,6 +533,7 @@ impl<C: CongestionControl> Connection<C> {
         cc: C,
     ) -> Self {
         let mut c = Self::new(cfg, local, remote, iss, State::SynSent, cc);
+        c.active_open = true;
         c.challenge_start = now;
         c.last_rx = now;
         c
@@ -689,7 +729,7 @@ impl<C: CongestionControl> Connection<C> {
         ) {
             self.rst_out = Some(TcpRepr {
                 flags: TcpFlags::RST | TcpFlags::ACK,
-                seq: self.snd_nxt,
+                seq: self.snd_max,
                 ack: self.rcv_nxt,
                 ..self.repr_base()
             });
@@ -759,8 +799,7 @@ impl<C: CongestionControl> Connection<C> {
         self.update_timers(now);
     }
 
-    #[cold]
-    #[inline(never)]
+    // Rare, but no #[cold]: STYLE.md §4 wants each hint measured first.
     fn on_rto(&mut self, now: u64) {
         self.counters.rto_expired += 1;
         self.retries += 1;
@@ -776,6 +815,9 @@ impl<C: CongestionControl> Connection<C> {
         }
         // RFC 6298 §5.5: back off; §5.4: retransmit the earliest segment.
         self.backoff = (self.backoff + 1).min(16);
+        if !self.syn_acked {
+            self.syn_rexmit = true;
+        }
         if self.syn_acked {
             let flight = self.flight();
             self.cc.on_rto(flight, self.eff_mss);
@@ -985,6 +1027,11 @@ impl<C: CongestionControl> Connection<C> {
 
     fn on_established(&mut self) {
         self.state = State::Established;
+        // RFC 6298 §5.7: after a SYN timeout, data starts with RTO >= 3 s
+        // unless an RTT sample was taken since.
+        if self.syn_rexmit && self.rtt.srtt().is_none() {
+            self.rtt.raise_to(3 * SEC);
+        }
         self.retries = 0;
         self.backoff = 0;
     }
@@ -1183,6 +1230,9 @@ impl<C: CongestionControl> Connection<C> {
         if rst {
             if seg.seq == self.rcv_nxt {
                 match self.state {
+                    // RFC 9293 §3.10.7.4: from an active OPEN the
+                    // connection was refused.
+                    State::SynReceived if self.active_open => self.error = Some(ConnError::Refused),
                     State::SynReceived
                     | State::Established
                     | State::FinWait1
@@ -1642,7 +1692,7 @@ impl<C: CongestionControl> Connection<C> {
                 // and no data, which the peer must answer with an ACK.
                 let window = self.advertise_window();
                 let r = TcpRepr {
-                    seq: self.snd_nxt - 1,
+                    seq: self.snd_max - 1,
                     ack: self.rcv_nxt,
                     flags: TcpFlags::ACK,
                     window,
@@ -1665,6 +1715,13 @@ impl<C: CongestionControl> Connection<C> {
         let off = seq.diff(start).max(0) as usize;
         let n = self.tx.peek(off, &mut payload[..len]);
         len = n;
+        if len == 0 && !fin {
+            // A pure ACK carries the RFC's SND.NXT, our SND.MAX: after an
+            // RTO rewound SND.NXT, a lower number could fall left of the
+            // peer's window, be unacceptable, and its ACK never processed
+            // (found by tcp_sim: ACK ping-pong until both sides timed out).
+            seq = self.snd_max;
+        }
         let mut flags = TcpFlags::ACK;
         if fin {
             flags |= TcpFlags::FIN;

@@ -19,5 +19,7 @@ pub mod conn;
 pub mod rtt;
 
 pub use cc::{CongestionControl, NewReno};
-pub use conn::{Config, ConnError, Connection, State, TcpCounters, TcpDrop, DEFAULT_MSS};
+pub use conn::{
+    reset_for, Config, ConnError, Connection, State, TcpCounters, TcpDrop, DEFAULT_MSS,
+};
 pub use rtt::RttEstimator;

@@ -43,6 +43,10 @@ impl RttEstimator {
         let rto = self.srtt + self.granularity.max(4 * self.rttvar);
         self.rto = rto.clamp(self.min, self.max);
     }
+    /// Raises the RTO to at least `v` (RFC 6298 §5.7).
+    pub fn raise_to(&mut self, v: u64) {
+        self.rto = self.rto.max(v).min(self.max);
+    }
     /// The current RTO (without backoff).
     pub fn rto(&self) -> u64 {
         self.rto
