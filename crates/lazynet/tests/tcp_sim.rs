@@ -333,6 +333,41 @@ fn sim_large_window_scaled() {
     );
 }
 
+#[test]
+fn sim_loss_delay_matrix() {
+    for (i, loss) in [0.0, 0.01, 0.05, 0.10].into_iter().enumerate() {
+        for (j, delay) in [MS, 20 * MS, 100 * MS].into_iter().enumerate() {
+            let seed = 1000 + (i * 10 + j) as u64;
+            run(
+                seed,
+                Faults {
+                    loss,
+                    dup: 0.01,
+                    delay,
+                    jitter: delay / 2,
+                },
+                256 * 1024,
+                sim_cfg(),
+            );
+        }
+    }
+}
+
+#[test]
+fn sim_ten_percent_loss_1mb_each_way() {
+    run(
+        31337,
+        Faults {
+            loss: 0.10,
+            dup: 0.02,
+            delay: 10 * MS,
+            jitter: 10 * MS,
+        },
+        MB,
+        sim_cfg(),
+    );
+}
+
 mod random {
     use super::*;
     use proptest::prelude::*;
