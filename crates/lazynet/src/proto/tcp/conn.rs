@@ -854,11 +854,11 @@ impl<C: CongestionControl> Connection<C> {
             && self.snd_max.diff(self.snd_una) <= 1;
         if persist {
             if !matches!(self.rtx, Timer::Persist(_)) {
-                self.rtx = Timer::Persist(now + self.rtt.backed_off(self.backoff));
+                self.rtx = Timer::Persist(now.saturating_add(self.rtt.backed_off(self.backoff)));
             }
         } else if outstanding {
             if !matches!(self.rtx, Timer::Retransmit(_)) {
-                self.rtx = Timer::Retransmit(now + self.rtt.backed_off(self.backoff));
+                self.rtx = Timer::Retransmit(now.saturating_add(self.rtt.backed_off(self.backoff)));
             }
         } else {
             self.rtx = Timer::Idle;
@@ -872,9 +872,11 @@ impl<C: CongestionControl> Connection<C> {
                 let wait = if self.ka_sent == 0 {
                     idle
                 } else {
-                    idle + u64::from(self.ka_sent) * self.cfg.keepalive_interval
+                    idle.saturating_add(
+                        u64::from(self.ka_sent).saturating_mul(self.cfg.keepalive_interval),
+                    )
                 };
-                Some(self.last_rx + wait)
+                Some(self.last_rx.saturating_add(wait))
             }
             _ => None,
         };
@@ -895,7 +897,7 @@ impl<C: CongestionControl> Connection<C> {
     fn enter_time_wait(&mut self, now: u64) {
         self.state = State::TimeWait;
         self.rtx = Timer::Idle;
-        self.tw_deadline = Some(now + self.cfg.time_wait);
+        self.tw_deadline = Some(now.saturating_add(self.cfg.time_wait));
     }
 
     // ---------------------------------------------------------------
@@ -1222,7 +1224,7 @@ impl<C: CongestionControl> Connection<C> {
                 && f.contains(TcpFlags::FIN)
                 && seg.seq + payload.len() as u32 + 1 == self.rcv_nxt
             {
-                self.tw_deadline = Some(now + self.cfg.time_wait);
+                self.tw_deadline = Some(now.saturating_add(self.cfg.time_wait));
             }
             return Err(TcpDrop::NotAcceptable);
         }
@@ -1492,7 +1494,7 @@ impl<C: CongestionControl> Connection<C> {
                     // RFC 5681 §4.2: ACK at least every second full segment.
                     self.ack_now = true;
                 } else if self.ack_deadline.is_none() {
-                    self.ack_deadline = Some(now + self.cfg.ack_delay);
+                    self.ack_deadline = Some(now.saturating_add(self.cfg.ack_delay));
                 }
             }
         } else {
@@ -1510,7 +1512,7 @@ impl<C: CongestionControl> Connection<C> {
             if fin_seq + 1 == self.rcv_nxt {
                 self.ack_now = true;
                 if self.state == State::TimeWait {
-                    self.tw_deadline = Some(now + self.cfg.time_wait);
+                    self.tw_deadline = Some(now.saturating_add(self.cfg.time_wait));
                 }
             }
             return;

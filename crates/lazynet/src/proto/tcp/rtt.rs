@@ -28,6 +28,8 @@ impl RttEstimator {
     }
     /// Feeds one RTT measurement `r` (RFC 6298 §2.2, §2.3).
     pub fn sample(&mut self, r: u64) {
+        // Bound the sample (1 hour) so no input can overflow the filters.
+        let r = r.min(3_600_000_000_000);
         if !self.has_sample {
             // RFC 6298 §2.2: SRTT <- R, RTTVAR <- R/2.
             self.srtt = r;
