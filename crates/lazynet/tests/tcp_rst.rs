@@ -352,8 +352,10 @@ fn acceptability_len0_wnd_positive() {
     let mut c = conn_established(cfg());
     feed(&mut c, 0, ack_in(0, 0), &[]).unwrap();
     feed(&mut c, 0, ack_in(4095, 0), &[]).unwrap();
+    // Deviation as in Linux: a pure ACK exactly at the right edge passes.
+    feed(&mut c, 0, ack_in(4096, 0), &[]).unwrap();
     assert_eq!(
-        feed(&mut c, 0, ack_in(4096, 0), &[]),
+        feed(&mut c, 0, ack_in(4097, 0), &[]),
         Err(TcpDrop::NotAcceptable)
     );
     assert_eq!(
@@ -447,4 +449,61 @@ fn reset_for_rst_is_nothing() {
         }),
         None
     );
+}
+
+#[test]
+fn regression_full_window_pure_ack_deadlock() {
+    // Both peers had filled each other's window; each one's pure ACK sat
+    // exactly at the other's right edge and was dropped: found by tcp_sim.
+    let mut c = conn_established(cfg());
+    c.send(&data(2000, 1));
+    while poll(&mut c, 0).is_some() {}
+    feed(&mut c, MS, ack_in(4096, 2000), &[]).unwrap();
+    assert_eq!(c.snd_una(), LOCAL_SEQ + 2001);
+}
+
+#[test]
+fn pure_ack_after_rto_carries_highest_sequence() {
+    let mut c = conn_established(cfg());
+    c.send(&data(3000, 1));
+    while poll(&mut c, 0).is_some() {}
+    timeout(&mut c, 200 * MS);
+    take(&mut c, 200 * MS);
+    // Data arrives: the ACK uses SND.MAX (3000), not the rewound SND.NXT.
+    feed(&mut c, 210 * MS, ack_in(0, 0), b"x").unwrap();
+    timeout(&mut c, 260 * MS);
+    let (r, _) = take(&mut c, 260 * MS);
+    assert_eq!(r.payload_len, 0);
+    assert_eq!(r.seq, LOCAL_SEQ + 3001);
+}
+
+#[test]
+fn pure_ack_seq_capped_at_peer_right_edge() {
+    let mut c = conn_established(cfg());
+    c.send(&data(3000, 1));
+    while poll(&mut c, 0).is_some() {}
+    // The peer shrinks its window to 1000 (discouraged, but possible).
+    feed(
+        &mut c,
+        0,
+        TcpRepr {
+            window: 1000,
+            ..ack_in(0, 0)
+        },
+        &[],
+    )
+    .unwrap();
+    feed(
+        &mut c,
+        0,
+        TcpRepr {
+            window: 1000,
+            ..ack_in(0, 0)
+        },
+        b"x",
+    )
+    .unwrap();
+    timeout(&mut c, 40 * MS);
+    let (r, _) = take(&mut c, 40 * MS);
+    assert_eq!(r.seq, LOCAL_SEQ + 1001);
 }

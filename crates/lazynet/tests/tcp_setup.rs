@@ -951,3 +951,163 @@ fn payload_length_mismatch_dropped() {
     assert_eq!(c.handle_segment(0, &r, b"ab"), Err(TcpDrop::BadLength));
     assert_eq!(c.counters().drop_count(TcpDrop::BadLength), 1);
 }
+
+// ---- Handshake losses ----
+
+#[test]
+fn established_retransmitted_syn_ack_reacked() {
+    // Our ACK of the SYN-ACK was lost: the peer resends SYN-ACK.
+    let mut c = conn_syn_sent(cfg());
+    let synack = TcpRepr {
+        seq: REMOTE_SEQ,
+        ack: LOCAL_SEQ + 1,
+        flags: SYN | ACK,
+        mss: Some(1000),
+        ..SEND_TEMPL
+    };
+    feed(&mut c, 0, synack, &[]).unwrap();
+    take(&mut c, 0);
+    assert_eq!(feed(&mut c, SEC, synack, &[]), Err(TcpDrop::NotAcceptable));
+    expect(&mut c, SEC, ack_out(0, 0), &[]);
+    assert_eq!(c.state(), State::Established);
+}
+
+#[test]
+fn syn_ack_retransmission_keeps_options() {
+    let cf = Config {
+        window_scale: true,
+        sack: true,
+        timestamps: true,
+        ..cfg()
+    };
+    let syn = TcpRepr {
+        window_scale: Some(2),
+        sack_permitted: true,
+        timestamps: Some(Timestamps { tsval: 9, tsecr: 0 }),
+        ..syn_in()
+    };
+    let mut c = Connection::accept_syn(cf, LOCAL, REMOTE, &syn, LOCAL_SEQ, 0).unwrap();
+    let (first, _) = take(&mut c, 0);
+    timeout(&mut c, SEC);
+    let (again, _) = take(&mut c, SEC);
+    assert_eq!(again.window_scale, first.window_scale);
+    assert!(again.sack_permitted);
+    assert_eq!(
+        again.timestamps,
+        Some(Timestamps {
+            tsval: 1000,
+            tsecr: 9
+        })
+    );
+    assert_eq!(c.counters().retransmits, 1);
+}
+
+#[test]
+fn syn_received_ack_lost_data_establishes() {
+    // The handshake's ACK was lost, but the first data segment carries it.
+    let mut c = conn_syn_received(cfg());
+    feed(
+        &mut c,
+        5 * MS,
+        TcpRepr {
+            flags: ACK | PSH,
+            ..ack_in(0, 0)
+        },
+        b"hello",
+    )
+    .unwrap();
+    assert_eq!(c.state(), State::Established);
+    assert_eq!(c.recv_queue(), 5);
+}
+
+#[test]
+fn timestamps_in_every_segment_when_negotiated() {
+    let cf = Config {
+        timestamps: true,
+        ..cfg()
+    };
+    let ts = Some(Timestamps { tsval: 1, tsecr: 0 });
+    let mut c = conn_syn_received_with(
+        cf,
+        TcpRepr {
+            timestamps: ts,
+            ..syn_in()
+        },
+    );
+    feed(
+        &mut c,
+        0,
+        TcpRepr {
+            timestamps: ts,
+            ..ack_in(0, 0)
+        },
+        &[],
+    )
+    .unwrap();
+    c.send(&data(2500, 1));
+    c.close();
+    while let Some((r, _)) = poll(&mut c, 4 * MS) {
+        assert_eq!(r.timestamps, Some(Timestamps { tsval: 4, tsecr: 1 }));
+    }
+}
+
+#[test]
+fn segment_without_timestamp_accepted_when_negotiated() {
+    // RFC 7323 §3.2 allows dropping it; like Linux we accept it.
+    let cf = Config {
+        timestamps: true,
+        ..cfg()
+    };
+    let ts = Some(Timestamps { tsval: 1, tsecr: 0 });
+    let mut c = conn_syn_received_with(
+        cf,
+        TcpRepr {
+            timestamps: ts,
+            ..syn_in()
+        },
+    );
+    feed(&mut c, 0, ack_in(0, 0), b"x").unwrap();
+    assert_eq!(c.recv_queue(), 1);
+}
+
+#[test]
+fn urgent_pointer_ignored_data_inline() {
+    let mut c = conn_established(cfg());
+    feed(
+        &mut c,
+        0,
+        TcpRepr {
+            flags: ACK | TcpFlags::URG,
+            urgent: 2,
+            ..ack_in(0, 0)
+        },
+        b"abc",
+    )
+    .unwrap();
+    assert_eq!(c.recv_queue(), 3);
+}
+
+#[test]
+fn effective_mss_bounds_segments_sent() {
+    let mut c = conn_syn_received_with(
+        cfg(),
+        TcpRepr {
+            mss: Some(300),
+            ..syn_in()
+        },
+    );
+    feed(&mut c, 0, ack_in(0, 0), &[]).unwrap();
+    c.send(&data(700, 1));
+    let lens: Vec<_> = std::iter::from_fn(|| poll(&mut c, 0).map(|(r, _)| r.payload_len)).collect();
+    assert_eq!(lens, vec![300, 300, 100]);
+}
+
+#[test]
+fn small_poll_buffer_limits_segment() {
+    let mut c = conn_established(cfg());
+    c.send(&data(500, 1));
+    let mut buf = [0u8; 200];
+    let r = c.poll_transmit(0, &mut buf).unwrap();
+    assert_eq!(r.payload_len, 200);
+    c.check_invariants().unwrap();
+}

@@ -64,7 +64,7 @@ fn run(seed: u64, f: Faults, size: usize, cfg: Config) -> u64 {
     let mut steps = 0u64;
     loop {
         steps += 1;
-        assert!(steps < 5_000_000, "too many steps (seed {seed})");
+        assert!(steps < 300_000, "too many steps (seed {seed})");
         for i in 0..2 {
             let Some(c) = conns[i].as_mut() else { continue };
             if sent[i] < size {
@@ -250,6 +250,32 @@ fn sim_regression_stall_ts_small_buffers() {
             dup: 0.0,
             delay: 2 * MS,
             jitter: 6 * MS,
+        },
+        96 * 1024,
+        cf,
+    );
+}
+
+#[test]
+fn sim_regression_stall_ts_nodelay_6k() {
+    let cf = Config {
+        window_scale: false,
+        timestamps: true,
+        sack: false,
+        nodelay: true,
+        mss: 1460,
+        send_buf: 6 * 1024,
+        recv_buf: 6 * 1024,
+        max_retries: 30,
+        ..sim_cfg()
+    };
+    run(
+        5492898119271989862,
+        Faults {
+            loss: 0.094744742141735,
+            dup: 0.005981662245262699,
+            delay: 11 * MS,
+            jitter: 7 * MS,
         },
         96 * 1024,
         cf,

@@ -729,7 +729,7 @@ impl<C: CongestionControl> Connection<C> {
         ) {
             self.rst_out = Some(TcpRepr {
                 flags: TcpFlags::RST | TcpFlags::ACK,
-                seq: self.snd_max,
+                seq: self.acceptable_seq(),
                 ack: self.rcv_nxt,
                 ..self.repr_base()
             });
@@ -978,6 +978,23 @@ impl<C: CongestionControl> Connection<C> {
         field as u16
     }
 
+    /// SEG.SEQ for a segment without data or FIN (pure ACK, RST): the
+    /// RFC's SND.NXT (our SND.MAX, since an RTO rewinds SND.NXT), but not
+    /// beyond the right edge of the peer's window as we know it (Linux
+    /// tcp_acceptable_seq()), so that the peer's acceptability test admits
+    /// it and processes its ACK.
+    fn acceptable_seq(&self) -> SeqNumber {
+        if !self.syn_acked {
+            return self.snd_max;
+        }
+        let edge = self.snd_una + self.snd_wnd;
+        if seq_le(self.snd_max, edge) {
+            self.snd_max
+        } else {
+            edge
+        }
+    }
+
     fn repr_base(&self) -> TcpRepr {
         TcpRepr {
             src_port: self.local.port(),
@@ -1204,6 +1221,12 @@ impl<C: CongestionControl> Connection<C> {
         let wnd_end = self.rcv_nxt + wnd;
         let acceptable = match (seg_len, wnd) {
             (0, 0) => seg.seq == self.rcv_nxt,
+            // Deviation (as Linux tcp_sequence()): a zero-length non-RST
+            // segment exactly at the right edge is accepted. A peer whose
+            // data filled our window sends its ACKs with SEG.SEQ = SND.NXT
+            // = our right edge; dropping them can deadlock two peers that
+            // both filled each other's window (found by tcp_sim).
+            (0, _) if !rst && seg.seq == wnd_end => true,
             (0, _) => seg.seq.in_window(self.rcv_nxt, wnd_end),
             (_, 0) => false,
             _ => {
@@ -1655,7 +1678,7 @@ impl<C: CongestionControl> Connection<C> {
             let flight = self.snd_nxt.diff(self.snd_una).max(0) as u32;
             let win = self.snd_wnd.min(self.cc.window());
             let usable = win.saturating_sub(flight) as usize;
-            len = unsent.min(usable).min(mss).min(payload.len());
+            len = unsent.min(usable).min(mss);
             if len == 0 && unsent > 0 && self.probe_now && self.snd_wnd == 0 {
                 // RFC 9293 §3.8.6.1: zero-window probe of one byte.
                 len = 1.min(payload.len());
@@ -1677,6 +1700,8 @@ impl<C: CongestionControl> Connection<C> {
                     len = 0;
                 }
             }
+            // The caller's buffer limits the segment, not the decision.
+            len = len.min(payload.len());
             fin = self.fin_queued
                 && !self.fin_was_acked
                 && off + len == buffered
@@ -1694,7 +1719,7 @@ impl<C: CongestionControl> Connection<C> {
                 // and no data, which the peer must answer with an ACK.
                 let window = self.advertise_window();
                 let r = TcpRepr {
-                    seq: self.snd_max - 1,
+                    seq: self.snd_una - 1,
                     ack: self.rcv_nxt,
                     flags: TcpFlags::ACK,
                     window,
@@ -1718,11 +1743,11 @@ impl<C: CongestionControl> Connection<C> {
         let n = self.tx.peek(off, &mut payload[..len]);
         len = n;
         if len == 0 && !fin {
-            // A pure ACK carries the RFC's SND.NXT, our SND.MAX: after an
-            // RTO rewound SND.NXT, a lower number could fall left of the
-            // peer's window, be unacceptable, and its ACK never processed
-            // (found by tcp_sim: ACK ping-pong until both sides timed out).
-            seq = self.snd_max;
+            // Not the rewound SND.NXT: after an RTO a lower number could
+            // fall left of the peer's window, be unacceptable, and its ACK
+            // never processed (found by tcp_sim: ACK ping-pong until both
+            // sides timed out).
+            seq = self.acceptable_seq();
         }
         let mut flags = TcpFlags::ACK;
         if fin {
