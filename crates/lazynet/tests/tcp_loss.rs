@@ -580,3 +580,48 @@ fn keepalive_probe_from_peer_is_acked() {
     assert_eq!(r, Err(TcpDrop::NotAcceptable));
     expect(&mut c, 0, ack_out(0, 0), &[]);
 }
+
+#[test]
+fn regression_stale_tsecr_after_rto_not_sampled() {
+    let cf = Config {
+        timestamps: true,
+        ..cfg()
+    };
+    let ts = |v, e| Some(Timestamps { tsval: v, tsecr: e });
+    let mut c = conn_syn_received_with(
+        cf,
+        TcpRepr {
+            timestamps: ts(1, 0),
+            ..syn_in()
+        },
+    );
+    feed(
+        &mut c,
+        100 * MS,
+        TcpRepr {
+            timestamps: ts(2, 0),
+            ..ack_in(0, 0)
+        },
+        &[],
+    )
+    .unwrap();
+    let srtt = c.srtt().unwrap();
+    c.send(&data(2000, 1));
+    let first = take(&mut c, 100 * MS).0.timestamps.unwrap().tsval;
+    take(&mut c, 100 * MS);
+    let t = c.poll_timeout().unwrap();
+    timeout(&mut c, t);
+    take(&mut c, t);
+    // The peer had the data; its ACK echoes the original TSval, 2 s old.
+    feed(
+        &mut c,
+        t + 2 * SEC,
+        TcpRepr {
+            timestamps: ts(3, first),
+            ..ack_in(0, 2 * 988)
+        },
+        &[],
+    )
+    .unwrap();
+    assert_eq!(c.srtt(), Some(srtt));
+}

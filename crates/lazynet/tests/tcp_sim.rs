@@ -282,6 +282,34 @@ fn sim_regression_stall_ts_nodelay_6k() {
     );
 }
 
+/// Stale TSecr after an RTO inflated SRTT to 2 s (7088 s virtual; 137 s now).
+#[test]
+fn sim_regression_extreme_small_buf() {
+    let cf = Config {
+        window_scale: false,
+        timestamps: true,
+        sack: false,
+        nodelay: true,
+        mss: 64,
+        send_buf: 526,
+        recv_buf: 526,
+        max_retries: 60,
+        syn_retries: 60,
+        ..sim_cfg()
+    };
+    run(
+        6506524161815019224,
+        Faults {
+            loss: 0.2556678248942717,
+            dup: 0.01231580084394394,
+            delay: 37 * MS,
+            jitter: 42 * MS,
+        },
+        32 * 1024,
+        cf,
+    );
+}
+
 #[test]
 fn sim_clean_link_1mb_each_way() {
     let t = run(
@@ -425,6 +453,33 @@ mod random {
                 ..sim_cfg()
             };
             run(seed, Faults { loss, dup, delay: delay * MS, jitter: jitter * MS }, 96 * 1024, cf);
+        }
+
+        /// Extremes: up to 30% loss, tiny buffers and segments.
+        #[test]
+        fn sim_random_extreme(
+            seed in any::<u64>(),
+            loss in 0.0f64..0.3,
+            dup in 0.0f64..0.2,
+            delay in 0u64..50,
+            jitter in 0u64..50,
+            opts in 0u8..16,
+            buf in 512usize..8192,
+            mss in 64u16..1460,
+        ) {
+            let cf = Config {
+                window_scale: opts & 1 != 0,
+                timestamps: opts & 2 != 0,
+                sack: opts & 4 != 0,
+                nodelay: opts & 8 != 0,
+                mss,
+                send_buf: buf,
+                recv_buf: buf,
+                max_retries: 60,
+                syn_retries: 60,
+                ..sim_cfg()
+            };
+            run(seed, Faults { loss, dup, delay: delay * MS, jitter: jitter * MS }, 32 * 1024, cf);
         }
     }
 }

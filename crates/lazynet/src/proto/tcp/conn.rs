@@ -330,6 +330,8 @@ pub struct Connection<C: CongestionControl = NewReno> {
     ts_enabled: bool,
     ts_recent: u32,
     ts_recent_at: u64,
+    /// No timestamp RTT samples for ACKs up to here (set by an RTO).
+    ts_stale_until: Option<SeqNumber>,
     last_ack_sent: SeqNumber,
     sack_ok: bool,
     /// Both sides offered window scaling.
@@ -494,6 +496,7 @@ impl<C: CongestionControl> Connection<C> {
             ts_enabled: false,
             ts_recent: 0,
             ts_recent_at: 0,
+            ts_stale_until: None,
             last_ack_sent: SeqNumber(0),
             sack_ok: false,
             ws_ok: false,
@@ -827,6 +830,9 @@ impl<C: CongestionControl> Connection<C> {
         self.in_recovery = false;
         self.dupacks = 0;
         self.rexmit_one = false;
+        if self.ts_enabled && self.syn_acked {
+            self.ts_stale_until = Some(self.snd_max);
+        }
         // Karn: no RTT sample from retransmitted data.
         self.rtt_timing = None;
         self.snd_nxt = self.snd_una;
@@ -1399,7 +1405,22 @@ impl<C: CongestionControl> Connection<C> {
                 self.snd_nxt = self.snd_una;
             }
             // RTT: timestamps (RFC 7323 §4.1) or one timed segment (Karn).
-            if !self.rtt_sample_ts(now, seg) {
+            // After an RTO, ACKs up to what was outstanding then may echo
+            // a TSval from before the timeout (the peer does not update
+            // TS.Recent from our go-back-N duplicates), which would fold
+            // the whole backoff into SRTT: no TS samples until past it
+            // (found by tcp_sim: SRTT of 2 s on a 100 ms path).
+            let stale = match self.ts_stale_until {
+                Some(h) if seq_le(ack, h) => true,
+                Some(_) => {
+                    self.ts_stale_until = None;
+                    false
+                }
+                None => false,
+            };
+            if stale {
+                // Neither sample: Karn's rule covers the timed segment.
+            } else if !self.rtt_sample_ts(now, seg) {
                 if let Some((end, t)) = self.rtt_timing {
                     if seq_le(end, ack) {
                         self.rtt.sample(now.saturating_sub(t));
