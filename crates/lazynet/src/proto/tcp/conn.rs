@@ -1887,6 +1887,14 @@ impl<C: CongestionControl> Connection<C> {
         if self.syn_acked && self.eff_mss == 0 {
             return Err("zero MSS");
         }
+        // Liveness: sequence space in flight always has a timer behind it.
+        if self.state != State::TimeWait && self.snd_max != self.snd_una && self.rtx == Timer::Idle
+        {
+            return Err("data in flight without a retransmission or persist timer");
+        }
+        if self.rcv_wscale > 14 || self.snd_wscale > 14 {
+            return Err("window scale above 14");
+        }
         Ok(())
     }
 }
