@@ -1,0 +1,212 @@
+//! Fixed-capacity byte ring and the out-of-order interval set (RFC 9293
+//! §3.10.7.4 "segment text"; RFC 2018 for the SACK view of the intervals).
+//!
+//! Both allocate only in their constructors.
+
+use crate::wire::tcp::SeqNumber;
+
+/// A byte ring of fixed capacity: `len` readable bytes starting at `head`;
+/// the free space after them may hold out-of-order bytes written with
+/// [`Ring::write_at`] before they become readable with [`Ring::commit`].
+#[derive(Debug)]
+pub struct Ring {
+    buf: Box<[u8]>,
+    head: usize,
+    len: usize,
+}
+
+impl Ring {
+    /// A ring of `cap` bytes (the only allocation).
+    pub fn new(cap: usize) -> Self {
+        Ring {
+            buf: vec![0; cap].into_boxed_slice(),
+            head: 0,
+            len: 0,
+        }
+    }
+    /// Capacity in bytes.
+    pub fn capacity(&self) -> usize {
+        self.buf.len()
+    }
+    /// Readable bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// No readable bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// Free bytes after the readable ones.
+    pub fn free(&self) -> usize {
+        self.buf.len() - self.len
+    }
+    /// Copies `data` into the free space starting `off` bytes after the
+    /// readable bytes; returns how many bytes fitted (the rest is cut).
+    pub fn write_at(&mut self, off: usize, data: &[u8]) -> usize {
+        let cap = self.buf.len();
+        if off >= self.free() {
+            return 0;
+        }
+        let n = data.len().min(self.free() - off);
+        let start = (self.head + self.len + off) % cap;
+        let first = n.min(cap - start);
+        self.buf[start..start + first].copy_from_slice(&data[..first]);
+        self.buf[..n - first].copy_from_slice(&data[first..n]);
+        n
+    }
+    /// Makes `n` more bytes (already written) readable.
+    pub fn commit(&mut self, n: usize) {
+        self.len += n.min(self.free());
+    }
+    /// Appends as much of `data` as fits; returns the count.
+    pub fn push(&mut self, data: &[u8]) -> usize {
+        let n = self.write_at(0, data);
+        self.commit(n);
+        n
+    }
+    /// Copies readable bytes starting `off` bytes after the head into
+    /// `out` without consuming them; returns the count.
+    pub fn peek(&self, off: usize, out: &mut [u8]) -> usize {
+        if off >= self.len {
+            return 0;
+        }
+        let cap = self.buf.len();
+        let n = out.len().min(self.len - off);
+        let start = (self.head + off) % cap;
+        let first = n.min(cap - start);
+        out[..first].copy_from_slice(&self.buf[start..start + first]);
+        out[first..n].copy_from_slice(&self.buf[..n - first]);
+        n
+    }
+    /// Drops up to `n` readable bytes from the head; returns the count.
+    pub fn consume(&mut self, n: usize) -> usize {
+        let n = n.min(self.len);
+        // The head must not jump back to 0 when the ring empties: bytes
+        // may already sit beyond the readable ones (out-of-order data).
+        if n > 0 {
+            self.head = (self.head + n) % self.buf.len();
+        }
+        self.len -= n;
+        n
+    }
+    /// Reads and consumes up to `out.len()` bytes.
+    pub fn read(&mut self, out: &mut [u8]) -> usize {
+        let n = self.peek(0, out);
+        self.consume(n)
+    }
+}
+
+/// Maximum number of disjoint out-of-order intervals kept (a segment that
+/// would need a fifth is dropped and counted; the sender retransmits it).
+pub const MAX_INTERVALS: usize = 4;
+
+/// Out-of-order data received beyond `RCV.NXT`: up to [`MAX_INTERVALS`]
+/// disjoint, non-adjacent `[start, end)` sequence ranges kept sorted, plus the
+/// order in which they were last touched, for SACK (RFC 2018 §4: the first
+/// block reports the most recently received segment).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Intervals {
+    iv: [(SeqNumber, SeqNumber); MAX_INTERVALS],
+    /// Recency stamp per interval (larger = more recent).
+    age: [u32; MAX_INTERVALS],
+    n: usize,
+    clock: u32,
+}
+
+impl Intervals {
+    /// Number of intervals.
+    pub fn len(&self) -> usize {
+        self.n
+    }
+    /// No out-of-order data.
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+    /// Sorted intervals.
+    pub fn as_slice(&self) -> &[(SeqNumber, SeqNumber)] {
+        &self.iv[..self.n]
+    }
+    /// Adds `[s, e)`, merging with overlapping or adjacent intervals.
+    /// Returns `false` (and changes nothing) if it would need more than
+    /// [`MAX_INTERVALS`] intervals.
+    pub fn add(&mut self, s: SeqNumber, e: SeqNumber) -> bool {
+        if s.diff(e) >= 0 {
+            return true;
+        }
+        self.clock = self.clock.wrapping_add(1);
+        // Find the intervals that touch [s, e).
+        let mut lo = self.n;
+        let mut hi = 0;
+        for i in 0..self.n {
+            let (a, b) = self.iv[i];
+            if a.diff(e) <= 0 && s.diff(b) <= 0 {
+                lo = lo.min(i);
+                hi = i + 1;
+            }
+        }
+        if lo < hi {
+            let ns = s.min(self.iv[lo].0);
+            let ne = e.max(self.iv[hi - 1].1);
+            self.iv[lo] = (ns, ne);
+            self.age[lo] = self.clock;
+            let removed = hi - lo - 1;
+            for j in hi..self.n {
+                self.iv[j - removed] = self.iv[j];
+                self.age[j - removed] = self.age[j];
+            }
+            self.n -= removed;
+            return true;
+        }
+        if self.n == MAX_INTERVALS {
+            return false;
+        }
+        let pos = (0..self.n)
+            .find(|&i| e.diff(self.iv[i].0) < 0)
+            .unwrap_or(self.n);
+        for j in (pos..self.n).rev() {
+            self.iv[j + 1] = self.iv[j];
+            self.age[j + 1] = self.age[j];
+        }
+        self.iv[pos] = (s, e);
+        self.age[pos] = self.clock;
+        self.n += 1;
+        true
+    }
+    /// With `RCV.NXT` advanced to `nxt`: removes intervals now at or below
+    /// it and returns the new `RCV.NXT` (extended over an interval that
+    /// starts at or before `nxt`).
+    pub fn advance(&mut self, mut nxt: SeqNumber) -> SeqNumber {
+        let mut k = 0;
+        while k < self.n && self.iv[k].0.diff(nxt) <= 0 {
+            nxt = nxt.max(self.iv[k].1);
+            k += 1;
+        }
+        if k > 0 {
+            for j in k..self.n {
+                self.iv[j - k] = self.iv[j];
+                self.age[j - k] = self.age[j];
+            }
+            self.n -= k;
+        }
+        nxt
+    }
+    /// Up to `max` intervals, most recently touched first (RFC 2018 §4).
+    pub fn by_recency(
+        &self,
+        max: usize,
+        out: &mut [(SeqNumber, SeqNumber); MAX_INTERVALS],
+    ) -> usize {
+        let mut idx = [0usize, 1, 2, 3];
+        let idx = &mut idx[..self.n];
+        idx.sort_unstable_by(|&a, &b| self.age[b].cmp(&self.age[a]));
+        let n = self.n.min(max).min(MAX_INTERVALS);
+        for (o, &i) in out.iter_mut().zip(idx.iter()).take(n) {
+            *o = self.iv[i];
+        }
+        n
+    }
+    /// Drops everything.
+    pub fn clear(&mut self) {
+        self.n = 0;
+    }
+}

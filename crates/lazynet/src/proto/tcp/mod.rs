@@ -1,0 +1,43 @@
+//! TCP (RFC 9293), sans-IO.
+//!
+//! **Owns:** the state of one connection ([`Connection`]): sequence
+//! spaces, send and receive buffers (fixed rings allocated at
+//! construction), the out-of-order interval set, options (MSS, window
+//! scaling, timestamps with PAWS, SACK), RTO (RFC 6298), delayed ACKs,
+//! Nagle, silly-window avoidance, zero-window probing, RFC 5961
+//! mitigations, and congestion control behind [`CongestionControl`]
+//! ([`NewReno`] first).
+//!
+//! **May not touch:** clocks, randomness (the ISS comes in), I/O, the
+//! listener and its SYN queue (later), demultiplexing. Segments come in as
+//! a parsed [`crate::wire::tcp::TcpRepr`] plus payload and leave the same
+//! way; checksums are the caller's.
+//!
+//! **Deviations from the letter of the RFCs, on purpose** (each has a test):
+//! - a zero-length non-RST segment exactly at our right window edge is
+//!   acceptable (as Linux `tcp_sequence()`), and our pure ACKs carry
+//!   `min(SND.MAX, SND.UNA + SND.WND)` (as Linux `tcp_acceptable_seq()`):
+//!   the strict RFC 9293 test deadlocks two peers that filled each other's
+//!   window after an RTO;
+//! - segments without timestamps after they were negotiated are accepted
+//!   (RFC 7323 §3.2 allows dropping them; Linux accepts);
+//! - no timestamp RTT samples from ACKs covering data outstanding at an
+//!   RTO (their TSecr may predate the timeout);
+//! - RTO floor 200 ms (configurable) instead of RFC 6298's 1 s.
+//!
+//! **Not yet:** received SACK blocks are ignored (no scoreboard, no RFC
+//! 6675 recovery), CUBIC, RFC 5681 §4.1 restart after idle, RFC 6191
+//! TIME-WAIT reuse, the header-predicted fast path (its entry point,
+//! `established_in_order`, exists), urgent data (ignored, delivered
+//! inline).
+
+pub mod buffer;
+pub mod cc;
+pub mod conn;
+pub mod rtt;
+
+pub use cc::{CongestionControl, NewReno};
+pub use conn::{
+    reset_for, Config, ConnError, Connection, State, TcpCounters, TcpDrop, DEFAULT_MSS,
+};
+pub use rtt::RttEstimator;

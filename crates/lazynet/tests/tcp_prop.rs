@@ -1,0 +1,171 @@
+//! Random segment sequences and user calls against one connection: never
+//! panics, and `check_invariants` holds after every step.
+
+mod tcp_util;
+use proptest::prelude::*;
+use tcp_util::*;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Seg {
+        flags: u8,
+        seq_rel: i32,
+        ack_rel: i32,
+        abs: Option<(u32, u32)>,
+        window: u16,
+        len: usize,
+        ts: Option<(u32, u32)>,
+        sack: Vec<(i32, i32)>,
+    },
+    Send(usize),
+    Recv(usize),
+    Close,
+    Abort,
+    Advance(u64),
+    Poll(u8),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (
+            any::<u8>(),
+            -5000i32..9000,
+            -9000i32..9000,
+            prop::option::weighted(0.1, (any::<u32>(), any::<u32>())),
+            any::<u16>(),
+            0usize..1600,
+            prop::option::of((any::<u32>(), any::<u32>())),
+            prop::collection::vec((-3000i32..9000, -3000i32..9000), 0..4),
+        )
+            .prop_map(|(flags, seq_rel, ack_rel, abs, window, len, ts, sack)| Op::Seg {
+                flags,
+                seq_rel,
+                ack_rel,
+                abs,
+                window,
+                len,
+                ts,
+                sack
+            }),
+        2 => (0usize..5000).prop_map(Op::Send),
+        2 => (0usize..5000).prop_map(Op::Recv),
+        1 => Just(Op::Close),
+        1 => prop_oneof![9 => Just(Op::Poll(0)), 1 => Just(Op::Abort)],
+        3 => (0u64..3_000_000_000).prop_map(Op::Advance),
+        3 => (1u8..8).prop_map(Op::Poll),
+    ]
+}
+
+fn start(kind: u8, cf: Config) -> Conn {
+    let ts = Some(Timestamps {
+        tsval: 10,
+        tsecr: 0,
+    });
+    let syn = TcpRepr {
+        sack_permitted: true,
+        window_scale: Some(2),
+        timestamps: ts,
+        ..syn_in()
+    };
+    match kind % 4 {
+        0 => conn_syn_sent(cf),
+        1 => conn_syn_received_with(cf, syn),
+        2 => {
+            let mut c = conn_syn_received_with(cf, syn);
+            let _ = feed(
+                &mut c,
+                0,
+                TcpRepr {
+                    timestamps: ts,
+                    ..ack_in(0, 0)
+                },
+                &[],
+            );
+            c
+        }
+        _ => conn_established(cf),
+    }
+}
+
+fn run(kind: u8, opts: u8, ops: Vec<Op>) {
+    let cf = Config {
+        window_scale: opts & 1 != 0,
+        timestamps: opts & 2 != 0,
+        sack: opts & 4 != 0,
+        nodelay: opts & 8 != 0,
+        max_retries: 4,
+        syn_retries: 2,
+        ..cfg()
+    };
+    let mut c = start(kind, cf);
+    let mut now = 0u64;
+    let payload = data(2000, 5);
+    let mut buf = vec![0u8; 4096];
+    for op in ops {
+        match op {
+            Op::Seg {
+                flags,
+                seq_rel,
+                ack_rel,
+                abs,
+                window,
+                len,
+                ts,
+                sack,
+            } => {
+                let (seq, ack) = match abs {
+                    Some((s, a)) => (SeqNumber(s), SeqNumber(a)),
+                    None => (c.rcv_nxt() + seq_rel as u32, c.snd_una() + ack_rel as u32),
+                };
+                let blocks: Vec<_> = sack
+                    .iter()
+                    .map(|&(a, b)| (c.snd_una() + a as u32, c.snd_una() + b as u32))
+                    .collect();
+                let r = TcpRepr {
+                    seq,
+                    ack,
+                    flags: TcpFlags(flags & 0x3f),
+                    window,
+                    timestamps: ts.map(|(v, e)| Timestamps { tsval: v, tsecr: e }),
+                    sack: SackBlocks::new(&blocks).unwrap_or(SackBlocks::EMPTY),
+                    ..SEND_TEMPL
+                };
+                let _ = feed(&mut c, now, r, &payload[..len]);
+            }
+            Op::Send(n) => {
+                c.send(&data(n, 9));
+            }
+            Op::Recv(n) => {
+                let n = n.min(buf.len());
+                c.recv(&mut buf[..n]);
+            }
+            Op::Close => c.close(),
+            Op::Abort => c.abort(),
+            Op::Advance(dt) => {
+                now += dt;
+                if c.poll_timeout().is_some_and(|t| t <= now) {
+                    timeout(&mut c, now);
+                }
+            }
+            Op::Poll(k) => {
+                for _ in 0..k {
+                    if let Some((r, d)) = poll(&mut c, now) {
+                        assert_eq!(r.payload_len, d.len());
+                        assert!(r.payload_len <= 1000);
+                        assert!(r.header_len().is_ok(), "options must fit: {r:?}");
+                    }
+                }
+            }
+        }
+        c.check_invariants().unwrap();
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_segments_never_break_invariants(kind in 0u8..4, opts in 0u8..16, ops in prop::collection::vec(op(), 1..80)) {
+        run(kind, opts, ops);
+    }
+}
