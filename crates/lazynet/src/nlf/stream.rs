@@ -32,7 +32,7 @@ use crate::stack::Stack;
 use crate::wire::EthernetAddress;
 
 /// Largest batch handed to the NIC at once.
-pub const BATCH: usize = 32;
+pub const BATCH: usize = 64;
 /// Most packets one [`Streamer::poll`] sends.
 pub const MAX_PER_POLL: usize = 1024;
 
@@ -296,51 +296,68 @@ impl<M: AsRef<[u8]>> Streamer<M> {
     fn build<N: Nic>(&mut self, stack: &mut Stack<N>, ci: usize, b: u32) -> bool {
         let media = self.media.as_ref();
         let c = &mut self.clients[ci];
-        let ok = match (
+        let sent_len = match (
             c.header.as_mut(),
             self.meta.get(c.next),
             stack.nic_mut().buffers_mut().buf_mut(b),
         ) {
-            (Some(hdr), Some(p), Some(out)) => {
+            (Some(hdr), Some(p), Some(buf)) => {
                 let payload = payload_of(media, &p);
-                let built = match paths::send(self.cfg.path, hdr, &p, payload, out) {
+                let off = 0u16;
+                let out = buf;
+                match paths::send(self.cfg.path, hdr, &p, payload, out) {
                     Ok(n) if self.cfg.path == SendPath::Traditional => {
-                        self.plain[self.np] = Desc::new(b, n as u16);
+                        self.plain[self.np] = Desc {
+                            buf: b,
+                            off,
+                            len: n as u16,
+                        };
                         self.np += 1;
-                        true
+                        Some(p.len)
                     }
                     Ok(hl) if self.by_ref => {
+                        let ext = ExtRef {
+                            off: p.offset,
+                            len: p.len as u16,
+                        };
                         self.gather[self.ng] = (
-                            Desc::new(b, hl as u16),
-                            ExtRef {
-                                off: p.offset,
-                                len: p.len as u16,
+                            Desc {
+                                buf: b,
+                                off,
+                                len: hl as u16,
                             },
+                            ext,
                         );
                         self.ng += 1;
-                        true
+                        Some(p.len)
                     }
                     Ok(hl) if hl + payload.len() <= out.len() => {
                         out[hl..hl + payload.len()].copy_from_slice(payload);
-                        self.plain[self.np] = Desc::new(b, (hl + payload.len()) as u16);
+                        self.plain[self.np] = Desc {
+                            buf: b,
+                            off,
+                            len: (hl + payload.len()) as u16,
+                        };
                         self.np += 1;
-                        true
+                        Some(p.len)
                     }
-                    _ => false,
-                };
-                if built {
-                    c.next += 1;
-                    self.stats.payload_bytes += u64::from(p.len);
+                    _ => None,
                 }
-                built
             }
-            _ => false,
+            _ => None,
         };
-        if !ok {
-            stack.nic_mut().release(&[Desc::new(b, 0)]);
-            c.next = self.meta.packets();
+        match sent_len {
+            Some(len) => {
+                c.next += 1;
+                self.stats.payload_bytes += u64::from(len);
+                true
+            }
+            None => {
+                stack.nic_mut().release(&[Desc::new(b, 0)]);
+                c.next = self.meta.packets();
+                false
+            }
         }
-        ok
     }
 
     /// Hands the queued frames to the NIC; keeps what it refused for the
