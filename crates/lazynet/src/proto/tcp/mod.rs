@@ -34,10 +34,13 @@
 pub mod buffer;
 pub mod cc;
 pub mod conn;
+pub mod cookie;
 pub mod rtt;
+pub mod secret;
 
 pub use cc::{CongestionControl, NewReno};
 pub use conn::{
     reset_for, Config, ConnError, Connection, State, TcpCounters, TcpDrop, DEFAULT_MSS,
 };
 pub use rtt::RttEstimator;
+pub use secret::{EphemeralPorts, Secret};
