@@ -8,10 +8,11 @@
 //! mitigations, and congestion control behind [`CongestionControl`]
 //! ([`NewReno`] first).
 //!
-//! **May not touch:** clocks, randomness (the ISS comes in), I/O, the
-//! listener and its SYN queue (later), demultiplexing. Segments come in as
-//! a parsed [`crate::wire::tcp::TcpRepr`] plus payload and leave the same
-//! way; checksums are the caller's.
+//! **May not touch:** clocks, randomness (the ISS comes in), I/O,
+//! demultiplexing. The listener (SYN and accept queues, SYN cookies) is
+//! [`listen`]; the keyed hash for ISNs, ports and cookies is [`secret`].
+//! Segments come in as a parsed [`crate::wire::tcp::TcpRepr`] plus
+//! payload and leave the same way; checksums are the caller's.
 //!
 //! **Deviations from the letter of the RFCs, on purpose** (each has a test):
 //! - a zero-length non-RST segment exactly at our right window edge is
@@ -35,6 +36,7 @@ pub mod buffer;
 pub mod cc;
 pub mod conn;
 pub mod cookie;
+pub mod listen;
 pub mod rtt;
 pub mod secret;
 
@@ -42,5 +44,6 @@ pub use cc::{CongestionControl, NewReno};
 pub use conn::{
     reset_for, Config, ConnError, Connection, State, TcpCounters, TcpDrop, DEFAULT_MSS,
 };
+pub use listen::{ListenConfig, ListenCounters, ListenDrop, ListenOutput, Listener};
 pub use rtt::RttEstimator;
 pub use secret::{EphemeralPorts, Secret};
