@@ -1,0 +1,806 @@
+//! Passive open through a [`Listener`] (RFC 9293 §3.10.7.2, LISTEN): the
+//! SYN queue, the accept queue, SYN cookies (RFC 4987 §3.6), SYN-ACK
+//! retransmission, RST handling, and random segment sequences.
+
+mod tcp_util;
+use std::net::SocketAddrV4;
+
+use lazynet::proto::tcp::cookie;
+use lazynet::proto::tcp::{ListenConfig, ListenDrop, ListenOutput, Listener, Secret};
+use proptest::prelude::*;
+use tcp_util::*;
+
+const SECRET_KEY: [u8; 16] = *b"listen-test-key.";
+
+fn secret() -> Secret {
+    Secret::new(SECRET_KEY)
+}
+
+fn lcfg() -> ListenConfig {
+    ListenConfig {
+        backlog: 4,
+        syn_queue: 4,
+        syn_cookies: false,
+        synack_retries: 2,
+        reply_queue: 4,
+    }
+}
+
+fn listener(l: ListenConfig) -> Listener {
+    Listener::new(l, cfg(), LOCAL)
+}
+
+/// The n-th remote peer (port 49500 + n).
+fn peer(n: u16) -> SocketAddrV4 {
+    SocketAddrV4::new(*REMOTE.ip(), 49500 + n)
+}
+
+fn syn_from(n: u16) -> TcpRepr {
+    TcpRepr {
+        src_port: 49500 + n,
+        ..syn_in()
+    }
+}
+
+fn ack_from(n: u16, ack: SeqNumber) -> TcpRepr {
+    TcpRepr {
+        src_port: 49500 + n,
+        seq: REMOTE_SEQ + 1,
+        ack,
+        flags: ACK,
+        ..SEND_TEMPL
+    }
+}
+
+fn input(l: &mut Listener, now: u64, from: SocketAddrV4, r: TcpRepr, data: &[u8]) -> ListenOutput {
+    let r = TcpRepr {
+        payload_len: data.len(),
+        ..r
+    };
+    let o = l.handle_segment(now, from, &r, data, &secret());
+    l.check_invariants().expect("listener invariants");
+    o
+}
+
+fn drain(l: &mut Listener, now: u64) -> Vec<(SocketAddrV4, TcpRepr, Vec<u8>)> {
+    let mut v = Vec::new();
+    let mut buf = vec![0u8; 65536];
+    while let Some((to, r)) = l.poll_transmit(now, &mut buf) {
+        v.push((to, r, buf[..r.payload_len].to_vec()));
+        assert!(v.len() < 1000, "poll_transmit does not end");
+    }
+    l.check_invariants().expect("listener invariants");
+    v
+}
+
+/// The SYN-ACK the listener sends `n` (the only segment pending).
+#[track_caller]
+fn synack_to(l: &mut Listener, now: u64, n: u16) -> TcpRepr {
+    let out = drain(l, now);
+    assert_eq!(out.len(), 1, "{out:?}");
+    let (to, r, _) = out[0];
+    assert_eq!(to, peer(n));
+    assert_eq!(r.flags, SYN | ACK);
+    assert_eq!(r.ack, REMOTE_SEQ + 1);
+    r
+}
+
+/// Opens and completes the handshake for peer `n`.
+fn establish(l: &mut Listener, now: u64, n: u16) {
+    assert_eq!(
+        input(l, now, peer(n), syn_from(n), &[]),
+        ListenOutput::HalfOpen
+    );
+    let sa = synack_to(l, now, n);
+    assert_eq!(
+        input(l, now, peer(n), ack_from(n, sa.seq + 1), &[]),
+        ListenOutput::Established
+    );
+}
+
+// ---- Tests for the LISTEN state: handshake to accept ----
+
+#[test]
+fn handshake_to_accept() {
+    let mut l = listener(lcfg());
+    assert_eq!(
+        input(&mut l, 0, REMOTE, syn_in(), &[]),
+        ListenOutput::HalfOpen
+    );
+    assert_eq!(l.syn_queue_len(), 1);
+    let sa = synack_to(&mut l, 0, 0);
+    // RFC 6528: the ISS comes from the keyed hash.
+    assert_eq!(sa.seq, secret().isn(LOCAL, REMOTE, 0));
+    assert_eq!(sa.mss, Some(1000));
+    assert_eq!(l.accept().map(|_| ()), None);
+    assert_eq!(
+        input(&mut l, 5 * MS, REMOTE, ack_from(0, sa.seq + 1), &[]),
+        ListenOutput::Established
+    );
+    assert_eq!(l.syn_queue_len(), 0);
+    assert_eq!(l.accept_queue_len(), 1);
+    let (from, c) = l.accept().expect("accepted");
+    assert_eq!(from, REMOTE);
+    assert_eq!(c.state(), State::Established);
+    assert_eq!(c.snd_una(), sa.seq + 1);
+    assert_eq!(c.rcv_nxt(), REMOTE_SEQ + 1);
+    assert!(l.accept().is_none());
+    assert_eq!(l.counters().accepted, 1);
+    assert_eq!(l.counters().established, 1);
+    assert!(drain(&mut l, 5 * MS).is_empty());
+}
+
+#[test]
+fn final_ack_with_data_is_buffered_for_accept() {
+    let mut l = listener(lcfg());
+    input(&mut l, 0, REMOTE, syn_in(), &[]);
+    let sa = synack_to(&mut l, 0, 0);
+    let o = input(&mut l, 0, REMOTE, ack_from(0, sa.seq + 1), b"hello");
+    assert_eq!(o, ListenOutput::Established);
+    // Data after ESTABLISHED but before accept goes to the queued connection.
+    let more = TcpRepr {
+        seq: REMOTE_SEQ + 6,
+        ..ack_from(0, sa.seq + 1)
+    };
+    assert_eq!(
+        input(&mut l, 0, REMOTE, more, b" you"),
+        ListenOutput::Delivered
+    );
+    let (_, mut c) = l.accept().unwrap();
+    let mut buf = [0u8; 32];
+    let n = c.recv(&mut buf);
+    assert_eq!(&buf[..n], b"hello you");
+}
+
+#[test]
+fn several_peers_accepted_in_order() {
+    let mut l = listener(lcfg());
+    for n in 0..3 {
+        input(&mut l, 0, peer(n), syn_from(n), &[]);
+    }
+    let out = drain(&mut l, 0);
+    assert_eq!(out.len(), 3);
+    // Distinct 4-tuples get unrelated ISSs.
+    assert_ne!(out[0].1.seq, out[1].1.seq);
+    for n in [2u16, 0, 1] {
+        let sa = out.iter().find(|o| o.0 == peer(n)).unwrap().1;
+        assert_eq!(
+            input(&mut l, 0, peer(n), ack_from(n, sa.seq + 1), &[]),
+            ListenOutput::Established
+        );
+    }
+    let order: Vec<_> = std::iter::from_fn(|| l.accept().map(|(r, _)| r)).collect();
+    assert_eq!(order, vec![peer(2), peer(0), peer(1)]);
+}
+
+// ---- Accept queue (backlog) full ----
+
+#[test]
+fn backlog_full_drops_syn_and_holds_final_ack() {
+    let mut l = listener(ListenConfig {
+        backlog: 1,
+        ..lcfg()
+    });
+    input(&mut l, 0, peer(0), syn_from(0), &[]);
+    input(&mut l, 0, peer(1), syn_from(1), &[]);
+    let out = drain(&mut l, 0);
+    let iss = |n| out.iter().find(|o| o.0 == peer(n)).unwrap().1.seq;
+    assert_eq!(
+        input(&mut l, 0, peer(0), ack_from(0, iss(0) + 1), &[]),
+        ListenOutput::Established
+    );
+    assert!(l.accept_queue_full());
+    // Linux semantics: the final ACK is dropped, the entry stays half-open.
+    assert_eq!(
+        input(&mut l, 0, peer(1), ack_from(1, iss(1) + 1), &[]),
+        ListenOutput::Dropped(ListenDrop::AcceptQueueFull)
+    );
+    assert_eq!(l.syn_queue_len(), 1);
+    // New SYNs are dropped while the accept queue is full.
+    assert_eq!(
+        input(&mut l, 0, peer(2), syn_from(2), &[]),
+        ListenOutput::Dropped(ListenDrop::AcceptQueueFull)
+    );
+    assert_eq!(l.counters().drop_count(ListenDrop::AcceptQueueFull), 2);
+    // Room again: the peer's next ACK completes the handshake.
+    assert!(l.accept().is_some());
+    assert!(!l.accept_queue_full());
+    assert_eq!(
+        input(&mut l, MS, peer(1), ack_from(1, iss(1) + 1), &[]),
+        ListenOutput::Established
+    );
+    assert_eq!(l.accept().unwrap().0, peer(1));
+}
+
+#[test]
+fn backlog_full_half_open_keeps_retransmitting_synack() {
+    let mut l = listener(ListenConfig {
+        backlog: 1,
+        ..lcfg()
+    });
+    input(&mut l, 0, peer(1), syn_from(1), &[]);
+    let sa = synack_to(&mut l, 0, 1);
+    establish(&mut l, 0, 0);
+    assert_eq!(
+        input(&mut l, 0, peer(1), ack_from(1, sa.seq + 1), &[]),
+        ListenOutput::Dropped(ListenDrop::AcceptQueueFull)
+    );
+    assert!(l.poll_timeout().is_some());
+    // RTO (initial 1 s) later the SYN-ACK goes again.
+    l.handle_timeout(SEC + MS);
+    let out = drain(&mut l, SEC + MS);
+    let again: Vec<_> = out.iter().filter(|o| o.1.flags == SYN | ACK).collect();
+    assert_eq!(again.len(), 1, "{out:?}");
+    assert_eq!(again[0].0, peer(1));
+    assert_eq!(again[0].1.seq, sa.seq);
+    assert_eq!(l.syn_queue_len(), 1);
+}
+
+// ---- SYN queue full ----
+
+#[test]
+fn syn_queue_full_without_cookies_drops() {
+    let mut l = listener(ListenConfig {
+        syn_queue: 2,
+        ..lcfg()
+    });
+    input(&mut l, 0, peer(0), syn_from(0), &[]);
+    input(&mut l, 0, peer(1), syn_from(1), &[]);
+    assert_eq!(
+        input(&mut l, 0, peer(2), syn_from(2), &[]),
+        ListenOutput::Dropped(ListenDrop::SynQueueFull)
+    );
+    assert_eq!(l.syn_queue_len(), 2);
+    assert_eq!(l.counters().drop_count(ListenDrop::SynQueueFull), 1);
+    assert_eq!(drain(&mut l, 0).len(), 2);
+}
+
+fn cookie_listener() -> Listener {
+    listener(ListenConfig {
+        syn_queue: 1,
+        syn_cookies: true,
+        ..lcfg()
+    })
+}
+
+#[test]
+fn syn_queue_full_with_cookies_sends_stateless_synack() {
+    let mut l = cookie_listener();
+    input(&mut l, 0, peer(0), syn_from(0), &[]);
+    drain(&mut l, 0);
+    let syn = TcpRepr {
+        mss: Some(1460),
+        window_scale: Some(7),
+        sack_permitted: true,
+        timestamps: Some(Timestamps { tsval: 1, tsecr: 0 }),
+        ..syn_from(1)
+    };
+    assert_eq!(
+        input(&mut l, 0, peer(1), syn, &[]),
+        ListenOutput::CookieSent
+    );
+    assert_eq!(l.syn_queue_len(), 1);
+    let out = drain(&mut l, 0);
+    assert_eq!(out.len(), 1);
+    let (to, sa, _) = out[0];
+    assert_eq!(to, peer(1));
+    // Only MSS: no window scale, SACK-permitted or timestamps.
+    assert_eq!(
+        sa,
+        TcpRepr {
+            src_port: 80,
+            dst_port: 49501,
+            seq: sa.seq,
+            ack: REMOTE_SEQ + 1,
+            flags: SYN | ACK,
+            window: 4096,
+            mss: Some(1000),
+            ..TcpRepr::EMPTY
+        }
+    );
+    assert_eq!(
+        cookie::validate(&secret(), LOCAL, peer(1), sa.seq + 1, REMOTE_SEQ + 1, 0),
+        Some(1460)
+    );
+    // The final ACK creates the connection directly in the accept queue.
+    assert_eq!(
+        input(&mut l, 10 * MS, peer(1), ack_from(1, sa.seq + 1), b"GET"),
+        ListenOutput::Established
+    );
+    assert_eq!(l.syn_queue_len(), 1);
+    let (from, mut c) = l.accept().unwrap();
+    assert_eq!(from, peer(1));
+    assert_eq!(c.state(), State::Established);
+    assert_eq!(c.eff_mss(), 1000);
+    assert!(!c.timestamps_enabled() && !c.sack_enabled());
+    assert_eq!(c.send_wscale(), 0);
+    let mut buf = [0u8; 8];
+    assert_eq!(c.recv(&mut buf), 3);
+    assert_eq!(l.counters().cookies_sent, 1);
+    assert_eq!(l.counters().cookies_accepted, 1);
+}
+
+#[test]
+fn cookie_mss_rounds_down_to_table() {
+    let mut l = cookie_listener();
+    input(&mut l, 0, peer(0), syn_from(0), &[]);
+    drain(&mut l, 0);
+    input(
+        &mut l,
+        0,
+        peer(1),
+        TcpRepr {
+            mss: Some(600),
+            ..syn_from(1)
+        },
+        &[],
+    );
+    let sa = drain(&mut l, 0)[0].1;
+    input(&mut l, 0, peer(1), ack_from(1, sa.seq + 1), &[]);
+    assert_eq!(l.accept().unwrap().1.eff_mss(), 536);
+}
+
+#[test]
+fn forged_cookie_ack_gets_rst() {
+    let mut l = cookie_listener();
+    let bad = ack_from(3, SeqNumber(0xdead_beef));
+    assert_eq!(input(&mut l, 0, peer(3), bad, &[]), ListenOutput::Reset);
+    let out = drain(&mut l, 0);
+    assert_eq!(
+        out[0].1,
+        TcpRepr {
+            src_port: 80,
+            dst_port: 49503,
+            seq: SeqNumber(0xdead_beef),
+            flags: RST,
+            ..TcpRepr::EMPTY
+        }
+    );
+    assert_eq!(l.accept_queue_len(), 0);
+    assert_eq!(l.counters().drop_count(ListenDrop::BadCookie), 1);
+}
+
+#[test]
+fn expired_cookie_refused() {
+    let mut l = cookie_listener();
+    input(&mut l, 0, peer(0), syn_from(0), &[]);
+    drain(&mut l, 0);
+    input(&mut l, 0, peer(1), syn_from(1), &[]);
+    let sa = drain(&mut l, 0)[0].1;
+    let late = 2 * cookie::PERIOD_NS;
+    // Keep the half-open entry from timing out to keep the queue full is not
+    // needed: an ACK without an entry is checked as a cookie either way.
+    assert_eq!(
+        input(&mut l, late, peer(1), ack_from(1, sa.seq + 1), &[]),
+        ListenOutput::Reset
+    );
+    assert_eq!(l.accept_queue_len(), 0);
+}
+
+#[test]
+fn cookie_ack_from_other_tuple_refused() {
+    let mut l = cookie_listener();
+    input(&mut l, 0, peer(0), syn_from(0), &[]);
+    drain(&mut l, 0);
+    input(&mut l, 0, peer(1), syn_from(1), &[]);
+    let sa = drain(&mut l, 0)[0].1;
+    assert_eq!(
+        input(&mut l, 0, peer(2), ack_from(2, sa.seq + 1), &[]),
+        ListenOutput::Reset
+    );
+}
+
+#[test]
+fn cookie_ack_dropped_when_backlog_full() {
+    let mut l = listener(ListenConfig {
+        syn_queue: 1,
+        backlog: 1,
+        syn_cookies: true,
+        ..lcfg()
+    });
+    input(&mut l, 0, peer(0), syn_from(0), &[]);
+    drain(&mut l, 0);
+    input(&mut l, 0, peer(1), syn_from(1), &[]);
+    let sa = drain(&mut l, 0)[0].1;
+    establish_other(&mut l);
+    assert!(l.accept_queue_full());
+    assert_eq!(
+        input(&mut l, 0, peer(1), ack_from(1, sa.seq + 1), &[]),
+        ListenOutput::Dropped(ListenDrop::AcceptQueueFull)
+    );
+}
+
+/// Completes peer 0's pending half-open entry (its SYN-ACK already drained).
+fn establish_other(l: &mut Listener) {
+    let iss = secret().isn(LOCAL, peer(0), 0);
+    assert_eq!(
+        input(l, 0, peer(0), ack_from(0, iss + 1), &[]),
+        ListenOutput::Established
+    );
+}
+
+#[test]
+fn cookie_connection_exchanges_data_with_client() {
+    let mut l = cookie_listener();
+    // Fill the SYN queue so the client gets a cookie.
+    input(&mut l, 0, peer(9), syn_from(9), &[]);
+    drain(&mut l, 0);
+    let mut cli_cfg = cfg();
+    cli_cfg.window_scale = true;
+    cli_cfg.timestamps = true;
+    cli_cfg.sack = true;
+    let mut cli = Connection::connect(cli_cfg, REMOTE, LOCAL, SeqNumber(77), 0);
+    let mut buf = vec![0u8; 65536];
+    let mut now = 0;
+    let mut srv: Option<Connection> = None;
+    let mut got_srv = Vec::new();
+    let mut got_cli = Vec::new();
+    let mut sent = false;
+    for _ in 0..200 {
+        now += MS;
+        // Client -> listener or accepted server connection.
+        while let Some(r) = cli.poll_transmit(now, &mut buf) {
+            let d = buf[..r.payload_len].to_vec();
+            match srv.as_mut() {
+                Some(s) => {
+                    let _ = s.handle_segment(now, &r, &d);
+                }
+                None => {
+                    input(&mut l, now, REMOTE, r, &d);
+                }
+            }
+        }
+        if srv.is_none() {
+            if let Some((from, c)) = l.accept() {
+                assert_eq!(from, REMOTE);
+                srv = Some(c);
+            }
+        }
+        // Listener / server -> client.
+        for (to, r, d) in drain(&mut l, now) {
+            if to == REMOTE {
+                let _ = cli.handle_segment(now, &r, &d);
+            }
+        }
+        if let Some(s) = srv.as_mut() {
+            while let Some(r) = s.poll_transmit(now, &mut buf) {
+                let d = buf[..r.payload_len].to_vec();
+                let _ = cli.handle_segment(now, &r, &d);
+            }
+            if !sent {
+                assert_eq!(s.send(b"from server"), 11);
+                assert_eq!(cli.send(b"from client"), 11);
+                sent = true;
+            }
+            let mut b = [0u8; 64];
+            let n = s.recv(&mut b);
+            got_srv.extend_from_slice(&b[..n]);
+        }
+        let mut b = [0u8; 64];
+        let n = cli.recv(&mut b);
+        got_cli.extend_from_slice(&b[..n]);
+        if got_srv.len() == 11 && got_cli.len() == 11 {
+            break;
+        }
+    }
+    assert_eq!(l.counters().cookies_accepted, 1);
+    assert_eq!(cli.state(), State::Established);
+    assert!(!cli.timestamps_enabled(), "options other than MSS are lost");
+    assert_eq!(got_srv, b"from client");
+    assert_eq!(got_cli, b"from server");
+}
+
+// ---- SYN-ACK retransmission (RFC 6298 backoff) and give-up ----
+
+#[test]
+fn synack_retransmitted_then_given_up() {
+    let mut l = listener(lcfg()); // synack_retries: 2
+    input(&mut l, 0, REMOTE, syn_in(), &[]);
+    let first = synack_to(&mut l, 0, 0);
+    let mut times = Vec::new();
+    let mut last = 0;
+    while let Some(t) = l.poll_timeout() {
+        assert!(t > last, "timer must advance");
+        last = t;
+        l.handle_timeout(t);
+        for (_, r, _) in drain(&mut l, t) {
+            assert_eq!(r.flags, SYN | ACK);
+            assert_eq!(r.seq, first.seq);
+            times.push(t);
+        }
+        assert!(times.len() < 20);
+    }
+    assert_eq!(times.len(), 2, "{times:?}");
+    // Exponential backoff.
+    assert!(times[1] - times[0] > times[0]);
+    assert_eq!(l.syn_queue_len(), 0);
+    assert_eq!(l.counters().synack_timeouts, 1);
+    // A late ACK now gets a RST (no entry, no cookies).
+    assert_eq!(
+        input(&mut l, last, REMOTE, ack_from(0, first.seq + 1), &[]),
+        ListenOutput::Reset
+    );
+}
+
+// ---- RST and duplicate SYN on a half-open entry ----
+
+#[test]
+fn rst_removes_half_open() {
+    let mut l = listener(lcfg());
+    input(&mut l, 0, REMOTE, syn_in(), &[]);
+    drain(&mut l, 0);
+    let rst = TcpRepr {
+        seq: REMOTE_SEQ + 1,
+        flags: RST,
+        ..SEND_TEMPL
+    };
+    assert_eq!(input(&mut l, 0, REMOTE, rst, &[]), ListenOutput::Removed);
+    assert_eq!(l.syn_queue_len(), 0);
+    assert!(drain(&mut l, 0).is_empty());
+    assert_eq!(l.poll_timeout(), None);
+}
+
+#[test]
+fn inexact_rst_on_half_open_challenged() {
+    let mut l = listener(lcfg());
+    input(&mut l, 0, REMOTE, syn_in(), &[]);
+    drain(&mut l, 0);
+    let rst = TcpRepr {
+        seq: REMOTE_SEQ + 100,
+        flags: RST,
+        ..SEND_TEMPL
+    };
+    assert_eq!(
+        input(&mut l, 0, REMOTE, rst, &[]),
+        ListenOutput::Dropped(ListenDrop::ConnDropped)
+    );
+    assert_eq!(l.syn_queue_len(), 1);
+    let out = drain(&mut l, 0);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].1.flags, ACK, "RFC 5961 §3.2 challenge ACK");
+}
+
+#[test]
+fn duplicate_syn_resends_synack() {
+    let mut l = listener(lcfg()); // synack_retries: 2
+    input(&mut l, 0, REMOTE, syn_in(), &[]);
+    let sa = synack_to(&mut l, 0, 0);
+    for _ in 0..2 {
+        assert_eq!(
+            input(&mut l, MS, REMOTE, syn_in(), &[]),
+            ListenOutput::SynAckResent
+        );
+        assert_eq!(synack_to(&mut l, MS, 0).seq, sa.seq);
+        assert_eq!(l.syn_queue_len(), 1);
+    }
+    assert_eq!(
+        input(&mut l, MS, REMOTE, syn_in(), &[]),
+        ListenOutput::Dropped(ListenDrop::DupSynLimit)
+    );
+    assert!(drain(&mut l, MS).is_empty());
+    // The handshake still completes.
+    assert_eq!(
+        input(&mut l, MS, REMOTE, ack_from(0, sa.seq + 1), &[]),
+        ListenOutput::Established
+    );
+}
+
+#[test]
+fn syn_with_new_isn_on_half_open_challenged() {
+    let mut l = listener(lcfg());
+    input(&mut l, 0, REMOTE, syn_in(), &[]);
+    drain(&mut l, 0);
+    let syn = TcpRepr {
+        seq: REMOTE_SEQ + 5,
+        ..syn_in()
+    };
+    assert_eq!(
+        input(&mut l, 0, REMOTE, syn, &[]),
+        ListenOutput::Dropped(ListenDrop::ConnDropped)
+    );
+    assert_eq!(l.syn_queue_len(), 1);
+}
+
+#[test]
+fn rst_before_accept_removes_queued_connection() {
+    let mut l = listener(lcfg());
+    input(&mut l, 0, REMOTE, syn_in(), &[]);
+    let sa = synack_to(&mut l, 0, 0);
+    input(&mut l, 0, REMOTE, ack_from(0, sa.seq + 1), &[]);
+    let rst = TcpRepr {
+        seq: REMOTE_SEQ + 1,
+        flags: RST,
+        ..SEND_TEMPL
+    };
+    assert_eq!(input(&mut l, 0, REMOTE, rst, &[]), ListenOutput::Removed);
+    assert!(l.accept().is_none());
+}
+
+// ---- Segments without an entry (RFC 9293 §3.10.7.2) ----
+
+#[test]
+fn no_entry_segments() {
+    let mut l = listener(lcfg());
+    let rst = TcpRepr {
+        flags: RST,
+        ..SEND_TEMPL
+    };
+    assert_eq!(
+        input(&mut l, 0, REMOTE, rst, &[]),
+        ListenOutput::Dropped(ListenDrop::RstNoEntry)
+    );
+    let fin = TcpRepr {
+        flags: FIN,
+        ..SEND_TEMPL
+    };
+    assert_eq!(
+        input(&mut l, 0, REMOTE, fin, &[]),
+        ListenOutput::Dropped(ListenDrop::NoSynNoAck)
+    );
+    assert_eq!(
+        input(
+            &mut l,
+            0,
+            REMOTE,
+            TcpRepr {
+                flags: SYN | FIN,
+                ..syn_in()
+            },
+            &[]
+        ),
+        ListenOutput::Dropped(ListenDrop::BadSyn)
+    );
+    assert_eq!(
+        input(
+            &mut l,
+            0,
+            REMOTE,
+            TcpRepr {
+                dst_port: 81,
+                ..syn_in()
+            },
+            &[]
+        ),
+        ListenOutput::Dropped(ListenDrop::WrongPort)
+    );
+    let bad_len = TcpRepr {
+        payload_len: 3,
+        ..syn_in()
+    };
+    assert_eq!(
+        l.handle_segment(0, REMOTE, &bad_len, &[], &secret()),
+        ListenOutput::Dropped(ListenDrop::BadLength)
+    );
+    assert!(drain(&mut l, 0).is_empty());
+    // SYN-ACK to a listener: <SEQ=SEG.ACK><CTL=RST>.
+    let synack = TcpRepr {
+        seq: REMOTE_SEQ,
+        ack: SeqNumber(1234),
+        flags: SYN | ACK,
+        ..SEND_TEMPL
+    };
+    assert_eq!(input(&mut l, 0, REMOTE, synack, &[]), ListenOutput::Reset);
+    let out = drain(&mut l, 0);
+    assert_eq!(out[0].1.seq, SeqNumber(1234));
+    assert_eq!(out[0].1.flags, RST);
+    assert_eq!(l.syn_queue_len(), 0);
+}
+
+#[test]
+fn reply_queue_bounded() {
+    let mut l = listener(ListenConfig {
+        reply_queue: 2,
+        ..lcfg()
+    });
+    for n in 0..5 {
+        input(&mut l, 0, peer(n), ack_from(n, SeqNumber(5)), &[]);
+    }
+    assert_eq!(drain(&mut l, 0).len(), 2);
+    assert_eq!(l.counters().drop_count(ListenDrop::ReplyQueueFull), 3);
+}
+
+#[test]
+fn zero_capacities_clamped() {
+    let l = listener(ListenConfig {
+        backlog: 0,
+        syn_queue: 0,
+        reply_queue: 0,
+        ..lcfg()
+    });
+    assert_eq!(l.config().backlog, 1);
+    assert_eq!(l.config().syn_queue, 1);
+    assert!(!l.accept_queue_full());
+}
+
+// ---- Random segment sequences ----
+
+#[derive(Debug, Clone)]
+enum Op {
+    Syn(u16, u32),
+    AckSynAck(u16, u32),
+    Seg(u16, u8, u32, u32, u8),
+    Time(u64),
+    Poll,
+    Accept,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (0u16..6, 0u32..3).prop_map(|(n, s)| Op::Syn(n, s)),
+        (0u16..6, 0u32..3).prop_map(|(n, d)| Op::AckSynAck(n, d)),
+        (0u16..6, any::<u8>(), any::<u32>(), any::<u32>(), 0u8..8)
+            .prop_map(|(n, f, s, a, l)| Op::Seg(n, f, s, a, l)),
+        (0u64..5_000).prop_map(|ms| Op::Time(ms * MS)),
+        Just(Op::Poll),
+        Just(Op::Accept),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+    #[test]
+    fn random_segments_never_panic(
+        ops in prop::collection::vec(op(), 1..80),
+        cookies in any::<bool>(),
+        backlog in 1usize..4,
+        syn_queue in 1usize..4,
+    ) {
+        let mut l = listener(ListenConfig {
+            backlog,
+            syn_queue,
+            syn_cookies: cookies,
+            synack_retries: 2,
+            reply_queue: 3,
+        });
+        let mut now = 0u64;
+        let mut last_synack = [SeqNumber(0); 6];
+        let data = [7u8; 8];
+        for op in ops {
+            match op {
+                Op::Syn(n, s) => {
+                    let r = TcpRepr { seq: REMOTE_SEQ + s, ..syn_from(n) };
+                    input(&mut l, now, peer(n), r, &[]);
+                }
+                Op::AckSynAck(n, d) => {
+                    let r = ack_from(n, last_synack[usize::from(n)] + 1);
+                    let len = d as usize;
+                    input(&mut l, now, peer(n), r, &data[..len]);
+                }
+                Op::Seg(n, f, s, a, len) => {
+                    let r = TcpRepr {
+                        src_port: 49500 + n,
+                        seq: REMOTE_SEQ + (s % 64),
+                        ack: if a % 2 == 0 { last_synack[usize::from(n)] + (a % 8) } else { SeqNumber(a) },
+                        flags: TcpFlags(f),
+                        window: 1000,
+                        ..SEND_TEMPL
+                    };
+                    input(&mut l, now, peer(n), r, &data[..usize::from(len)]);
+                }
+                Op::Time(dt) => {
+                    now += dt;
+                    l.handle_timeout(now);
+                    l.check_invariants().unwrap();
+                }
+                Op::Poll => {
+                    for (to, r, _) in drain(&mut l, now) {
+                        if r.flags.contains(SYN) {
+                            let n = to.port() - 49500;
+                            last_synack[usize::from(n)] = r.seq;
+                        }
+                    }
+                }
+                Op::Accept => {
+                    if let Some((_, c)) = l.accept() {
+                        c.check_invariants().unwrap();
+                    }
+                }
+            }
+            prop_assert!(l.syn_queue_len() <= syn_queue);
+            prop_assert!(l.accept_queue_len() <= backlog);
+            if let Some(t) = l.poll_timeout() {
+                prop_assert!(t >= now.saturating_sub(10 * SEC));
+            }
+        }
+    }
+}
