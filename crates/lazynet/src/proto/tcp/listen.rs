@@ -359,7 +359,8 @@ impl Listener {
                 self.counters.resets_sent += 1;
                 ListenOutput::Reset
             }
-            _ => ListenOutput::Dropped(ListenDrop::BadCookie),
+            Some(_) => ListenOutput::Dropped(ListenDrop::ReplyQueueFull),
+            None => ListenOutput::Dropped(ListenDrop::BadCookie),
         }
     }
 
@@ -445,7 +446,9 @@ impl Listener {
             return self.discard(ListenDrop::BadSyn);
         };
         // The SYN-ACK went out statelessly: let the connection emit (and
-        // discard) its own copy so that SND.NXT = ISS + 1.
+        // discard) its own copy so that SND.NXT = ISS + 1. (Its RTT timer
+        // starts now, so the first RTT sample is ~0 and the RTO starts at
+        // `rto_min`; later samples correct it.)
         let _ = conn.poll_transmit(now, &mut []);
         if conn.handle_segment(now, seg, payload).is_err() || conn.state() == State::SynReceived {
             // Cannot happen for a valid cookie; counted, nothing kept.
