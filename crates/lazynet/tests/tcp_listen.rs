@@ -804,3 +804,169 @@ proptest! {
         }
     }
 }
+
+// ---- ISS, options, timers of several entries ----
+
+#[test]
+fn iss_advances_with_time_for_same_tuple() {
+    let mut l = listener(lcfg());
+    input(&mut l, 0, REMOTE, syn_in(), &[]);
+    let a = synack_to(&mut l, 0, 0).seq;
+    let rst = TcpRepr {
+        seq: REMOTE_SEQ + 1,
+        flags: RST,
+        ..SEND_TEMPL
+    };
+    input(&mut l, 0, REMOTE, rst, &[]);
+    input(&mut l, SEC, REMOTE, syn_in(), &[]);
+    let b = synack_to(&mut l, SEC, 0).seq;
+    // RFC 6528: M ticks every 4 µs.
+    assert_eq!(b, a + 250_000);
+}
+
+#[test]
+fn options_negotiated_on_normal_path() {
+    let mut l = Listener::new(lcfg(), Config::default(), LOCAL);
+    let syn = TcpRepr {
+        mss: Some(1460),
+        window_scale: Some(2),
+        sack_permitted: true,
+        timestamps: Some(Timestamps {
+            tsval: 100,
+            tsecr: 0,
+        }),
+        ..syn_in()
+    };
+    input(&mut l, 0, REMOTE, syn, &[]);
+    let sa = synack_to(&mut l, 0, 0);
+    assert!(sa.window_scale.is_some());
+    assert!(sa.sack_permitted);
+    let ts = sa.timestamps.expect("timestamps echoed");
+    assert_eq!(ts.tsecr, 100);
+    let ack = TcpRepr {
+        timestamps: Some(Timestamps {
+            tsval: 101,
+            tsecr: ts.tsval,
+        }),
+        ..ack_from(0, sa.seq + 1)
+    };
+    assert_eq!(
+        input(&mut l, MS, REMOTE, ack, &[]),
+        ListenOutput::Established
+    );
+    let (_, c) = l.accept().unwrap();
+    assert!(c.timestamps_enabled() && c.sack_enabled());
+    assert_eq!(c.send_wscale(), 2);
+}
+
+#[test]
+fn idle_listener_has_no_timer() {
+    let mut l = listener(lcfg());
+    assert_eq!(l.poll_timeout(), None);
+    l.handle_timeout(100 * SEC);
+    assert!(drain(&mut l, 100 * SEC).is_empty());
+}
+
+#[test]
+fn entries_time_out_independently() {
+    let mut l = listener(lcfg()); // synack_retries: 2, RTO 1 s then 2 s, 4 s
+    input(&mut l, 0, peer(0), syn_from(0), &[]);
+    let mut now = 0;
+    while now < 8 * SEC {
+        if now == 2 * SEC {
+            input(&mut l, now, peer(1), syn_from(1), &[]);
+        }
+        l.handle_timeout(now);
+        drain(&mut l, now);
+        now += 100 * MS;
+    }
+    // Peer 0 (SYN at 0) gave up at 7 s; peer 1 (SYN at 2 s) lives until 9 s.
+    assert_eq!(l.syn_queue_len(), 1);
+    assert_eq!(l.counters().synack_timeouts, 1);
+    let iss1 = secret().isn(LOCAL, peer(1), 2 * SEC);
+    assert_eq!(
+        input(&mut l, now, peer(1), ack_from(1, iss1 + 1), &[]),
+        ListenOutput::Established
+    );
+}
+
+#[test]
+fn syn_queue_slot_reused_after_timeout() {
+    let mut l = listener(ListenConfig {
+        syn_queue: 1,
+        ..lcfg()
+    });
+    input(&mut l, 0, peer(0), syn_from(0), &[]);
+    assert_eq!(
+        input(&mut l, 0, peer(1), syn_from(1), &[]),
+        ListenOutput::Dropped(ListenDrop::SynQueueFull)
+    );
+    drain(&mut l, 0);
+    let mut now = 0;
+    while let Some(t) = l.poll_timeout() {
+        now = t;
+        l.handle_timeout(t);
+        drain(&mut l, t);
+    }
+    assert_eq!(
+        input(&mut l, now, peer(1), syn_from(1), &[]),
+        ListenOutput::HalfOpen
+    );
+}
+
+// ---- SYN-RECEIVED: unusual final segments ----
+
+#[test]
+fn bad_final_ack_gets_rst_entry_stays() {
+    let mut l = listener(lcfg());
+    input(&mut l, 0, REMOTE, syn_in(), &[]);
+    let sa = synack_to(&mut l, 0, 0);
+    // RFC 9293 §3.10.7.4 SYN-RECEIVED: an unacceptable ACK gets
+    // <SEQ=SEG.ACK><CTL=RST>; the entry stays.
+    assert_eq!(
+        input(&mut l, 0, REMOTE, ack_from(0, sa.seq + 100), &[]),
+        ListenOutput::Dropped(ListenDrop::ConnDropped)
+    );
+    let out = drain(&mut l, 0);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].1.flags, RST);
+    assert_eq!(out[0].1.seq, sa.seq + 100);
+    assert_eq!(l.syn_queue_len(), 1);
+    assert_eq!(
+        input(&mut l, 0, REMOTE, ack_from(0, sa.seq + 1), &[]),
+        ListenOutput::Established
+    );
+}
+
+#[test]
+fn final_ack_with_fin_queues_close_wait() {
+    let mut l = listener(lcfg());
+    input(&mut l, 0, REMOTE, syn_in(), &[]);
+    let sa = synack_to(&mut l, 0, 0);
+    let ackfin = TcpRepr {
+        flags: ACK | FIN,
+        ..ack_from(0, sa.seq + 1)
+    };
+    assert_eq!(
+        input(&mut l, 0, REMOTE, ackfin, &[]),
+        ListenOutput::Established
+    );
+    let (_, c) = l.accept().unwrap();
+    assert_eq!(c.state(), State::CloseWait);
+}
+
+#[test]
+fn final_ack_without_ack_bit_dropped() {
+    let mut l = listener(lcfg());
+    input(&mut l, 0, REMOTE, syn_in(), &[]);
+    drain(&mut l, 0);
+    let noack = TcpRepr {
+        seq: REMOTE_SEQ + 1,
+        ..SEND_TEMPL
+    };
+    assert_eq!(
+        input(&mut l, 0, REMOTE, noack, b"x"),
+        ListenOutput::Dropped(ListenDrop::ConnDropped)
+    );
+    assert_eq!(l.syn_queue_len(), 1);
+}
