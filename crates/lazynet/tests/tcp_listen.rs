@@ -983,3 +983,41 @@ fn final_ack_without_ack_bit_dropped() {
     );
     assert_eq!(l.syn_queue_len(), 1);
 }
+
+#[test]
+fn syn_for_queued_connection_is_challenged() {
+    let mut l = listener(lcfg());
+    establish(&mut l, 0, 0);
+    assert_eq!(
+        input(&mut l, MS, peer(0), syn_from(0), &[]),
+        ListenOutput::Dropped(ListenDrop::ConnDropped)
+    );
+    let out = drain(&mut l, MS);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].1.flags, ACK, "RFC 5961 §4.2 challenge ACK");
+    assert_eq!(l.accept_queue_len(), 1);
+    assert_eq!(l.syn_queue_len(), 0);
+}
+
+#[test]
+fn drop_reasons_are_distinct_and_counted() {
+    let all = [
+        ListenDrop::BadLength,
+        ListenDrop::WrongPort,
+        ListenDrop::SynQueueFull,
+        ListenDrop::AcceptQueueFull,
+        ListenDrop::ReplyQueueFull,
+        ListenDrop::BadSyn,
+        ListenDrop::BadCookie,
+        ListenDrop::RstNoEntry,
+        ListenDrop::NoSynNoAck,
+        ListenDrop::ConnDropped,
+        ListenDrop::DupSynLimit,
+    ];
+    assert_eq!(all.len(), ListenDrop::COUNT);
+    for (i, d) in all.iter().enumerate() {
+        assert_eq!(*d as usize, i);
+        assert!(all[..i].iter().all(|o| o.as_str() != d.as_str()));
+    }
+    assert!(std::mem::size_of::<ListenOutput>() <= 2);
+}
