@@ -620,15 +620,7 @@ fn streams_per_core(
     }
     s.release(&mut stack);
     stop.store(true, Ordering::Relaxed);
-    let bs = sink.join();
-    if std::env::var_os("LAZYNET_DEBUG").is_some() {
-        eprintln!(
-            "n={n} {:?}\nA {:?}\nB {:?}",
-            s.stats(),
-            stack.nic().stats(),
-            bs.ok()
-        );
-    }
+    let _ = sink.join();
     // The whole sending process's CPU for this run, per stream and second.
     Ok((
         s.stats().packets,

@@ -39,7 +39,6 @@ pub struct ChannelId(pub u32);
 pub const CONTROL: ChannelId = ChannelId(0);
 /// IPv4 fragments.
 pub const FRAGMENT: ChannelId = ChannelId(1);
-const FIRST_SOCKET: u32 = 2;
 
 /// Why the classifier dropped a frame. Small and `Copy`: no allocation on a
 /// drop path.
@@ -207,23 +206,6 @@ impl Channel {
         let cap = self.slots.len();
         (0..self.len as usize).map(move |i| self.slots[(self.head as usize + i) % cap])
     }
-
-    /// Puts a frame back at the head (the receiver looked at it and could not
-    /// consume it yet). Never drops: the slot it came from is free.
-    pub fn unpop(&mut self, d: Desc) -> bool {
-        let cap = self.slots.len() as u32;
-        if self.len == cap {
-            return false;
-        }
-        self.head = if self.head == 0 {
-            cap - 1
-        } else {
-            self.head - 1
-        };
-        self.slots[self.head as usize] = d;
-        self.len += 1;
-        true
-    }
 }
 
 /// Errors of the control-path (bind/unbind) operations.
@@ -324,7 +306,7 @@ impl Classifier {
     /// [`MAX_ADDRS`] are in use already.
     pub fn add_addr(&mut self, addr: Ipv4Addr) -> bool {
         let a = u32::from(addr);
-        if self.addrs[..self.naddrs].contains(&a) {
+        if self.local(a) {
             return true;
         }
         if self.naddrs == MAX_ADDRS {
@@ -335,10 +317,19 @@ impl Classifier {
         true
     }
 
-    /// True if `addr` is one of ours.
-    #[inline]
-    pub fn is_local(&self, addr: Ipv4Addr) -> bool {
-        self.addrs[..self.naddrs].contains(&u32::from(addr))
+    /// True if `a` is one of our addresses.
+    #[inline(always)]
+    fn local(&self, a: u32) -> bool {
+        self.addrs[..self.naddrs].contains(&a)
+    }
+
+    /// The channel bound to UDP (`a`, `port`), else to (any, `port`).
+    #[inline(always)]
+    fn udp_channel(&self, a: u32, port: u16) -> Option<ChannelId> {
+        self.udp
+            .get(&key(a, port))
+            .or_else(|| self.udp.get(&key(0, port)))
+            .map(|&c| ChannelId(c))
     }
 
     /// Counters.
@@ -442,9 +433,7 @@ impl Classifier {
             0x0806 => {
                 // Ethernet/IPv4 ARP: target protocol address at 24..28 of the ARP body.
                 return match be32(f, ETH_LEN + 24) {
-                    Some(tpa) if self.addrs[..self.naddrs].contains(&tpa) => {
-                        Verdict::Channel(CONTROL)
-                    }
+                    Some(tpa) if self.local(tpa) => Verdict::Channel(CONTROL),
                     Some(_) => Verdict::Drop(ArpNotForUs),
                     None => Verdict::Drop(Truncated),
                 };
@@ -479,12 +468,8 @@ impl Classifier {
                 }) else {
                     return Verdict::Drop(Truncated);
                 };
-                if let Some(&c) = self
-                    .udp
-                    .get(&key(daddr, dport))
-                    .or_else(|| self.udp.get(&key(0, dport)))
-                {
-                    return Verdict::Channel(ChannelId(c));
+                if let Some(c) = self.udp_channel(daddr, dport) {
+                    return Verdict::Channel(c);
                 }
                 if bcast {
                     Verdict::Drop(BroadcastNoSocket)
@@ -543,16 +528,7 @@ impl Classifier {
     /// Looks up the channel of UDP (`addr`, `port`), for datagrams the stack
     /// reassembled.
     pub fn lookup_udp(&self, addr: Ipv4Addr, port: u16) -> Option<ChannelId> {
-        let a = u32::from(addr);
-        self.udp
-            .get(&key(a, port))
-            .or_else(|| self.udp.get(&key(0, port)))
-            .map(|&c| ChannelId(c))
-    }
-
-    /// First channel id used for sockets.
-    pub const fn first_socket_channel() -> ChannelId {
-        ChannelId(FIRST_SOCKET)
+        self.udp_channel(u32::from(addr), port)
     }
 }
 

@@ -201,13 +201,11 @@ fn full_channel_drops_early_and_counts() {
 }
 
 #[test]
-fn channel_wraps_and_unpop_restores_order() {
+fn channel_wraps_in_order() {
     let mut ch = Channel::new(3);
     for round in 0..10u32 {
         assert!(ch.push(Desc::new(round, 0)));
         assert!(ch.push(Desc::new(round + 100, 0)));
-        let d = ch.pop().unwrap();
-        assert!(ch.unpop(d));
         assert_eq!(ch.pop(), Some(Desc::new(round, 0)));
         assert_eq!(ch.pop(), Some(Desc::new(round + 100, 0)));
         assert!(ch.is_empty());
@@ -228,7 +226,7 @@ fn unbind_returns_queued_frames_and_frees_the_port() {
 }
 
 #[test]
-fn lookup_cost_does_not_depend_on_socket_count_semantics() {
+fn every_socket_is_found_among_ten_thousand() {
     // 10,000 sockets: every one is found, and an unbound port still is not.
     let mut c = cls();
     for p in 1000..11000u16 {

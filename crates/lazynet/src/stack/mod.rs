@@ -556,6 +556,7 @@ impl<N: Nic> Out<N> {
         let mac = self.mac;
         let addr = self.addr;
         let Some(buf) = self.nic.buffers_mut().buf_mut(b) else {
+            self.release(Desc::new(b, 0));
             return;
         };
         let eth = EthernetRepr {
@@ -581,7 +582,7 @@ impl<N: Nic> Out<N> {
 
     /// Sends an IP packet whose payload is `parts` concatenated, fragmenting
     /// it to the link MTU (RFC 791 §3.2). Copies the payload once into
-    /// transmit buffers. Returns false if it was dropped (counted).
+    /// transmit buffers. `Err` names why it was dropped (counted).
     fn ip_output(
         &mut self,
         src: Ipv4Addr,
@@ -615,6 +616,8 @@ impl<N: Nic> Out<N> {
             let my_mac = self.mac;
             let ttl = self.ttl;
             let Some(buf) = self.nic.buffers_mut().buf_mut(b) else {
+                self.release(Desc::new(b, 0));
+                self.drop_tx(StackDrop::TxNoBuffer);
                 return Err(StackDrop::TxNoBuffer);
             };
             let frame_len = ETH_LEN + 20 + len;
