@@ -654,6 +654,14 @@ impl<C: CongestionControl> Connection<C> {
     pub fn recv_queue(&self) -> usize {
         self.rx.len()
     }
+    /// Capacity of the send buffer.
+    pub fn send_capacity(&self) -> usize {
+        self.tx.capacity()
+    }
+    /// Switches Nagle's algorithm off (`true`) or on (RFC 9293 §3.7.4).
+    pub fn set_nodelay(&mut self, on: bool) {
+        self.cfg.nodelay = on;
+    }
     /// Out-of-order intervals held.
     pub fn ooo_intervals(&self) -> &[(SeqNumber, SeqNumber)] {
         self.ooo.as_slice()
