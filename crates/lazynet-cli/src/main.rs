@@ -7,6 +7,7 @@ mod media;
 mod nlf_cmd;
 mod plot;
 mod serve;
+mod tcp_cmd;
 mod util;
 
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -112,6 +113,14 @@ enum ExpCmd {
 
 #[derive(Subcommand)]
 enum ServeCmd {
+    /// TCP echo server.
+    TcpEcho {
+        /// TCP port.
+        #[arg(long, default_value_t = 7)]
+        port: u16,
+        #[command(flatten)]
+        net: NetArgs,
+    },
     /// UDP echo server.
     UdpEcho {
         /// UDP port.
@@ -227,8 +236,12 @@ fn main() -> anyhow::Result<()> {
     match cli.cmd {
         Cmd::Demo { seconds } => {
             echo::demo(seconds)?;
+            tcp_cmd::demo(seconds)?;
             media::demo(seconds)
         }
+        Cmd::Serve {
+            what: ServeCmd::TcpEcho { port, net },
+        } => tcp_cmd::serve("TCP echo", port, &net, tcp_cmd::EchoSession::default),
         Cmd::Serve {
             what: ServeCmd::UdpEcho { port, net },
         } => serve::udp_echo(port, &net),
