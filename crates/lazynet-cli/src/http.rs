@@ -753,7 +753,9 @@ impl HttpConn {
     /// True once the connection should be closed: the last response has been
     /// fully output by [`poll_output`](Self::poll_output) (a `Connection:
     /// close` or error response, a failed file), or the peer's FIN came and
-    /// everything queued has been output.
+    /// everything queued has been output. After a FIN, offer any input still
+    /// held back by [`feed`](Self::feed)'s back-pressure before trusting this
+    /// (the connection can't see the caller's buffer).
     pub fn wants_close(&self) -> bool {
         self.closed || (self.eof && self.queue.is_empty())
     }
