@@ -2,6 +2,7 @@
 //! and benchmarks. Programs live here, not in the library.
 
 mod echo;
+mod http;
 mod linux_send;
 mod media;
 mod nlf_cmd;
