@@ -421,7 +421,116 @@ pub fn demo(seconds: f64) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The demo's byte pattern (period 251, so offset errors show).
+/// The demo's byte pattern: the one of `/bytes/N` (period 251, so offset
+/// errors show).
 fn pattern(i: u64) -> u8 {
-    (i % 251) as u8
+    crate::http::pattern_byte(i)
+}
+
+// ----- HTTP -----
+
+/// An HTTP/1.1 connection ([`crate::http::HttpConn`]) as a session.
+pub struct HttpSession(crate::http::HttpConn);
+
+impl HttpSession {
+    pub fn new(cfg: std::sync::Arc<crate::http::ServerConfig>) -> Self {
+        HttpSession(crate::http::HttpConn::new(cfg))
+    }
+}
+
+impl Session for HttpSession {
+    fn on_data(&mut self, data: &[u8]) -> usize {
+        self.0.feed(data)
+    }
+    fn poll_output(&mut self, out: &mut [u8]) -> usize {
+        self.0.poll_output(out)
+    }
+    fn on_eof(&mut self) {
+        self.0.on_eof()
+    }
+    fn wants_close(&self) -> bool {
+        self.0.wants_close()
+    }
+}
+
+/// `lazynet serve http`.
+pub fn serve_http(port: u16, root: Option<&std::path::Path>, net: &NetArgs) -> anyhow::Result<()> {
+    let cfg = std::sync::Arc::new(crate::http::ServerConfig::new(root)?);
+    serve("HTTP", port, net, move || HttpSession::new(cfg.clone()))
+}
+
+/// `lazynet get URL [-o FILE]`: downloads over lazynet (a TAP device whose
+/// kernel side is in the peer namespace) and writes the body to FILE or
+/// stdout. Fails on a non-2xx status, a truncated body or a time-out.
+pub fn get(
+    url: &str,
+    out: Option<&std::path::Path>,
+    timeout_s: f64,
+    net: &NetArgs,
+) -> anyhow::Result<()> {
+    let url = crate::http::parse_url(url)?;
+    let cfg = stack_config(net)?;
+    let (nic, owned_ns) = open_nic(net)?;
+    let mut stack = Stack::new(nic, cfg);
+    let r = get_on(&mut stack, &url, out, timeout_s);
+    drop(stack);
+    if let Some(Ownership::Created(g)) = owned_ns {
+        g.cleanup()?;
+    }
+    r
+}
+
+fn get_on<N: Nic>(
+    stack: &mut Stack<N>,
+    url: &crate::http::Url,
+    out: Option<&std::path::Path>,
+    timeout_s: f64,
+) -> anyhow::Result<()> {
+    let t = Some(Duration::from_secs_f64(timeout_s));
+    let start = Instant::now();
+    let mut sink: Box<dyn Write> = match out {
+        Some(p) => Box::new(std::io::BufWriter::with_capacity(
+            1 << 20,
+            std::fs::File::create(p)?,
+        )),
+        None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+    };
+    let s = TcpStream::connect(stack, SocketAddrV4::new(url.host, url.port), t)?;
+    let mut get = crate::http::HttpGet::new(url);
+    s.write_all_blocking(stack, get.request(), t)?;
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut werr = None;
+    while !get.is_done() {
+        let n = s.read_blocking(stack, &mut buf, t)?;
+        if n == 0 {
+            get.on_eof()?;
+            break;
+        }
+        get.feed_all(&buf[..n], |b| {
+            if werr.is_none() {
+                if let Err(e) = sink.write_all(b) {
+                    werr = Some(e);
+                }
+            }
+        })?;
+        if let Some(e) = werr.take() {
+            return Err(e.into());
+        }
+    }
+    sink.flush()?;
+    let _ = s.close(stack);
+    // Let our FIN and the final ACKs go out.
+    let end = stack.now() + 50_000_000;
+    while lazynet::socket::tcp::wait_step(stack, Some(end)) {}
+    let secs = start.elapsed().as_secs_f64();
+    let status = get.status().unwrap_or(0);
+    eprintln!(
+        "{} {} bytes in {:.2} s ({:.1} Mbit/s)",
+        status,
+        get.body_bytes(),
+        secs,
+        get.body_bytes() as f64 * 8.0 / secs / 1e6
+    );
+    anyhow::ensure!((200..300).contains(&status), "HTTP status {status}");
+    Ok(())
 }
