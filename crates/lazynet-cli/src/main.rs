@@ -77,6 +77,9 @@ enum Cmd {
         /// Record every frame to this pcap file.
         #[arg(long)]
         pcap: Option<PathBuf>,
+        /// Inject faults on lazynet's NIC (see `serve --help`).
+        #[arg(long)]
+        fault: Option<String>,
         #[command(flatten)]
         ns: NsArgs,
     },
@@ -252,6 +255,11 @@ pub struct NetArgs {
     /// Record every frame to this pcap file.
     #[arg(long)]
     pub pcap: Option<PathBuf>,
+    /// Inject faults on lazynet's NIC, both directions, e.g.
+    /// `loss=0.01,dup=0.005,reorder=0.02,gap=2,corrupt=0,delay=0.1,delay-us=2000,seed=1`
+    /// (probabilities per frame). For tests over links without netem.
+    #[arg(long)]
+    pub fault: Option<String>,
     #[command(flatten)]
     pub ns: NsArgs,
 }
@@ -281,6 +289,7 @@ fn main() -> anyhow::Result<()> {
             timeout,
             addr,
             pcap,
+            fault,
             ns,
         } => tcp_cmd::get(
             &url,
@@ -290,6 +299,7 @@ fn main() -> anyhow::Result<()> {
                 nic: NicKind::Tap,
                 addr,
                 pcap,
+                fault,
                 ns,
             },
         ),

@@ -146,13 +146,14 @@ fn drive<N: Nic, S: Session>(stack: &mut Stack<N>, c: &mut Conn<S>) -> Drive {
 }
 
 /// Serves `listener` until `stop`, one session from `make` per connection.
-/// Returns the number of connections served.
+/// Returns the number of connections served and of those still open at
+/// `stop` (they are reset).
 pub fn serve_sessions<N: Nic, S: Session>(
     stack: &mut Stack<N>,
     listener: &TcpListener,
     mut make: impl FnMut() -> S,
     stop: &AtomicBool,
-) -> u64 {
+) -> (u64, usize) {
     let mut conns: HashMap<TcpHandle, Conn<S>> = HashMap::new();
     let mut events = Vec::new();
     let mut again: Vec<TcpHandle> = Vec::new();
@@ -212,10 +213,11 @@ pub fn serve_sessions<N: Nic, S: Session>(
                 .wait(Some(wake.unwrap_or(1_000_000).min(1_000_000)));
         }
     }
+    let open = conns.len();
     for (_, c) in conns.drain() {
         let _ = c.stream.abort(stack);
     }
-    served
+    (served, open)
 }
 
 /// Opens the NIC `net` names. For `wire`, prints the path another process
@@ -269,8 +271,18 @@ pub fn serve<S: Session>(
     eprintln!("serving {what} on {addr}:{port}");
     println!("ready");
     std::io::stdout().flush()?;
-    let served = serve_sessions(&mut stack, &listener, make, &stop);
-    println!("connections: {served}");
+    let (served, open) = serve_sessions(&mut stack, &listener, make, &stop);
+    println!("connections: {served}, open at exit: {open}");
+    let states = stack.tcp_states();
+    let tw = states
+        .iter()
+        .filter(|s| **s == lazynet::proto::tcp::State::TimeWait)
+        .count();
+    println!(
+        "connections left: {} in TIME-WAIT, {} other",
+        tw,
+        states.len() - tw
+    );
     println!("counters:\n{}", stack.stats());
     drop(stack);
     if let Some(Ownership::Created(g)) = owned_ns {

@@ -762,6 +762,16 @@ impl<N: Nic> Stack<N> {
         self.tcp.conns.iter().flatten().count()
     }
 
+    /// The state of every connection slot in use, for reports (allocates).
+    pub fn tcp_states(&self) -> Vec<State> {
+        self.tcp
+            .conns
+            .iter()
+            .flatten()
+            .map(|s| s.conn.state())
+            .collect()
+    }
+
     // ----- TCP: control channel -----
 
     /// A segment to no connection and no listener (RFC 9293 §3.10.7.1,
