@@ -857,8 +857,16 @@ impl Pair {
 
 #[test]
 fn differential_fast_path_equals_slow_path() {
+    // PROPTEST_CASES overrides, e.g. for a long run in release mode.
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(256u32);
+    // A manual runner (to sum the hits over all cases) has no source file
+    // to persist failures next to; the failing input is printed instead.
     let mut runner = TestRunner::new(PropConfig {
-        cases: 256,
+        cases,
+        failure_persistence: None,
         ..PropConfig::default()
     });
     let fast_total = Cell::new(0u64);
@@ -888,7 +896,7 @@ fn differential_fast_path_equals_slow_path() {
     let (f, s) = (fast_total.get(), segs_total.get());
     eprintln!("fast path taken {f} times of {s} segments");
     assert!(
-        f * 3 >= s && f >= 4_000,
+        f * 3 >= s && f >= 15 * u64::from(cases),
         "fast path taken {f} times of {s} segments"
     );
 }
