@@ -28,9 +28,11 @@
 //!
 //! **Not yet:** received SACK blocks are ignored (no scoreboard, no RFC
 //! 6675 recovery), CUBIC, RFC 5681 §4.1 restart after idle, RFC 6191
-//! TIME-WAIT reuse, the header-predicted fast path (its entry point,
-//! `established_in_order`, exists), urgent data (ignored, delivered
-//! inline).
+//! TIME-WAIT reuse, urgent data (ignored, delivered inline).
+//!
+//! **Fast path:** header prediction for ESTABLISHED in-order data and
+//! pure ACKs (`fast.rs`, `Config::fast_path`), a proven subset of the
+//! slow path (`tests/tcp_fastpath.rs`).
 
 pub mod buffer;
 pub mod cc;
