@@ -730,6 +730,21 @@ impl<N: Nic> Stack<N> {
             return false;
         }
         s.armed = None;
+        // Segments already queued on the channel arrived before this timer
+        // is handled: process them first. An ACK waiting there must stop
+        // the retransmission timer instead of losing the race to it (a
+        // spurious RTO: go-back-N and the window down to one segment). The
+        // lazy design makes the gap as long as the caller's service
+        // interval (found by stack_tcp_netsim: an RTO every 200 ms on a
+        // steady 100 ms path, the ACK queued at the deadline).
+        let chan = s.chan;
+        let queued = self.demux.channel(chan).map_or(0, |c| c.len());
+        if queued > 0 {
+            self.conn_input(id, now, queued.min(MAX_BATCH));
+        }
+        let Some(Some(s)) = self.tcp.conns.get_mut(id as usize) else {
+            return false;
+        };
         if s.conn.poll_timeout().is_some_and(|d| d <= now) {
             s.conn.handle_timeout(now);
             self.tcp.stats.timers += 1;
