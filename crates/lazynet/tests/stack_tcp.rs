@@ -471,3 +471,39 @@ fn an_ack_queued_before_the_retransmission_deadline_wins_over_the_timer() {
     assert_eq!((k.rto_expired, k.retransmits), (0, 0), "{k:?}");
     assert_eq!(sa.tcp_send_queue(c), Ok(0));
 }
+
+#[test]
+fn a_handshake_ack_queued_before_the_synack_deadline_wins_over_the_timer() {
+    // Regression (same race as above, on the listener): the SYN-ACK timer
+    // ran before the final ACK already queued on the listener's channel,
+    // so a SYN-ACK was retransmitted needlessly.
+    let (mut sa, mut sb) = pair();
+    let l = sb.tcp_listen(SocketAddrV4::new(B, 80), None, None).unwrap();
+    let mut now = 0;
+    let c = sa.tcp_connect(SocketAddrV4::new(B, 80), None, now).unwrap();
+    let mut up = false;
+    for _ in 0..100 {
+        now += MS;
+        sa.poll(now);
+        sa.tcp_service(now, 1024);
+        if sa.tcp_state(c, now) == Ok(State::Established) {
+            up = true;
+            break;
+        }
+        sb.poll(now);
+        sb.tcp_service(now, 1024);
+    }
+    assert!(up);
+    // B runs again only long after its SYN-ACK retransmission deadline.
+    now += 10_000 * MS;
+    sb.poll(now);
+    assert_eq!(sb.tcp_listen_pending(l), Ok(1));
+    let before = sb.stats().tcp.segments_out;
+    sb.tcp_service(now, 1024);
+    assert_eq!(
+        sb.stats().tcp.segments_out,
+        before,
+        "no SYN-ACK retransmission"
+    );
+    assert!(sb.tcp_accept(l, now).is_ok());
+}

@@ -718,6 +718,18 @@ impl<N: Nic> Stack<N> {
                 return false;
             }
             s.armed = None;
+            // As for connections (below): queued segments first, so that a
+            // handshake's final ACK waiting on the channel completes it
+            // instead of a SYN-ACK being retransmitted (or the half-open
+            // entry expiring) first.
+            let chan = s.chan;
+            let queued = self.demux.channel(chan).map_or(0, |c| c.len());
+            if queued > 0 {
+                self.listen_input(idx, now, queued.min(MAX_BATCH));
+            }
+            let Some(Some(s)) = self.tcp.listeners.get_mut(idx as usize) else {
+                return false;
+            };
             s.l.handle_timeout(now);
             self.tcp.stats.timers += 1;
             self.listen_after(idx, now);
