@@ -32,7 +32,6 @@ fn addr_word(a: SocketAddrV4) -> u64 {
 }
 
 /// The hash of one address (the listener's key: the local side is fixed).
-#[allow(dead_code)] // the listener's index (next commit)
 pub(crate) fn hash_addr(a: SocketAddrV4) -> u64 {
     let mut h = FxHasher::default();
     h.write_u64(addr_word(a));
@@ -120,7 +119,6 @@ impl TupleIndex {
     }
 
     /// Replaces the slot stored in `bucket` (same key, so same hash).
-    #[allow(dead_code)] // the listener's index (next commit)
     pub(crate) fn set(&mut self, bucket: usize, slot: u32) {
         if let Some(b) = self.buckets.get_mut(bucket) {
             if *b != EMPTY && slot != u32::MAX {
