@@ -27,8 +27,8 @@
 //!
 //! **Half-open entries are compact** (as Linux's request socks): remote
 //! address, ISS, IRS, the SYN's window and options (MSS, window scale,
-//! SACK-permitted, TSval), retransmission count, resend count and timer,
-//! 48 bytes ([`Listener::HALF_OPEN_BYTES`]). The listener builds the
+//! SACK-permitted, TSval), retransmission and resend counts, timer,
+//! challenge-ACK budget, 56 bytes ([`Listener::HALF_OPEN_BYTES`]). The listener builds the
 //! SYN-ACK itself (the same segment [`Connection::accept_syn`] would send,
 //! checked by a test) and runs the SYN-RECEIVED checks of RFC 9293
 //! §3.10.7.4 with RFC 5961 and PAWS on the entry. Only the final ACK
@@ -76,10 +76,12 @@
 //! [`reset_for`]); a SYN opens an entry; anything else (no SYN, no ACK, no
 //! RST) is dropped.
 //!
-//! **ACKs from half-open entries** (not acceptable, PAWS, RFC 5961
-//! challenges) go through the reply queue; challenge ACKs share one
-//! listener-wide budget of [`Config::challenge_ack_limit`] per second
-//! (RFC 5961 §7; per connection once the connection exists).
+//! **ACKs and RSTs from half-open entries** (not acceptable, PAWS, RFC
+//! 5961 challenges, bad final ACK) go through the reply queue; challenge
+//! ACKs are limited per entry to [`Config::challenge_ack_limit`] per
+//! second (RFC 5961 §7; per entry, not shared: a shared counter is the
+//! side channel of CVE-2016-5696). No ACK is queued while the entry's
+//! SYN-ACK is pending (it acknowledges the same).
 //!
 //! **Work per call:** `handle_segment`: one index lookup, O(1) list
 //! updates, and at most one `Connection::handle_segment` (plus, for a
@@ -270,6 +272,11 @@ struct HalfOpen {
     retries: u16,
     /// SYN-ACKs resent for duplicate SYNs.
     resends: u16,
+    /// Challenge ACKs sent in the current one-second window (RFC 5961
+    /// §7), and when the window started: per entry, as per connection,
+    /// since a shared counter is a side channel (CVE-2016-5696).
+    challenge_count: u16,
+    challenge_start: u64,
     prev: u32,
     next: u32,
 }
@@ -372,8 +379,6 @@ pub struct Listener {
     acc_tx: bool,
     index: TupleIndex,
     replies: VecDeque<(SocketAddrV4, TcpRepr)>,
-    challenge_start: u64,
-    challenge_count: u32,
     counters: ListenCounters,
 }
 
@@ -426,8 +431,6 @@ impl Listener {
             acc_tx: false,
             index: TupleIndex::new(cfg.syn_queue + cfg.backlog),
             replies: VecDeque::with_capacity(cfg.reply_queue),
-            challenge_start: 0,
-            challenge_count: 0,
             cfg,
             tcp,
             local,
@@ -593,6 +596,10 @@ impl Listener {
         q.next = self.acc_free;
         self.acc_free = a;
         self.acc_len -= 1;
+        if self.acc_len == 0 {
+            self.acc_timer = None;
+            self.acc_tx = false;
+        }
     }
 
     /// Appends a connection to the accept queue; `bucket` is the index
@@ -750,6 +757,8 @@ impl Listener {
                 flags: 0,
                 retries: 0,
                 resends: 0,
+                challenge_count: 0,
+                challenge_start: now,
                 prev: NIL,
                 next: NIL,
             };
@@ -871,6 +880,10 @@ impl Listener {
     /// A pure ACK of entry `h` (SYN-RECEIVED: SEQ = ISS + 1, ACK = IRS +
     /// 1), into the reply queue.
     fn queue_ack(&mut self, h: &HalfOpen, now: u64) {
+        if h.has(ON_PENDING) {
+            // Its SYN-ACK is about to go out and acknowledges the same.
+            return;
+        }
         let s = if self.ws_ok(h) { self.our_wscale } else { 0 };
         let wnd = (self.tcp.recv_buf as u64).min(65535u64 << s);
         let r = TcpRepr {
@@ -889,15 +902,19 @@ impl Listener {
         self.push_reply(h.remote, r);
     }
 
-    /// RFC 5961 §7: challenge ACKs, a listener-wide budget per second.
-    fn challenge_ack(&mut self, h: &HalfOpen, now: u64) {
-        if now.saturating_sub(self.challenge_start) >= SEC {
-            self.challenge_start = now;
-            self.challenge_count = 0;
+    /// RFC 5961 §7: challenge ACKs, at most `challenge_ack_limit` per
+    /// second per entry.
+    fn challenge_ack(&mut self, s: u32, now: u64) {
+        let limit = self.tcp.challenge_ack_limit;
+        let e = &mut self.syn[s as usize];
+        if now.saturating_sub(e.challenge_start) >= SEC {
+            e.challenge_start = now;
+            e.challenge_count = 0;
         }
-        if self.challenge_count < self.tcp.challenge_ack_limit {
-            self.challenge_count += 1;
-            self.queue_ack(h, now);
+        if u32::from(e.challenge_count) < limit {
+            e.challenge_count = e.challenge_count.saturating_add(1);
+            let h = *e;
+            self.queue_ack(&h, now);
         }
     }
 
@@ -932,6 +949,9 @@ impl Listener {
             e.set_syn(seg);
             e.resends = e.resends.saturating_add(1);
             e.retries = 0;
+            // As the rebuilt connection of the reference listener.
+            e.challenge_start = now;
+            e.challenge_count = 0;
             self.push_list(PENDING, s);
             return ListenOutput::SynAckResent;
         }
@@ -983,12 +1003,12 @@ impl Listener {
                 self.counters.removed += 1;
                 return ListenOutput::Removed;
             }
-            self.challenge_ack(&h, now);
+            self.challenge_ack(s, now);
             return self.discard(ListenDrop::ConnDropped);
         }
         // Fourth: SYN (RFC 5961 §4.2).
         if syn {
-            self.challenge_ack(&h, now);
+            self.challenge_ack(s, now);
             return self.discard(ListenDrop::ConnDropped);
         }
         // Fifth: ACK.
@@ -1005,9 +1025,9 @@ impl Listener {
                 flags: TcpFlags::RST,
                 ..TcpRepr::EMPTY
             };
-            if self.push_reply(h.remote, r) {
-                self.counters.resets_sent += 1;
-            }
+            // Counted as ConnDropped (as when the connection sent it), not
+            // in `resets_sent` (the listener's own replies to LISTEN).
+            self.push_reply(h.remote, r);
             return self.discard(ListenDrop::ConnDropped);
         }
         // The final ACK: build the connection and let it process the ACK.
