@@ -659,3 +659,110 @@ fn entry_from_connection_with_timestamps() {
     // Not in TIME-WAIT: no entry.
     assert!(conn_established(cfg).time_wait_entry().is_none());
 }
+
+// ---- Random operations against a model of the FIFO ----
+
+mod model {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Debug, Clone)]
+    pub enum Op {
+        Insert(u32),
+        Seg(u32, u8, i32, bool),
+        Advance(u64),
+        Expire(usize),
+        Remove(u32),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (0u32..8).prop_map(Op::Insert),
+            (0u32..8, any::<u8>(), -3i32..3, any::<bool>())
+                .prop_map(|(k, f, d, t)| Op::Seg(k, f, d, t)),
+            (0u64..40).prop_map(|s| Op::Advance(s * SEC)),
+            (0usize..4).prop_map(Op::Expire),
+            (0u32..8).prop_map(Op::Remove),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+        #[test]
+        fn table_follows_fifo_model(ops in prop::collection::vec(op(), 1..120), cap in 1usize..6) {
+            let mut t = table(cap);
+            // FIFO order of (key, expiry), oldest first.
+            let mut m: Vec<(u32, u64)> = Vec::new();
+            let mut now = 0u64;
+            for op in ops {
+                match op {
+                    Op::Insert(k) => {
+                        let e = TimeWaitEntry { key: key_n(k), ts: (k % 2 == 0).then_some(TwTimestamps { ts_recent: 1000, ts_offset: 0 }), ..entry() };
+                        let r = t.insert(now, e);
+                        if let Some(i) = m.iter().position(|x| x.0 == k) {
+                            prop_assert_eq!(r, Some(TwEvict::Replaced));
+                            m.remove(i);
+                        } else if m.len() == cap {
+                            prop_assert_eq!(r, Some(TwEvict::Full));
+                            m.remove(0);
+                        } else {
+                            prop_assert_eq!(r, None);
+                        }
+                        m.push((k, now + TW));
+                    }
+                    Op::Seg(k, f, d, ts) => {
+                        let restarts = t.counters().fin_restarts;
+                        let s = TcpRepr {
+                            src_port: key_n(k).remote.port(),
+                            seq: RCV + (d as u32),
+                            ack: SND,
+                            flags: TcpFlags(f),
+                            timestamps: ts.then_some(Timestamps { tsval: 1000u32.wrapping_add(d as u32), tsecr: 0 }),
+                            ..SEND_TEMPL
+                        };
+                        let a = t.handle_segment(now, &key_n(k), &s);
+                        let pos = m.iter().position(|x| x.0 == k);
+                        match a {
+                            TwAction::NoEntry => prop_assert!(pos.is_none()),
+                            TwAction::Closed | TwAction::AllowSyn { .. } => {
+                                m.remove(pos.unwrap());
+                            }
+                            TwAction::SendAck(r) => {
+                                prop_assert_eq!(r.seq, SND);
+                                prop_assert_eq!(r.ack, RCV);
+                                prop_assert_eq!(r.flags, ACK);
+                            }
+                            TwAction::Drop(_) => prop_assert!(pos.is_some()),
+                        }
+                        if t.counters().fin_restarts > restarts {
+                            let i = pos.unwrap();
+                            m.remove(i);
+                            m.push((k, now + TW));
+                        }
+                    }
+                    Op::Advance(dt) => now += dt,
+                    Op::Expire(max) => {
+                        let n = t.poll_expired(now, max);
+                        let due = m.iter().take_while(|x| x.1 <= now).count().min(max);
+                        prop_assert_eq!(n, due);
+                        m.drain(..due);
+                    }
+                    Op::Remove(k) => {
+                        let pos = m.iter().position(|x| x.0 == k);
+                        prop_assert_eq!(t.remove(&key_n(k)).is_some(), pos.is_some());
+                        if let Some(i) = pos {
+                            m.remove(i);
+                        }
+                    }
+                }
+                t.check_invariants().unwrap();
+                prop_assert_eq!(t.len(), m.len());
+                prop_assert_eq!(t.poll_timeout(), m.first().map(|x| x.1));
+                for k in 0..8 {
+                    let want = m.iter().find(|x| x.0 == k).map(|x| x.1);
+                    prop_assert_eq!(t.expires_at(&key_n(k)), want);
+                }
+            }
+        }
+    }
+}

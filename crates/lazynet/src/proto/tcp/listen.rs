@@ -28,10 +28,12 @@
 //! **Half-open entries are compact** (as Linux's request socks): remote
 //! address, ISS, IRS, the SYN's window and options (MSS, window scale,
 //! SACK-permitted, TSval), retransmission and resend counts, timer,
-//! challenge-ACK budget, 56 bytes ([`Listener::HALF_OPEN_BYTES`]). The listener builds the
-//! SYN-ACK itself (the same segment [`Connection::accept_syn`] would send,
-//! checked by a test) and runs the SYN-RECEIVED checks of RFC 9293
-//! §3.10.7.4 with RFC 5961 and PAWS on the entry. Only the final ACK
+//! challenge-ACK budget: 56 bytes ([`Listener::HALF_OPEN_BYTES`]). The
+//! listener builds the SYN-ACK itself (the same segment
+//! [`Connection::accept_syn`] would send, checked by a test) and runs the
+//! SYN-RECEIVED checks of RFC 9293 §3.10.7.4 with RFC 5961 and PAWS on the
+//! entry (`tests/tcp_listen_diff.rs` compares the whole listener with the
+//! previous one, whose entries were Connections). Only the final ACK
 //! builds the [`Connection`] (and allocates its buffers): from the SYN the
 //! entry stands for, via `Connection::accept_syn`, replaying its SYN-ACK
 //! transmissions (so RTT timing, Karn's rule and the RFC 6298 §5.7 3 s
