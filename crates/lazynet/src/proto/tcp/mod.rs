@@ -41,6 +41,8 @@ pub mod cookie;
 pub mod listen;
 pub mod rtt;
 pub mod secret;
+pub mod timewait;
+mod tuple_index;
 
 pub use cc::{CongestionControl, NewReno};
 pub use conn::{
@@ -49,3 +51,7 @@ pub use conn::{
 pub use listen::{ListenConfig, ListenCounters, ListenDrop, ListenOutput, Listener};
 pub use rtt::RttEstimator;
 pub use secret::{EphemeralPorts, Secret};
+pub use timewait::{
+    TimeWaitConfig, TimeWaitEntry, TimeWaitTable, TwAction, TwCounters, TwDrop, TwEvict, TwKey,
+    TwTimestamps,
+};
