@@ -131,12 +131,15 @@ fn bulk_both_ways_then_close_frees_everything() {
         now += MS;
         pump(&mut sa, &mut sb, now);
     }
-    // B closed second: its connection is gone; A's waits in TIME-WAIT.
+    // B closed second: its connection is gone; A's waits in TIME-WAIT, as
+    // a compact entry of the TIME-WAIT table (the Connection is freed).
     assert_eq!(sb.tcp_connections(), 0);
-    assert_eq!(sa.tcp_connections(), 1);
+    assert_eq!(sa.tcp_connections(), 0);
+    assert_eq!(sa.tcp_time_wait_len(), 1);
+    assert_eq!(sa.stats().tcp.time_wait_entered, 1);
     now += 61_000 * MS;
     pump(&mut sa, &mut sb, now);
-    assert_eq!(sa.tcp_connections(), 0, "TIME-WAIT over");
+    assert_eq!(sa.tcp_time_wait_len(), 0, "TIME-WAIT over");
     assert_eq!(sa.tcp_state(c, now), Err(SocketError::BadHandle));
     check_accounting(&sa);
     check_accounting(&sb);

@@ -115,6 +115,9 @@ pub struct StackConfig {
     pub tcp_channel_cap: usize,
     /// RSTs per second (and burst) for segments to closed ports.
     pub tcp_rst_rate: (u32, u32),
+    /// Capacity of the TIME-WAIT table (the oldest entry is evicted when
+    /// it is full).
+    pub tcp_time_wait_cap: usize,
 }
 
 impl Default for StackConfig {
@@ -143,6 +146,7 @@ impl Default for StackConfig {
             tcp_listen: crate::proto::tcp::ListenConfig::default(),
             tcp_channel_cap: 256,
             tcp_rst_rate: (1000, 50),
+            tcp_time_wait_cap: 8192,
         }
     }
 }
@@ -383,7 +387,7 @@ impl StackStats {
 
     /// Writes every non-zero counter as `name value` lines.
     pub fn write_table(&self, out: &mut impl std::fmt::Write) -> std::fmt::Result {
-        let rows: [(&str, u64); 26] = [
+        let rows: [(&str, u64); 29] = [
             ("rx_frames", self.rx_frames),
             ("tx_frames", self.tx_frames),
             ("demux_enqueued", self.demux.enqueued),
@@ -413,6 +417,9 @@ impl StackStats {
             ("tcp_accepted", self.tcp.accepted),
             ("tcp_closed", self.tcp.closed),
             ("tcp_timers", self.tcp.timers),
+            ("tcp_time_wait_entered", self.tcp.time_wait_entered),
+            ("tcp_time_wait_segments", self.tcp.time_wait_segments),
+            ("tcp_time_wait_evicted", self.tcp.time_wait_evicted),
         ];
         for (k, v) in rows {
             writeln!(out, "  {k:<34} {v}")?;
@@ -864,6 +871,7 @@ impl<N: Nic> Stack<N> {
             cfg.tcp_listen,
             cfg.tcp_channel_cap,
             cfg.tcp_rst_rate,
+            cfg.tcp_time_wait_cap,
             &mut rng,
         );
         Stack {

@@ -51,7 +51,8 @@ use crate::mem::Desc;
 use crate::nic::Nic;
 use crate::proto::icmp::RateLimiter;
 use crate::proto::tcp::{
-    reset_for, Config, ConnError, Connection, EphemeralPorts, ListenConfig, Listener, Secret, State,
+    reset_for, Config, ConnError, Connection, EphemeralPorts, ListenConfig, Listener, Secret,
+    State, TimeWaitConfig, TimeWaitTable, TwAction, TwKey,
 };
 use crate::wire::ethernet::{EthernetAddress, EthernetRepr, ETHERTYPE_IPV4, HEADER_LEN as ETH_LEN};
 use crate::wire::ipv4::PROTO_TCP;
@@ -145,6 +146,13 @@ pub struct TcpStats {
     pub closed: u64,
     /// Timer expirations handled.
     pub timers: u64,
+    /// Connections moved to the TIME-WAIT table.
+    pub time_wait_entered: u64,
+    /// Segments answered or absorbed by the TIME-WAIT table (counted in
+    /// `segments_in` too).
+    pub time_wait_segments: u64,
+    /// TIME-WAIT entries evicted because the table was full.
+    pub time_wait_evicted: u64,
 }
 
 pub(super) struct Tcp {
@@ -165,6 +173,10 @@ pub(super) struct Tcp {
     listen_cfg: ListenConfig,
     chan_cap: usize,
     rst_limit: RateLimiter,
+    /// Closed connections in TIME-WAIT, as compact entries (the
+    /// `Connection` is freed when it enters TIME-WAIT after its handle was
+    /// closed).
+    tw: TimeWaitTable,
     pub(super) stats: TcpStats,
 }
 
@@ -176,6 +188,7 @@ impl Tcp {
         listen_cfg: ListenConfig,
         chan_cap: usize,
         rst_rate: (u32, u32),
+        tw_capacity: usize,
         rng: &mut impl RngCore,
     ) -> Self {
         let mut key = [0u8; 16];
@@ -197,6 +210,11 @@ impl Tcp {
             listen_cfg,
             chan_cap: chan_cap.max(1),
             rst_limit: RateLimiter::new(rst_rate.0, rst_rate.1, 0),
+            tw: TimeWaitTable::new(TimeWaitConfig {
+                capacity: tw_capacity,
+                time_wait: cfg.time_wait,
+                ..TimeWaitConfig::default()
+            }),
             stats: TcpStats::default(),
         }
     }
@@ -519,6 +537,18 @@ impl<N: Nic> Stack<N> {
             self.free_conn(idx);
             return;
         }
+        if s.detached && s.conn.state() == State::TimeWait {
+            // Its last ACK went out above; a compact entry answers from
+            // now on (RFC 9293 §3.10.7.4 TIME-WAIT, RFC 6191).
+            if let Some(e) = s.conn.time_wait_entry() {
+                if self.tcp.tw.insert(now, e).is_some() {
+                    self.tcp.stats.time_wait_evicted += 1;
+                }
+                self.tcp.stats.time_wait_entered += 1;
+                self.free_conn(idx);
+                return;
+            }
+        }
         Tcp::arm(
             &mut self.tcp.timers,
             &mut s.armed,
@@ -607,6 +637,23 @@ impl<N: Nic> Stack<N> {
                         }
                         continue;
                     }
+                    let key = TwKey { local, remote };
+                    match self.tcp.tw.handle_segment(now, &key, &seg.repr) {
+                        // RFC 6191: an acceptable SYN for a 4-tuple in
+                        // TIME-WAIT opens a new connection.
+                        TwAction::NoEntry | TwAction::AllowSyn { .. } => {}
+                        other => {
+                            self.tcp.stats.segments_in += 1;
+                            self.tcp.stats.time_wait_segments += 1;
+                            self.out.release(d);
+                            self.tw_reply(&key, other, now);
+                            continue;
+                        }
+                    }
+                    let Some(Some(s)) = self.tcp.listeners.get_mut(idx as usize) else {
+                        self.rx_fail(d, StackDrop::SocketClosed);
+                        break;
+                    };
                     let payload = &frame[seg.payload.0..seg.payload.1];
                     s.l.handle_segment(now, remote, &seg.repr, payload, &self.tcp.secret);
                     self.tcp.stats.segments_in += 1;
@@ -647,6 +694,9 @@ impl<N: Nic> Stack<N> {
     /// work done; a channel left non-empty stays on the ready list.
     pub fn tcp_service(&mut self, now: u64, budget: usize) -> usize {
         let mut work = 0;
+        if self.tcp.tw.poll_timeout().is_some_and(|t| t <= now) {
+            work += self.tcp.tw.poll_expired(now, budget);
+        }
         while work < budget {
             let Some(&Reverse((t, id, gen))) = self.tcp.timers.peek() else {
                 break;
@@ -767,7 +817,21 @@ impl<N: Nic> Stack<N> {
 
     /// The earliest TCP timer deadline (for a caller that sleeps).
     pub fn tcp_next_timeout(&self) -> Option<u64> {
-        self.tcp.timers.peek().map(|r| r.0 .0)
+        let t = self.tcp.timers.peek().map(|r| r.0 .0);
+        match (t, self.tcp.tw.poll_timeout()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Entries in the TIME-WAIT table.
+    pub fn tcp_time_wait_len(&self) -> usize {
+        self.tcp.tw.len()
+    }
+
+    /// The TIME-WAIT table's counters.
+    pub fn tcp_time_wait_counters(&self) -> crate::proto::tcp::TwCounters {
+        *self.tcp.tw.counters()
     }
 
     /// Moves the connections and listeners that had something happen since
@@ -820,6 +884,22 @@ impl<N: Nic> Stack<N> {
             Ok(s) => s,
             Err(e) => return self.rx_fail(d, e),
         };
+        let key = TwKey {
+            local: SocketAddrV4::new(seg.dst, seg.repr.dst_port),
+            remote: SocketAddrV4::new(seg.src, seg.repr.src_port),
+        };
+        match self.tcp.tw.handle_segment(now, &key, &seg.repr) {
+            // No listener here, so an acceptable new SYN is answered as in
+            // CLOSED (a RST).
+            TwAction::NoEntry | TwAction::AllowSyn { .. } => {}
+            other => {
+                self.tcp.stats.segments_in += 1;
+                self.tcp.stats.time_wait_segments += 1;
+                self.out.release(d);
+                self.tw_reply(&key, other, now);
+                return;
+            }
+        }
         let reply = reset_for(&seg.repr);
         self.rx_fail(d, StackDrop::TcpNoSocket);
         let Some(r) = reply else { return };
@@ -833,6 +913,23 @@ impl<N: Nic> Stack<N> {
         };
         if self.out.tcp_emit(b, seg.dst, seg.src, &r, 0, now).is_ok() {
             self.tcp.stats.resets_sent += 1;
+        }
+    }
+
+    /// Sends the ACK the TIME-WAIT table asked for, if any.
+    fn tw_reply(&mut self, key: &TwKey, a: TwAction, now: u64) {
+        if let TwAction::SendAck(r) = a {
+            let Some(b) = self.out.take_tx_buf() else {
+                self.out.drop_tx(StackDrop::TxNoBuffer);
+                return;
+            };
+            if self
+                .out
+                .tcp_emit(b, *key.local.ip(), *key.remote.ip(), &r, 0, now)
+                .is_ok()
+            {
+                self.tcp.stats.segments_out += 1;
+            }
         }
     }
 
@@ -996,12 +1093,15 @@ impl<N: Nic> Stack<N> {
             .ok_or(SocketError::NoRoute)?;
         let me = self.out.addr;
         let demux = &self.demux;
+        let tw = &self.tcp.tw;
         let port = self
             .tcp
             .ports
             .allocate(&self.tcp.secret, me, remote, |p| {
-                demux.tcp_conn_used(SocketAddrV4::new(me, p), remote)
+                let local = SocketAddrV4::new(me, p);
+                demux.tcp_conn_used(local, remote)
                     || demux.tcp_listen_used(me, p)
+                    || tw.lookup(&TwKey { local, remote }).is_some()
             })
             .ok_or(SocketError::NoPorts)?;
         let local = SocketAddrV4::new(me, port);
