@@ -387,22 +387,37 @@ fn sim_large_window_scaled() {
     );
 }
 
+/// Loss × delay, for each congestion controller with SACK on and off.
 #[test]
 fn sim_loss_delay_matrix() {
-    for (i, loss) in [0.0, 0.01, 0.05, 0.10].into_iter().enumerate() {
-        for (j, delay) in [MS, 20 * MS, 100 * MS].into_iter().enumerate() {
-            let seed = 1000 + (i * 10 + j) as u64;
-            run(
-                seed,
-                Faults {
-                    loss,
-                    dup: 0.01,
-                    delay,
-                    jitter: delay / 2,
-                },
-                256 * 1024,
-                sim_cfg(),
-            );
+    for (k, (cc, sack)) in [
+        (CcAlgo::Cubic, true),
+        (CcAlgo::Cubic, false),
+        (CcAlgo::NewReno, true),
+        (CcAlgo::NewReno, false),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        for (i, loss) in [0.0, 0.01, 0.05, 0.10].into_iter().enumerate() {
+            for (j, delay) in [MS, 20 * MS, 100 * MS].into_iter().enumerate() {
+                let seed = 1000 + (k * 100 + i * 10 + j) as u64;
+                run(
+                    seed,
+                    Faults {
+                        loss,
+                        dup: 0.01,
+                        delay,
+                        jitter: delay / 2,
+                    },
+                    256 * 1024,
+                    Config {
+                        cc,
+                        sack,
+                        ..sim_cfg()
+                    },
+                );
+            }
         }
     }
 }
@@ -447,6 +462,7 @@ mod random {
                 sack: opts & 4 != 0,
                 nodelay: opts & 8 != 0,
                 mss: if opts & 16 != 0 { 536 } else { 1460 },
+                cc: if seed & 1 != 0 { CcAlgo::Cubic } else { CcAlgo::NewReno },
                 send_buf: bufk * 1024,
                 recv_buf: bufk * 1024,
                 max_retries: 30,
@@ -473,6 +489,7 @@ mod random {
                 sack: opts & 4 != 0,
                 nodelay: opts & 8 != 0,
                 mss,
+                cc: if seed & 1 != 0 { CcAlgo::Cubic } else { CcAlgo::NewReno },
                 send_buf: buf,
                 recv_buf: buf,
                 max_retries: 60,

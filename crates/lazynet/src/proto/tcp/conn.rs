@@ -54,7 +54,7 @@
 use std::net::SocketAddrV4;
 
 use super::buffer::{Intervals, Ring, MAX_INTERVALS};
-use super::cc::{CongestionControl, NewReno};
+use super::cc::{Cc, CcAlgo, CongestionControl};
 use super::rtt::RttEstimator;
 use crate::wire::tcp::{SackBlocks, SeqNumber, TcpFlags, TcpRepr, Timestamps};
 
@@ -109,6 +109,10 @@ pub struct Config {
     pub keepalive_interval: u64,
     /// Unanswered keep-alive probes before giving up with `TimedOut`.
     pub keepalive_probes: u32,
+    /// Congestion controller of connections made with
+    /// [`Connection::connect`] / [`Connection::accept_syn`] (and so by the
+    /// listener). Default CUBIC, as Linux; see [`CcAlgo`] for why.
+    pub cc: CcAlgo,
 }
 
 impl Default for Config {
@@ -133,6 +137,7 @@ impl Default for Config {
             keepalive: None,
             keepalive_interval: 75 * SEC,
             keepalive_probes: 9,
+            cc: CcAlgo::Cubic,
         }
     }
 }
@@ -280,9 +285,10 @@ enum Timer {
     Persist(u64),
 }
 
-/// One TCP connection. Generic over its [`CongestionControl`].
+/// One TCP connection. Generic over its [`CongestionControl`]; the
+/// default, [`Cc`], is chosen at run time from [`Config::cc`].
 #[derive(Debug)]
-pub struct Connection<C: CongestionControl = NewReno> {
+pub struct Connection<C: CongestionControl = Cc> {
     cfg: Config,
     state: State,
     local: SocketAddrV4,
@@ -414,9 +420,9 @@ fn seq_lt(a: SeqNumber, b: SeqNumber) -> bool {
     a.diff(b) < 0
 }
 
-impl Connection<NewReno> {
+impl Connection<Cc> {
     /// Active open (RFC 9293 §3.10.1): state SYN-SENT; the SYN goes out on
-    /// the next `poll_transmit`.
+    /// the next `poll_transmit`. The congestion controller is `cfg.cc`.
     pub fn connect(
         cfg: Config,
         local: SocketAddrV4,
@@ -424,7 +430,7 @@ impl Connection<NewReno> {
         iss: SeqNumber,
         now: u64,
     ) -> Self {
-        Self::connect_with(cfg, local, remote, iss, now, NewReno::default())
+        Self::connect_with(cfg, local, remote, iss, now, Cc::new(cfg.cc))
     }
 
     /// Passive open from a received SYN (RFC 9293 §3.10.7.2, LISTEN state):
@@ -439,7 +445,7 @@ impl Connection<NewReno> {
         iss: SeqNumber,
         now: u64,
     ) -> Option<Self> {
-        Self::accept_syn_with(cfg, local, remote, syn, iss, now, NewReno::default())
+        Self::accept_syn_with(cfg, local, remote, syn, iss, now, Cc::new(cfg.cc))
     }
 }
 
@@ -526,7 +532,8 @@ impl<C: CongestionControl> Connection<C> {
         }
     }
 
-    /// [`Connection::connect`] with a chosen congestion controller.
+    /// [`Connection::connect`] with a chosen congestion controller
+    /// (`cfg.cc` is then ignored).
     pub fn connect_with(
         cfg: Config,
         local: SocketAddrV4,
@@ -542,7 +549,8 @@ impl<C: CongestionControl> Connection<C> {
         c
     }
 
-    /// [`Connection::accept_syn`] with a chosen congestion controller.
+    /// [`Connection::accept_syn`] with a chosen congestion controller
+    /// (`cfg.cc` is then ignored).
     pub fn accept_syn_with(
         cfg: Config,
         local: SocketAddrV4,
@@ -1446,6 +1454,9 @@ impl<C: CongestionControl> Connection<C> {
                 }
             } else {
                 self.dupacks = 0;
+                if let Some(srtt) = self.rtt.srtt() {
+                    self.cc.on_rtt(srtt);
+                }
                 self.cc.on_ack(now, acked, mss);
             }
         } else if ack == self.snd_una {

@@ -6,7 +6,7 @@
 //! scaling, timestamps with PAWS, SACK), RTO (RFC 6298), delayed ACKs,
 //! Nagle, silly-window avoidance, zero-window probing, RFC 5961
 //! mitigations, and congestion control behind [`CongestionControl`]
-//! ([`NewReno`] first).
+//! ([`NewReno`] or [`Cubic`], chosen per connection by [`Config::cc`]).
 //!
 //! **May not touch:** clocks, randomness (the ISS comes in), I/O,
 //! demultiplexing. The listener (SYN and accept queues, SYN cookies) is
@@ -27,7 +27,7 @@
 //! - RTO floor 200 ms (configurable) instead of RFC 6298's 1 s.
 //!
 //! **Not yet:** received SACK blocks are ignored (no scoreboard, no RFC
-//! 6675 recovery), CUBIC, RFC 5681 §4.1 restart after idle, RFC 6191
+//! 6675 recovery), HyStart, RFC 5681 §4.1 restart after idle, RFC 6191
 //! TIME-WAIT reuse, the header-predicted fast path (its entry point,
 //! `established_in_order`, exists), urgent data (ignored, delivered
 //! inline).
@@ -40,7 +40,7 @@ pub mod listen;
 pub mod rtt;
 pub mod secret;
 
-pub use cc::{CongestionControl, NewReno};
+pub use cc::{Cc, CcAlgo, CongestionControl, Cubic, NewReno};
 pub use conn::{
     reset_for, Config, ConnError, Connection, State, TcpCounters, TcpDrop, DEFAULT_MSS,
 };
