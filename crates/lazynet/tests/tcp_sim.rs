@@ -209,13 +209,14 @@ fn run(seed: u64, f: Faults, size: usize, cfg: Config) -> u64 {
         assert_eq!(c.error(), None);
         let k = c.counters();
         eprintln!(
-            "seed {seed}: {:.3} s virtual, out {} in {} rexmit {} fast {} rto {}",
+            "seed {seed}: {:.3} s virtual, out {} in {} rexmit {} fast {} rto {} sack rexmit {}",
             now as f64 / SEC as f64,
             k.segs_out,
             k.segs_in,
             k.retransmits,
             k.fast_retransmits,
-            k.rto_expired
+            k.rto_expired,
+            k.sack_retransmits
         );
     }
     now

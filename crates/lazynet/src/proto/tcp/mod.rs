@@ -26,8 +26,13 @@
 //!   RTO (their TSecr may predate the timeout);
 //! - RTO floor 200 ms (configurable) instead of RFC 6298's 1 s.
 //!
-//! **Not yet:** received SACK blocks are ignored (no scoreboard, no RFC
-//! 6675 recovery), HyStart, RFC 5681 §4.1 restart after idle, RFC 6191
+//! With SACK negotiated, loss recovery is RFC 6675's (scoreboard in
+//! [`sack`], pipe-driven, NextSeg); without it, NewReno's (RFC 6582).
+//!
+//! **Not yet:** HyStart, RACK-TLP (RFC 8985), PRR (RFC 6937), use of
+//! D-SACK (RFC 2883; such blocks are ignored), detecting lost
+//! retransmissions in SACK recovery (left to the RTO),
+//! RFC 5681 §4.1 restart after idle, RFC 6191
 //! TIME-WAIT reuse, the header-predicted fast path (its entry point,
 //! `established_in_order`, exists), urgent data (ignored, delivered
 //! inline).
@@ -38,6 +43,7 @@ pub mod conn;
 pub mod cookie;
 pub mod listen;
 pub mod rtt;
+pub mod sack;
 pub mod secret;
 
 pub use cc::{Cc, CcAlgo, CongestionControl, Cubic, NewReno};
