@@ -643,3 +643,138 @@ fn sack_scoreboard_full_keeps_lowest_ranges_and_recovers() {
     let s = sent(&mut c, t);
     assert_eq!(s[0], (base, 500));
 }
+
+// ---- The scoreboard against a byte-map model ----
+
+mod model {
+    use super::*;
+    use lazynet::proto::tcp::sack::{Scoreboard, DUP_THRESH};
+    use proptest::prelude::*;
+
+    const MSS: u32 = 100;
+    const SPAN: u32 = 3000;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Update(Vec<(i32, i32)>),
+        Advance(u32),
+        Send(u32),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            6 => prop::collection::vec((-500i32..3500, -500i32..3500), 1..5).prop_map(Op::Update),
+            1 => (0u32..600).prop_map(Op::Advance),
+            1 => (0u32..600).prop_map(Op::Send),
+        ]
+    }
+
+    /// Octets SACKed, by offset from `base`; `una` and `max` likewise.
+    struct Model {
+        sacked: Vec<bool>,
+        una: u32,
+        max: u32,
+    }
+
+    impl Model {
+        /// IsLost (RFC 6675 §4) for every octet in [una, max), from the
+        /// SACKed octets above it and the maximal SACKed runs entirely
+        /// above it; one backward pass.
+        fn lost_map(&self) -> Vec<bool> {
+            let n = (self.max - self.una) as usize;
+            let mut lost = vec![false; n];
+            let (mut bytes, mut runs) = (0u32, 0u32);
+            for k in (0..n).rev() {
+                let i = self.una as usize + k;
+                lost[k] = runs >= DUP_THRESH || bytes > (DUP_THRESH - 1) * MSS;
+                if self.sacked[i] {
+                    bytes += 1;
+                    // i starts a run (within [una, max)).
+                    if k == 0 || !self.sacked[i - 1] {
+                        runs += 1;
+                    }
+                }
+            }
+            lost
+        }
+    }
+
+    fn check(sb: &Scoreboard, m: &Model, base: SeqNumber, exact: bool) {
+        let mut have = vec![false; m.sacked.len()];
+        for &(l, r) in sb.as_slice() {
+            let (l, r) = (l.diff(base) as u32, r.diff(base) as u32);
+            assert!(m.una <= l && l < r && r <= m.max, "range {l}..{r}");
+            for i in l..r {
+                assert!(m.sacked[i as usize], "octet {i} never SACKed");
+                have[i as usize] = true;
+            }
+        }
+        if !exact {
+            return;
+        }
+        for i in m.una..m.max {
+            assert_eq!(have[i as usize], m.sacked[i as usize], "octet {i}");
+        }
+        // SetPipe per octet, as RFC 6675 §4 writes it (HighRxt = SND.UNA).
+        let lost = m.lost_map();
+        let mut pipe = 0;
+        for (k, &l) in lost.iter().enumerate() {
+            if !m.sacked[m.una as usize + k] && !l {
+                pipe += 1;
+            }
+        }
+        assert_eq!(sb.pipe(base + m.una, base + m.max, MSS), pipe);
+        if let Some(&l) = lost.first() {
+            assert_eq!(sb.is_lost(base + m.una, MSS), l);
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+        /// Random SACK blocks (valid or not), advances of SND.UNA and new
+        /// data: the scoreboard never claims an octet the peer did not
+        /// SACK, equals the model while nothing overflowed, and its pipe
+        /// and IsLost match the RFC's per-octet definitions.
+        #[test]
+        fn scoreboard_matches_byte_model(start in any::<u32>(), ops in prop::collection::vec(op(), 1..60)) {
+            let base = SeqNumber(start);
+            let mut sb = Scoreboard::default();
+            let mut m = Model { sacked: vec![false; 8 * SPAN as usize], una: 0, max: 2000 };
+            let mut exact = true;
+            sb.start_recovery(base);
+            for op in ops {
+                match op {
+                    Op::Update(blocks) => {
+                        let abs: Vec<_> = blocks
+                            .iter()
+                            .map(|&(a, b)| (base + m.una + a as u32, base + m.una + b as u32))
+                            .collect();
+                        let u = sb.update(base + m.una, base + m.max, &abs);
+                        exact &= u.overflow == 0;
+                        let mut valid = 0;
+                        for &(a, b) in &blocks {
+                            let (a, b) = (m.una as i64 + a as i64, m.una as i64 + b as i64);
+                            if a < b && b > m.una as i64 && b <= m.max as i64 {
+                                valid += 1;
+                                for i in a.max(m.una as i64)..b {
+                                    m.sacked[i as usize] = true;
+                                }
+                            }
+                        }
+                        prop_assert_eq!(u.ignored as usize, blocks.len() - valid);
+                    }
+                    Op::Advance(n) => {
+                        m.una = (m.una + n).min(m.max);
+                        sb.advance(base + m.una);
+                        sb.start_recovery(base + m.una);
+                    }
+                    Op::Send(n) => {
+                        m.max = (m.max + n).min(m.una + SPAN).min(m.sacked.len() as u32);
+                    }
+                }
+                check(&sb, &m, base, exact);
+            }
+        }
+    }
+}
