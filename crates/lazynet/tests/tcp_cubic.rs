@@ -377,3 +377,37 @@ fn cc_enum_delegates_exactly() {
     n.on_rto(8000, MSS);
     assert_eq!((r.window(), r.ssthresh()), (n.window(), n.ssthresh()));
 }
+
+#[test]
+fn listener_connections_use_config_cc() {
+    use lazynet::proto::tcp::{ListenConfig, ListenOutput, Listener, Secret};
+    let secret = Secret::new(*b"cubic-test-key..");
+    for algo in [CcAlgo::Cubic, CcAlgo::NewReno] {
+        let mut l = Listener::new(
+            ListenConfig {
+                backlog: 2,
+                syn_queue: 2,
+                syn_cookies: false,
+                synack_retries: 2,
+                reply_queue: 2,
+            },
+            Config { cc: algo, ..cfg() },
+            LOCAL,
+        );
+        let syn = syn_in();
+        let o = l.handle_segment(0, REMOTE, &syn, &[], &secret);
+        assert_eq!(o, ListenOutput::HalfOpen);
+        let mut buf = vec![0u8; 2048];
+        let (_, sa) = l.poll_transmit(0, &mut buf).unwrap();
+        let ack = TcpRepr {
+            seq: REMOTE_SEQ + 1,
+            ack: sa.seq + 1,
+            flags: ACK,
+            ..SEND_TEMPL
+        };
+        let o = l.handle_segment(MS, REMOTE, &ack, &[], &secret);
+        assert_eq!(o, ListenOutput::Established);
+        let (_, c) = l.accept().unwrap();
+        assert_eq!(c.congestion().algo(), algo);
+    }
+}

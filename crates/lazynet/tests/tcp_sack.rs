@@ -778,3 +778,49 @@ mod model {
         }
     }
 }
+
+// ---- FIN ----
+
+#[test]
+fn sack_recovery_retransmits_fin_with_last_data() {
+    let mut c = flight_4k_12k(sack_cfg(), 12000);
+    c.close();
+    let (fin, d) = take(&mut c, 10 * MS);
+    assert_eq!((fin.seq, fin.flags, d.len()), (o(12000), FIN | ACK, 0));
+    // 4000 and the tail (11000.. and the FIN) lost.
+    feed(&mut c, 20 * MS, sack_ack(4000, &[(5000, 11000)]), &[]).unwrap();
+    assert!(c.in_recovery());
+    assert_eq!(sent(&mut c, 20 * MS), vec![(4000, 1000)]);
+    // The partial ACK leaves no SACK information: the segment at SND.UNA
+    // goes again, with the FIN; no rescue repeats it.
+    feed(&mut c, 30 * MS, sack_ack(11000, &[]), &[]).unwrap();
+    let (r, d) = take(&mut c, 30 * MS);
+    assert_eq!((r.seq, r.flags & FIN, d.len()), (o(11000), FIN, 1000));
+    expect_none(&mut c, 30 * MS);
+    feed(&mut c, 40 * MS, sack_ack(12001, &[]), &[]).unwrap();
+    assert!(!c.in_recovery());
+    assert_eq!(c.state(), State::FinWait2);
+}
+
+#[test]
+fn sack_rescue_retransmission_includes_fin() {
+    let mut c = flight_4k_12k(sack_cfg(), 12000);
+    c.close();
+    take(&mut c, 10 * MS);
+    // Holes at 4000 and 10000; 11000..12000 SACKed; the FIN lost.
+    feed(
+        &mut c,
+        20 * MS,
+        sack_ack(4000, &[(5000, 10000), (11000, 12000)]),
+        &[],
+    )
+    .unwrap();
+    assert!(c.in_recovery());
+    // Fast retransmit, then rule 3 for the hole not deemed lost.
+    assert_eq!(sent(&mut c, 20 * MS), vec![(4000, 1000), (10000, 1000)]);
+    feed(&mut c, 30 * MS, sack_ack(10000, &[(11000, 12000)]), &[]).unwrap();
+    // Rule 4: the highest unSACKed octet is the FIN, alone above 12000.
+    let (r, d) = take(&mut c, 30 * MS);
+    assert_eq!((r.seq, r.flags & FIN, d.len()), (o(12000), FIN, 0));
+    expect_none(&mut c, 30 * MS);
+}

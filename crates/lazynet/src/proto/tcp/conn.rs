@@ -1489,10 +1489,12 @@ impl<C: CongestionControl> Connection<C> {
                     // poll_transmit sends per NextSeg while cwnd − pipe
                     // >= 1 SMSS (C). Without any SACK information the
                     // scoreboard has no hole to offer: resend the segment
-                    // at SND.UNA as RFC 6582 step 5 would.
+                    // at SND.UNA as RFC 6582 step 5 would, in place of
+                    // NextSeg rule 4's rescue (which would repeat it).
                     self.dupacks = 0;
                     if self.sb.is_empty() {
                         self.rexmit_one = true;
+                        self.sb.rescued(self.recover);
                     }
                 } else {
                     // Step 5: partial ACK: retransmit the next hole.
