@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
-for t in ip:iproute2 ping:iputils-ping tcpdump:tcpdump python3:python3 ffmpeg:ffmpeg; do
+for t in ip:iproute2 ping:iputils-ping tcpdump:tcpdump python3:python3 ffmpeg:ffmpeg curl:curl nft:nftables; do
   command -v "${t%%:*}" >/dev/null 2>&1 || need+=("${t#*:}")
 done
 if [ ${#need[@]} -gt 0 ]; then

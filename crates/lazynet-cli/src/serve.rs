@@ -4,6 +4,7 @@ use std::io::Write;
 use std::net::SocketAddrV4;
 use std::os::fd::AsRawFd;
 
+use lazynet::nic::fault::{FaultConfig, FaultNic, FaultSpec};
 use lazynet::nic::netns::{Ownership, PeerNs, PeerNsConfig};
 use lazynet::nic::pcap::{PcapNic, Resolution};
 use lazynet::nic::tap::TapConfig;
@@ -67,12 +68,63 @@ pub fn tap_nic(net: &NetArgs, ext_bytes: usize) -> anyhow::Result<(Box<dyn Nic>,
     Ok((Box::new(tap), own))
 }
 
-/// `nic`, recording to `--pcap FILE` if given.
+/// `nic`, with faults from `--fault SPEC` injected and recording to
+/// `--pcap FILE`, if given (the capture sees what the stack sees).
 pub fn with_pcap(nic: Box<dyn Nic>, net: &NetArgs) -> anyhow::Result<Box<dyn Nic>> {
+    let nic: Box<dyn Nic> = match &net.fault {
+        Some(spec) => {
+            let (spec, seed) = parse_fault(spec)?;
+            let t0 = std::time::Instant::now();
+            let cfg = FaultConfig {
+                seed,
+                rx: spec,
+                tx: spec,
+                queue_limit: 4096,
+                ..FaultConfig::default()
+            };
+            Box::new(FaultNic::with_clock(
+                nic,
+                cfg,
+                Box::new(move || t0.elapsed().as_nanos() as u64),
+            ))
+        }
+        None => nic,
+    };
     Ok(match &net.pcap {
         Some(p) => Box::new(PcapNic::create(nic, p, Resolution::Micro)?),
         None => nic,
     })
+}
+
+/// Parses `key=value,…` of `--fault` (see its help).
+pub fn parse_fault(s: &str) -> anyhow::Result<(FaultSpec, u64)> {
+    let mut f = FaultSpec {
+        reorder_gap: 2,
+        ..FaultSpec::default()
+    };
+    let mut seed = 1;
+    for kv in s.split(',').filter(|x| !x.is_empty()) {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| anyhow::anyhow!("--fault: `{kv}` is not key=value"))?;
+        let p = || -> anyhow::Result<f64> {
+            let p: f64 = v.parse()?;
+            anyhow::ensure!((0.0..=1.0).contains(&p), "--fault {k}: {p} is not in 0..=1");
+            Ok(p)
+        };
+        match k {
+            "loss" => f.loss = p()?,
+            "dup" => f.duplicate = p()?,
+            "reorder" => f.reorder = p()?,
+            "corrupt" => f.corrupt = p()?,
+            "delay" => f.delay = p()?,
+            "gap" => f.reorder_gap = v.parse()?,
+            "delay-us" => f.delay_ns = v.parse::<u64>()? * 1000,
+            "seed" => seed = v.parse()?,
+            _ => anyhow::bail!("--fault: unknown key `{k}`"),
+        }
+    }
+    Ok((f, seed))
 }
 
 /// `lazynet serve udp-echo`.

@@ -824,3 +824,23 @@ fn sack_rescue_retransmission_includes_fin() {
     assert_eq!((r.seq, r.flags & FIN, d.len()), (o(12000), FIN, 0));
     expect_none(&mut c, 30 * MS);
 }
+
+// ---- With header prediction ----
+
+/// Header prediction must stay off while the scoreboard holds ranges: a
+/// pure ACK past them has to trim them (found merging with the fast
+/// path: the predicted ACK skipped the scoreboard, leaving ranges below
+/// SND.UNA).
+#[test]
+fn regression_predicted_ack_past_sacked_range_trims_scoreboard() {
+    let mut c = flight_4k_12k(sack_cfg(), 12000);
+    assert!(sack_cfg().fast_path);
+    feed(&mut c, 20 * MS, sack_ack(4000, &[(5000, 6000)]), &[]).unwrap();
+    let before = c.counters().fast_path;
+    feed(&mut c, 30 * MS, sack_ack(7000, &[]), &[]).unwrap();
+    assert_eq!(c.counters().fast_path, before, "took the fast path");
+    assert!(c.scoreboard().is_empty());
+    // Once the scoreboard is empty, prediction is back.
+    feed(&mut c, 31 * MS, sack_ack(8000, &[]), &[]).unwrap();
+    assert_eq!(c.counters().fast_path, before + 1);
+}

@@ -18,14 +18,24 @@
 //!   only the first carries the transport header;
 //! * one channel per bound UDP socket, found by (local address, local port)
 //!   with a hash lookup, then (wildcard address, port): two probes at most,
-//!   whatever the number of sockets.
+//!   whatever the number of sockets;
+//! * one channel per TCP connection, found by its 4-tuple, then one per TCP
+//!   listener by (address, port) and (wildcard, port): three probes at most.
+//!   TCP to no connection and no listener goes to [`CONTROL`] (the stack
+//!   answers with a RST, RFC 9293 §3.10.7.1).
+//!
+//! TCP channels are *notifying*: the first frame queued on an empty one
+//! puts its id on a ready list ([`Classifier::take_ready`]), so whoever runs
+//! TCP processing visits only the connections that have input — O(active),
+//! not O(connections). Each channel is on the list at most once, and the
+//! list's capacity is reserved at bind time, so delivery never allocates.
 //!
 //! Every channel is a fixed-capacity ring allocated at bind time; a full
 //! channel drops the frame right here (early discard) and counts it.
 
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddrV4};
 
 use rustc_hash::FxHasher;
 
@@ -61,8 +71,8 @@ pub enum DropReason {
     BroadcastIcmp,
     /// UDP to a broadcast address and a port nobody bound.
     BroadcastNoSocket,
-    /// TCP segment: no TCP in this build yet.
-    NoTcp,
+    /// TCP to a broadcast address.
+    BroadcastTcp,
     /// IP protocol we do not speak.
     UnknownProtocol,
     /// The destination channel was full: early discard.
@@ -80,7 +90,7 @@ impl DropReason {
         DropReason::NotOurIp,
         DropReason::BroadcastIcmp,
         DropReason::BroadcastNoSocket,
-        DropReason::NoTcp,
+        DropReason::BroadcastTcp,
         DropReason::UnknownProtocol,
         DropReason::ChannelFull,
     ];
@@ -96,7 +106,7 @@ impl DropReason {
             DropReason::NotOurIp => "not_our_ip",
             DropReason::BroadcastIcmp => "broadcast_icmp",
             DropReason::BroadcastNoSocket => "broadcast_no_socket",
-            DropReason::NoTcp => "no_tcp",
+            DropReason::BroadcastTcp => "broadcast_tcp",
             DropReason::UnknownProtocol => "unknown_protocol",
             DropReason::ChannelFull => "channel_full",
         }
@@ -137,6 +147,10 @@ pub struct Channel {
     pub enqueued: u64,
     /// Frames dropped because the channel was full.
     pub dropped_full: u64,
+    /// Put the channel on the ready list when it becomes non-empty.
+    notify: bool,
+    /// On the ready list now.
+    in_ready: bool,
 }
 
 impl Channel {
@@ -148,6 +162,8 @@ impl Channel {
             len: 0,
             enqueued: 0,
             dropped_full: 0,
+            notify: false,
+            in_ready: false,
         }
     }
 
@@ -219,6 +235,20 @@ pub enum BindError {
 
 type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 
+/// A TCP connection's key: (local address, remote address, local port,
+/// remote port).
+type TcpKey = (u32, u32, u16, u16);
+
+#[inline(always)]
+fn tcp_key(local: SocketAddrV4, remote: SocketAddrV4) -> TcpKey {
+    (
+        u32::from(*local.ip()),
+        u32::from(*remote.ip()),
+        local.port(),
+        remote.port(),
+    )
+}
+
 #[inline]
 fn key(addr: u32, port: u16) -> u64 {
     ((addr as u64) << 16) | port as u64
@@ -234,7 +264,10 @@ pub struct Classifier {
     naddrs: usize,
     bcast: u32,
     udp: FxMap<u64, u32>,
+    tcp: FxMap<TcpKey, u32>,
+    tcp_listen: FxMap<u64, u32>,
     channels: Vec<Option<Channel>>,
+    ready: Vec<u32>,
     free: Vec<u32>,
     stats: DemuxStats,
 }
@@ -288,6 +321,9 @@ impl Classifier {
             naddrs: 1,
             bcast: a | host_mask,
             udp: FxMap::default(),
+            tcp: FxMap::default(),
+            tcp_listen: FxMap::default(),
+            ready: Vec::new(),
             channels: vec![
                 Some(Channel::new(control_cap)),
                 Some(Channel::new(fragment_cap)),
@@ -352,9 +388,10 @@ impl Classifier {
         self.channels.iter().flatten()
     }
 
-    /// Number of bound sockets.
+    /// Number of bound sockets (UDP sockets, TCP listeners and
+    /// connections).
     pub fn sockets(&self) -> usize {
-        self.udp.len()
+        self.udp.len() + self.tcp.len() + self.tcp_listen.len()
     }
 
     /// True if UDP `port` is bound on `addr` or on the wildcard address
@@ -377,7 +414,15 @@ impl Classifier {
         if self.udp_port_used(addr, port) {
             return Err(BindError::AddrInUse);
         }
-        let ch = Channel::new(cap);
+        let id = self.new_channel(cap, false);
+        self.udp.insert(key(u32::from(addr), port), id);
+        Ok(ChannelId(id))
+    }
+
+    /// Allocates a channel (control path).
+    fn new_channel(&mut self, cap: usize, notify: bool) -> u32 {
+        let mut ch = Channel::new(cap);
+        ch.notify = notify;
         let id = match self.free.pop() {
             Some(i) => {
                 self.channels[i as usize] = Some(ch);
@@ -388,8 +433,25 @@ impl Classifier {
                 (self.channels.len() - 1) as u32
             }
         };
-        self.udp.insert(key(u32::from(addr), port), id);
-        Ok(ChannelId(id))
+        // Every channel fits on the ready list at once: no allocation when
+        // one is put there.
+        if self.ready.capacity() < self.channels.len() {
+            self.ready.reserve(self.channels.len() - self.ready.len());
+        }
+        id
+    }
+
+    /// Frees channel `id`, writing its queued frames to `leftover`.
+    fn free_channel(&mut self, id: u32, leftover: &mut Vec<Desc>) {
+        if let Some(mut ch) = self.channels[id as usize].take() {
+            while let Some(d) = ch.pop() {
+                leftover.push(d);
+            }
+            if ch.in_ready {
+                self.ready.retain(|&r| r != id);
+            }
+        }
+        self.free.push(id);
     }
 
     /// Removes the binding of (`addr`, `port`) and its channel; the frames
@@ -404,13 +466,114 @@ impl Classifier {
             .udp
             .remove(&key(u32::from(addr), port))
             .ok_or(BindError::NoChannel)?;
-        if let Some(mut ch) = self.channels[id as usize].take() {
-            while let Some(d) = ch.pop() {
-                leftover.push(d);
+        self.free_channel(id, leftover);
+        Ok(())
+    }
+
+    /// True if TCP `port` has a listener on `addr` or on the wildcard
+    /// address (or, for the wildcard, on our address).
+    pub fn tcp_listen_used(&self, addr: Ipv4Addr, port: u16) -> bool {
+        let a = u32::from(addr);
+        self.tcp_listen.contains_key(&key(a, port))
+            || self.tcp_listen.contains_key(&key(0, port))
+            || (a == 0 && self.tcp_listen.contains_key(&key(self.addr, port)))
+    }
+
+    /// True if a TCP connection `local`–`remote` has a channel.
+    pub fn tcp_conn_used(&self, local: SocketAddrV4, remote: SocketAddrV4) -> bool {
+        self.tcp.contains_key(&tcp_key(local, remote))
+    }
+
+    /// Binds a TCP listener on (`addr`, `port`) to a new notifying channel of
+    /// `cap` frames. Control path: allocates.
+    pub fn bind_tcp_listen(
+        &mut self,
+        addr: Ipv4Addr,
+        port: u16,
+        cap: usize,
+    ) -> Result<ChannelId, BindError> {
+        if self.tcp_listen_used(addr, port) {
+            return Err(BindError::AddrInUse);
+        }
+        let id = self.new_channel(cap, true);
+        self.tcp_listen.insert(key(u32::from(addr), port), id);
+        Ok(ChannelId(id))
+    }
+
+    /// Removes a listener's binding and channel (queued frames go to
+    /// `leftover`).
+    pub fn unbind_tcp_listen(
+        &mut self,
+        addr: Ipv4Addr,
+        port: u16,
+        leftover: &mut Vec<Desc>,
+    ) -> Result<(), BindError> {
+        let id = self
+            .tcp_listen
+            .remove(&key(u32::from(addr), port))
+            .ok_or(BindError::NoChannel)?;
+        self.free_channel(id, leftover);
+        Ok(())
+    }
+
+    /// Gives the TCP connection `local`–`remote` a notifying channel of
+    /// `cap` frames. Control path: allocates.
+    pub fn bind_tcp_conn(
+        &mut self,
+        local: SocketAddrV4,
+        remote: SocketAddrV4,
+        cap: usize,
+    ) -> Result<ChannelId, BindError> {
+        if self.tcp_conn_used(local, remote) {
+            return Err(BindError::AddrInUse);
+        }
+        let id = self.new_channel(cap, true);
+        self.tcp.insert(tcp_key(local, remote), id);
+        Ok(ChannelId(id))
+    }
+
+    /// Removes a connection's binding and channel (queued frames go to
+    /// `leftover`).
+    pub fn unbind_tcp_conn(
+        &mut self,
+        local: SocketAddrV4,
+        remote: SocketAddrV4,
+        leftover: &mut Vec<Desc>,
+    ) -> Result<(), BindError> {
+        let id = self
+            .tcp
+            .remove(&tcp_key(local, remote))
+            .ok_or(BindError::NoChannel)?;
+        self.free_channel(id, leftover);
+        Ok(())
+    }
+
+    /// The channel of TCP connection `local`–`remote`, if it has one.
+    pub fn lookup_tcp_conn(&self, local: SocketAddrV4, remote: SocketAddrV4) -> Option<ChannelId> {
+        self.tcp.get(&tcp_key(local, remote)).map(|&c| ChannelId(c))
+    }
+
+    /// Moves the ids of the channels that became non-empty since the last
+    /// call to `out` (oldest first) and clears their ready marks. A channel
+    /// emptied in between is still reported; its consumer finds nothing.
+    pub fn take_ready(&mut self, out: &mut Vec<u32>) {
+        for &id in &self.ready {
+            if let Some(Some(ch)) = self.channels.get_mut(id as usize) {
+                ch.in_ready = false;
             }
         }
-        self.free.push(id);
-        Ok(())
+        out.append(&mut self.ready);
+    }
+
+    /// Puts channel `c` back on the ready list if it still holds frames (a
+    /// consumer that stopped at its work bound).
+    pub fn mark_ready(&mut self, c: ChannelId) {
+        if let Some(Some(ch)) = self.channels.get_mut(c.0 as usize) {
+            if ch.len > 0 && ch.notify && !ch.in_ready {
+                ch.in_ready = true;
+                self.ready.push(c.0);
+            }
+        }
     }
 
     /// Classifies one Ethernet frame without side effects.
@@ -479,7 +642,30 @@ impl Classifier {
             }
             1 if bcast => Verdict::Drop(BroadcastIcmp),
             1 => Verdict::Channel(CONTROL),
-            6 => Verdict::Drop(NoTcp),
+            6 => {
+                let (Some(sport), Some(dport)) = (if total >= ihl + 20 {
+                    (be16(ip, ihl), be16(ip, ihl + 2))
+                } else {
+                    (None, None)
+                }) else {
+                    return Verdict::Drop(Truncated);
+                };
+                if bcast {
+                    return Verdict::Drop(BroadcastTcp);
+                }
+                let saddr = u32::from_be_bytes([ip[12], ip[13], ip[14], ip[15]]);
+                if let Some(&c) = self.tcp.get(&(daddr, saddr, dport, sport)) {
+                    return Verdict::Channel(ChannelId(c));
+                }
+                match self
+                    .tcp_listen
+                    .get(&key(daddr, dport))
+                    .or_else(|| self.tcp_listen.get(&key(0, dport)))
+                {
+                    Some(&c) => Verdict::Channel(ChannelId(c)),
+                    None => Verdict::Channel(CONTROL),
+                }
+            }
             _ => Verdict::Drop(UnknownProtocol),
         }
     }
@@ -491,16 +677,7 @@ impl Classifier {
     pub fn deliver(&mut self, d: Desc, frame: &[u8]) -> Result<ChannelId, DropReason> {
         self.stats.frames += 1;
         let r = match self.classify(frame) {
-            Verdict::Channel(c) => match self.channels.get_mut(c.0 as usize) {
-                Some(Some(ch)) => {
-                    if ch.push(d) {
-                        Ok(c)
-                    } else {
-                        Err(DropReason::ChannelFull)
-                    }
-                }
-                _ => Err(DropReason::ChannelFull),
-            },
+            Verdict::Channel(c) => self.push_to(c, d),
             Verdict::Drop(r) => Err(r),
         };
         match r {
@@ -513,13 +690,23 @@ impl Classifier {
     /// Queues a descriptor on a channel directly (used by the stack to hand a
     /// reassembled datagram to its socket). Counts a full channel as a drop.
     pub fn enqueue(&mut self, c: ChannelId, d: Desc) -> Result<(), DropReason> {
+        self.push_to(c, d).map(|_| ())
+    }
+
+    /// Queues `d` on `c`, putting a notifying channel on the ready list.
+    #[inline(always)]
+    fn push_to(&mut self, c: ChannelId, d: Desc) -> Result<ChannelId, DropReason> {
         match self.channels.get_mut(c.0 as usize) {
             Some(Some(ch)) => {
-                if ch.push(d) {
-                    Ok(())
-                } else {
-                    Err(DropReason::ChannelFull)
+                if !ch.push(d) {
+                    return Err(DropReason::ChannelFull);
                 }
+                if ch.notify && !ch.in_ready {
+                    ch.in_ready = true;
+                    // Capacity reserved at bind time: never reallocates.
+                    self.ready.push(c.0);
+                }
+                Ok(c)
             }
             _ => Err(DropReason::ChannelFull),
         }

@@ -132,9 +132,10 @@ fn other_macs_ips_and_types_are_dropped() {
         c.classify(&ip_frame(MAC, Ipv4Addr::new(10, 0, 0, 3), 17, 0, 7, 0)),
         Verdict::Drop(DropReason::NotOurIp)
     );
+    // A TCP header needs 20 bytes; this frame carries 12.
     assert_eq!(
         c.classify(&ip_frame(MAC, ME, 6, 0, 7, 0)),
-        Verdict::Drop(DropReason::NoTcp)
+        Verdict::Drop(DropReason::Truncated)
     );
     assert_eq!(
         c.classify(&ip_frame(MAC, ME, 47, 0, 7, 0)),
@@ -262,4 +263,133 @@ fn secondary_addresses_are_local() {
         assert!(c.add_addr(Ipv4Addr::new(10, 0, 2, i)));
     }
     assert!(!c.add_addr(Ipv4Addr::new(10, 0, 3, 1)));
+}
+
+/// A TCP frame from `src` to (ME, `dport`) with a 20-byte header.
+fn tcp_frame(dst: Ipv4Addr, src: SocketAddrV4, dport: u16) -> Vec<u8> {
+    let total = 20 + 20;
+    let mut f = vec![0u8; 14 + total];
+    f[0..6].copy_from_slice(&MAC);
+    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    let ip = &mut f[14..];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+    ip[9] = 6;
+    ip[12..16].copy_from_slice(&src.ip().octets());
+    ip[16..20].copy_from_slice(&dst.octets());
+    ip[20..22].copy_from_slice(&src.port().to_be_bytes());
+    ip[22..24].copy_from_slice(&dport.to_be_bytes());
+    f
+}
+
+const PEER: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 9), 40000);
+
+#[test]
+fn tcp_connection_beats_listener_and_listener_beats_control() {
+    let mut c = cls();
+    assert_eq!(
+        c.classify(&tcp_frame(ME, PEER, 80)),
+        Verdict::Channel(CONTROL)
+    );
+    let l = c.bind_tcp_listen(Ipv4Addr::UNSPECIFIED, 80, 8).unwrap();
+    assert_eq!(c.classify(&tcp_frame(ME, PEER, 80)), Verdict::Channel(l));
+    let conn = c.bind_tcp_conn(SocketAddrV4::new(ME, 80), PEER, 8).unwrap();
+    assert_ne!(conn, l);
+    assert_eq!(c.classify(&tcp_frame(ME, PEER, 80)), Verdict::Channel(conn));
+    // Another peer port still reaches the listener.
+    let other = SocketAddrV4::new(*PEER.ip(), 40001);
+    assert_eq!(c.classify(&tcp_frame(ME, other, 80)), Verdict::Channel(l));
+    // Same port, other protocol: UDP is not affected.
+    assert_eq!(c.classify(&udp(80)), Verdict::Channel(CONTROL));
+    let mut left = Vec::new();
+    c.unbind_tcp_conn(SocketAddrV4::new(ME, 80), PEER, &mut left)
+        .unwrap();
+    assert_eq!(c.classify(&tcp_frame(ME, PEER, 80)), Verdict::Channel(l));
+}
+
+#[test]
+fn tcp_specific_listener_beats_wildcard_and_duplicates_are_refused() {
+    let mut c = cls();
+    let w = c.bind_tcp_listen(Ipv4Addr::UNSPECIFIED, 81, 8).unwrap();
+    assert_eq!(
+        c.bind_tcp_listen(ME, 81, 8),
+        Err(BindError::AddrInUse),
+        "wildcard overlaps"
+    );
+    assert_eq!(c.classify(&tcp_frame(ME, PEER, 81)), Verdict::Channel(w));
+    let s = c.bind_tcp_listen(ME, 82, 8).unwrap();
+    assert_eq!(c.classify(&tcp_frame(ME, PEER, 82)), Verdict::Channel(s));
+    assert_eq!(
+        c.bind_tcp_conn(SocketAddrV4::new(ME, 5000), PEER, 4)
+            .map(|_| ()),
+        Ok(())
+    );
+    assert_eq!(
+        c.bind_tcp_conn(SocketAddrV4::new(ME, 5000), PEER, 4),
+        Err(BindError::AddrInUse)
+    );
+}
+
+#[test]
+fn tcp_to_broadcast_or_truncated_is_dropped() {
+    let mut c = cls();
+    c.bind_tcp_listen(Ipv4Addr::UNSPECIFIED, 80, 8).unwrap();
+    let mut b = tcp_frame(Ipv4Addr::BROADCAST, PEER, 80);
+    b[0..6].copy_from_slice(&[0xff; 6]);
+    assert_eq!(c.classify(&b), Verdict::Drop(DropReason::BroadcastTcp));
+    let mut t = tcp_frame(ME, PEER, 80);
+    t.truncate(14 + 20 + 19);
+    t[16..18].copy_from_slice(&39u16.to_be_bytes());
+    assert_eq!(c.classify(&t), Verdict::Drop(DropReason::Truncated));
+}
+
+#[test]
+fn tcp_channels_go_on_the_ready_list_once() {
+    let mut c = cls();
+    let l = c.bind_tcp_listen(Ipv4Addr::UNSPECIFIED, 80, 4).unwrap();
+    let u = c.bind_udp(Ipv4Addr::UNSPECIFIED, 53, 4).unwrap();
+    let f = tcp_frame(ME, PEER, 80);
+    for i in 0..3 {
+        assert_eq!(c.deliver(Desc::new(i, f.len() as u16), &f), Ok(l));
+    }
+    let uf = udp(53);
+    assert_eq!(c.deliver(Desc::new(9, uf.len() as u16), &uf), Ok(u));
+    let mut ready = Vec::new();
+    c.take_ready(&mut ready);
+    assert_eq!(
+        ready,
+        vec![l.0],
+        "one entry per channel; UDP channels do not notify"
+    );
+    ready.clear();
+    c.take_ready(&mut ready);
+    assert!(ready.is_empty());
+    // Still non-empty: a consumer that stopped early puts it back.
+    c.mark_ready(l);
+    c.mark_ready(l);
+    c.take_ready(&mut ready);
+    assert_eq!(ready, vec![l.0]);
+    // Emptied and unbound: not reported.
+    ready.clear();
+    c.mark_ready(l);
+    let mut left = Vec::new();
+    c.unbind_tcp_listen(Ipv4Addr::UNSPECIFIED, 80, &mut left)
+        .unwrap();
+    assert_eq!(left.len(), 3);
+    c.take_ready(&mut ready);
+    assert!(ready.is_empty());
+}
+
+#[test]
+fn tcp_channel_full_drops_early() {
+    let mut c = cls();
+    let l = c.bind_tcp_listen(Ipv4Addr::UNSPECIFIED, 80, 2).unwrap();
+    let f = tcp_frame(ME, PEER, 80);
+    assert!(c.deliver(Desc::new(0, 40), &f).is_ok());
+    assert!(c.deliver(Desc::new(1, 40), &f).is_ok());
+    assert_eq!(
+        c.deliver(Desc::new(2, 40), &f),
+        Err(DropReason::ChannelFull)
+    );
+    assert_eq!(c.channel(l).unwrap().dropped_full, 1);
 }

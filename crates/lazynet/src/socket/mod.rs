@@ -1,4 +1,4 @@
-//! The application API: UDP sockets.
+//! The application API: UDP sockets, and TCP sockets in [`tcp`].
 //!
 //! **Owns:** the handle types applications hold and the blocking-style
 //! waiting loops.
@@ -18,6 +18,9 @@ use std::time::Duration;
 use crate::nic::Nic;
 pub use crate::stack::SocketError;
 use crate::stack::{Stack, UdpHandle};
+
+pub mod tcp;
+pub use tcp::{TcpListener, TcpStream};
 
 /// A UDP socket of a [`Stack`].
 #[derive(Debug)]

@@ -54,8 +54,14 @@ use crate::wire::icmp::{self, IcmpPacket};
 use crate::wire::ipv4::{PROTO_ICMP, PROTO_UDP};
 use crate::wire::{ArpOperation, ArpPacket, ArpRepr, Ipv4Packet, Ipv4Repr, UdpPacket, UdpRepr};
 
+mod tcp;
 #[cfg(test)]
 mod tests;
+
+pub use tcp::{
+    ListenHandle, TcpEvent, TcpHandle, TcpStats, MAX_TX_PER_CALL, SERVICE_PER_CHANNEL,
+    TX_PAYLOAD_AT,
+};
 
 /// Largest receive batch.
 pub const MAX_BATCH: usize = 256;
@@ -99,6 +105,16 @@ pub struct StackConfig {
     pub arp: ArpConfig,
     /// Reassembly limits.
     pub reasm: ReasmConfig,
+    /// Default configuration of TCP connections (the MSS is lowered to fit
+    /// the NIC's MTU).
+    pub tcp: crate::proto::tcp::Config,
+    /// Default configuration of TCP listeners.
+    pub tcp_listen: crate::proto::tcp::ListenConfig,
+    /// Capacity of a TCP connection's channel (a listener's is at least
+    /// its backlog).
+    pub tcp_channel_cap: usize,
+    /// RSTs per second (and burst) for segments to closed ports.
+    pub tcp_rst_rate: (u32, u32),
 }
 
 impl Default for StackConfig {
@@ -123,6 +139,10 @@ impl Default for StackConfig {
                 ..ArpConfig::default()
             },
             reasm: ReasmConfig::default(),
+            tcp: crate::proto::tcp::Config::default(),
+            tcp_listen: crate::proto::tcp::ListenConfig::default(),
+            tcp_channel_cap: 256,
+            tcp_rst_rate: (1000, 50),
         }
     }
 }
@@ -178,11 +198,20 @@ pub enum StackDrop {
     ArpGiveUp,
     /// No route to the destination.
     NoRoute,
+    /// TCP header malformed (data offset, options).
+    TcpHeader,
+    /// TCP checksum wrong.
+    TcpChecksum,
+    /// TCP to no connection and no listener (answered with a rate-limited
+    /// RST unless it was a RST).
+    TcpNoSocket,
+    /// A segment for a just-accepted connection found its channel full.
+    TcpRedirectFull,
 }
 
 impl StackDrop {
     /// Every reason, in counter order.
-    pub const ALL: [StackDrop; 23] = [
+    pub const ALL: [StackDrop; 27] = [
         StackDrop::BadDescriptor,
         StackDrop::IpHeader,
         StackDrop::IpChecksum,
@@ -206,6 +235,10 @@ impl StackDrop {
         StackDrop::ArpNoSpace,
         StackDrop::ArpGiveUp,
         StackDrop::NoRoute,
+        StackDrop::TcpHeader,
+        StackDrop::TcpChecksum,
+        StackDrop::TcpNoSocket,
+        StackDrop::TcpRedirectFull,
     ];
 
     /// A short stable name for counters.
@@ -234,6 +267,10 @@ impl StackDrop {
             StackDrop::ArpNoSpace => "arp_no_space",
             StackDrop::ArpGiveUp => "arp_give_up",
             StackDrop::NoRoute => "no_route",
+            StackDrop::TcpHeader => "tcp_header",
+            StackDrop::TcpChecksum => "tcp_checksum",
+            StackDrop::TcpNoSocket => "tcp_no_socket",
+            StackDrop::TcpRedirectFull => "tcp_redirect_full",
         }
     }
 }
@@ -263,6 +300,10 @@ pub enum SocketError {
     NoBuffers,
     /// The datagram was dropped on the way out (see the counters).
     Dropped,
+    /// The peer answered the SYN with a RST.
+    ConnectionRefused,
+    /// The peer reset the connection.
+    ConnectionReset,
 }
 
 impl std::fmt::Display for SocketError {
@@ -316,6 +357,8 @@ pub struct StackStats {
     pub arp: ArpCounters,
     /// Reassembly counters.
     pub reasm: ReasmCounters,
+    /// TCP counters.
+    pub tcp: TcpStats,
 }
 
 impl StackStats {
@@ -335,11 +378,12 @@ impl StackStats {
             + self.frags_absorbed
             + self.udp_delivered
             + self.rx_frame_drops
+            + self.tcp.segments_in
     }
 
     /// Writes every non-zero counter as `name value` lines.
     pub fn write_table(&self, out: &mut impl std::fmt::Write) -> std::fmt::Result {
-        let rows: [(&str, u64); 17] = [
+        let rows: [(&str, u64); 26] = [
             ("rx_frames", self.rx_frames),
             ("tx_frames", self.tx_frames),
             ("demux_enqueued", self.demux.enqueued),
@@ -360,6 +404,15 @@ impl StackStats {
             ("frags_absorbed", self.frags_absorbed),
             ("reassembled", self.reassembled),
             ("rx_frame_drops", self.rx_frame_drops),
+            ("tcp_segments_in", self.tcp.segments_in),
+            ("tcp_segments_out", self.tcp.segments_out),
+            ("tcp_redirected", self.tcp.redirected),
+            ("tcp_resets_sent", self.tcp.resets_sent),
+            ("tcp_resets_suppressed", self.tcp.resets_suppressed),
+            ("tcp_connects", self.tcp.connects),
+            ("tcp_accepted", self.tcp.accepted),
+            ("tcp_closed", self.tcp.closed),
+            ("tcp_timers", self.tcp.timers),
         ];
         for (k, v) in rows {
             writeln!(out, "  {k:<34} {v}")?;
@@ -464,6 +517,9 @@ struct Out<N: Nic> {
     arp: ArpCache,
     ident: IdentGen,
     release: Vec<Desc>,
+    /// A transmit buffer TCP output allocated but did not need; reused by
+    /// the next output call, given back at the end of `poll`.
+    spare: Option<u32>,
     stats: OutStats,
 }
 
@@ -776,6 +832,7 @@ pub struct Stack<N: Nic> {
     free_sockets: Vec<u32>,
     icmp_limit: RateLimiter,
     ports: PortAllocator,
+    tcp: tcp::Tcp,
     rng: ChaCha8Rng,
     rxbuf: Box<[Desc]>,
     rx_batch: usize,
@@ -802,7 +859,15 @@ impl<N: Nic> Stack<N> {
             ..cfg.arp
         };
         let ident = IdentGen::new(rng.next_u64());
+        let tcp = tcp::Tcp::new(
+            cfg.tcp,
+            cfg.tcp_listen,
+            cfg.tcp_channel_cap,
+            cfg.tcp_rst_rate,
+            &mut rng,
+        );
         Stack {
+            tcp,
             out: Out {
                 nic,
                 mac,
@@ -814,6 +879,7 @@ impl<N: Nic> Stack<N> {
                 arp: ArpCache::new(arp_cfg),
                 ident,
                 release: Vec::with_capacity(MAX_BATCH),
+                spare: None,
                 stats: OutStats::default(),
             },
             demux: Classifier::new(
@@ -882,6 +948,7 @@ impl<N: Nic> Stack<N> {
         }
         s.arp = self.out.arp.counters();
         s.reasm = self.reasm.counters();
+        s.tcp = self.tcp.stats.clone();
         s
     }
 
@@ -942,6 +1009,9 @@ impl<N: Nic> Stack<N> {
         if now >= self.next_timer {
             self.timers(now);
             self.next_timer = now + TIMER_INTERVAL_NS;
+        }
+        if let Some(b) = self.out.spare.take() {
+            self.out.release(Desc::new(b, 0));
         }
         self.out.flush_release();
         self.out.nic.flush();
@@ -1134,6 +1204,7 @@ impl<N: Nic> Stack<N> {
                     }
                 }
             }
+            crate::wire::ipv4::PROTO_TCP => self.tcp_no_socket(d, now),
             _ => self.rx_fail(d, StackDrop::IcmpUnhandled),
         }
     }

@@ -52,6 +52,15 @@
 //! of the payload; `poll_transmit` builds one segment of at most one MSS.
 //! (SACK: at most 4 received blocks merged into a scoreboard of
 //! [`super::sack::MAX_SACKED`] ranges; NextSeg and pipe walk those ranges.)
+//!
+//! # Fast path
+//!
+//! `handle_segment` first tries header prediction (`fast.rs`, STYLE.md §3):
+//! an ESTABLISHED in-order pure ACK of new data or in-order data segment
+//! in the steady state is handled there; everything else runs the full
+//! RFC 9293 §3.10.7.4 sequence below. `fast.rs` lists exactly when
+//! prediction is off. [`Config::fast_path`] switches it off for
+//! differential tests; [`TcpCounters::fast_path`] counts hits.
 
 use std::net::SocketAddrV4;
 
@@ -60,6 +69,10 @@ use super::cc::{Cc, CcAlgo, CongestionControl};
 use super::rtt::RttEstimator;
 use super::sack::{NextSeg, Scoreboard, DUP_THRESH};
 use crate::wire::tcp::{SackBlocks, SeqNumber, TcpFlags, TcpRepr, Timestamps};
+
+// Header prediction; a child module so that it reads the TCB's fields.
+#[path = "fast.rs"]
+mod fast;
 
 const MS: u64 = 1_000_000;
 const SEC: u64 = 1_000_000_000;
@@ -116,6 +129,9 @@ pub struct Config {
     /// [`Connection::connect`] / [`Connection::accept_syn`] (and so by the
     /// listener). Default CUBIC, as Linux; see [`CcAlgo`] for why.
     pub cc: CcAlgo,
+    /// Header prediction (see `fast.rs`); off only to compare against the
+    /// slow path, which gives identical results.
+    pub fast_path: bool,
 }
 
 impl Default for Config {
@@ -141,6 +157,7 @@ impl Default for Config {
             keepalive_interval: 75 * SEC,
             keepalive_probes: 9,
             cc: CcAlgo::Cubic,
+            fast_path: true,
         }
     }
 }
@@ -280,6 +297,8 @@ pub struct TcpCounters {
     /// Segments resent by SACK-based recovery (RFC 6675 NextSeg rules 1,
     /// 3 and 4), not counting the fast retransmit that starts it.
     pub sack_retransmits: u64,
+    /// Segments handled by header prediction (counted in `segs_in` too).
+    pub fast_path: u64,
 }
 
 impl TcpCounters {
@@ -675,6 +694,14 @@ impl<C: CongestionControl> Connection<C> {
     /// Bytes readable with `recv`.
     pub fn recv_queue(&self) -> usize {
         self.rx.len()
+    }
+    /// Capacity of the send buffer.
+    pub fn send_capacity(&self) -> usize {
+        self.tx.capacity()
+    }
+    /// Switches Nagle's algorithm off (`true`) or on (RFC 9293 §3.7.4).
+    pub fn set_nodelay(&mut self, on: bool) {
+        self.cfg.nodelay = on;
     }
     /// Out-of-order intervals held.
     pub fn ooo_intervals(&self) -> &[(SeqNumber, SeqNumber)] {
@@ -1128,6 +1155,9 @@ impl<C: CongestionControl> Connection<C> {
         payload: &[u8],
     ) -> Result<(), TcpDrop> {
         self.counters.segs_in += 1;
+        if self.cfg.fast_path && self.fast_path(now, seg, payload) {
+            return Ok(());
+        }
         let r = self.segment_inner(now, seg, payload);
         if let Err(d) = r {
             self.counters.drops[d as usize] += 1;
@@ -1361,10 +1391,9 @@ impl<C: CongestionControl> Connection<C> {
 
     /// Steps five to eight for a segment that passed the checks. An
     /// ESTABLISHED in-order segment without FIN goes through
-    /// [`Self::established_in_order`], the function a header-predicted
-    /// fast path will call directly (STYLE.md §3); everything else runs the
-    /// full sequence. Both share the same helpers, so the slow path stays
-    /// the single source of truth.
+    /// [`Self::established_in_order`]; everything else runs the full
+    /// sequence. Both share the same helpers, so the slow path stays the
+    /// single source of truth (the predicted subset is in `fast.rs`).
     fn established_in_order_or(
         &mut self,
         now: u64,
@@ -1413,8 +1442,8 @@ impl<C: CongestionControl> Connection<C> {
     }
 
     /// ESTABLISHED, `SEG.SEQ == RCV.NXT`, ACK set, no SYN/FIN/RST, all
-    /// checks passed: a pure ACK and/or in-order data. This is the whole
-    /// work of the future fast path.
+    /// checks passed: a pure ACK and/or in-order data. `fast.rs` handles
+    /// the predicted part of this without the rare branches.
     #[inline]
     fn established_in_order(&mut self, now: u64, seg: &TcpRepr, payload: &[u8]) {
         self.process_ack(now, seg, payload.len());

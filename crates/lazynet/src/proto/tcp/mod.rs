@@ -33,9 +33,11 @@
 //! D-SACK (RFC 2883; such blocks are ignored), detecting lost
 //! retransmissions in SACK recovery (left to the RTO),
 //! RFC 5681 §4.1 restart after idle, RFC 6191
-//! TIME-WAIT reuse, the header-predicted fast path (its entry point,
-//! `established_in_order`, exists), urgent data (ignored, delivered
-//! inline).
+//! TIME-WAIT reuse, urgent data (ignored, delivered inline).
+//!
+//! **Fast path:** header prediction for ESTABLISHED in-order data and
+//! pure ACKs (`fast.rs`, `Config::fast_path`), a proven subset of the
+//! slow path (`tests/tcp_fastpath.rs`).
 
 pub mod buffer;
 pub mod cc;

@@ -1,0 +1,1158 @@
+//! TCP in the stack: the tables of connections and listeners, lazy input
+//! processing, segment output and the timer queue.
+//!
+//! **Owns:** one slot per connection (its [`Connection`], its demux channel,
+//! its handle generation), one slot per listener, the map from channel to
+//! owner, the keyed [`Secret`] for ISNs, ports and cookies (seeded from the
+//! stack's RNG at start-up), the ephemeral port allocator (RFC 6056), the
+//! timer heap, the RST rate limiter and the event list.
+//!
+//! **When protocol code runs (LRP §3.4).** Arrival does nothing but queue a
+//! descriptor on the connection's (or listener's) channel — the classifier
+//! finds it by 4-tuple, then by listening port. The segments are processed
+//! later, with an explicit work bound, by whoever calls:
+//! * the socket calls of that connection ([`Stack::tcp_recv`],
+//!   [`Stack::tcp_send`], ...) process its own channel first, in the
+//!   caller's context;
+//! * [`Stack::tcp_service`] processes the channels on the classifier's
+//!   ready list and the expired timers — the owner's protocol handler (one
+//!   per process in the embedded placement; the scheduler issue gives each
+//!   owner its own).
+//!
+//! A listener whose accept queue is full is not processed at all: its
+//! channel fills and further SYNs are dropped there, early, before any
+//! protocol work (LRP §3.4, the SYN-flood defence), until `accept` makes
+//! room.
+//!
+//! **Output.** A segment is built in place in one NIC buffer: the payload is
+//! copied once, from the connection's send buffer to a fixed offset
+//! ([`TX_PAYLOAD_AT`]) leaving room for the largest header, and the headers
+//! are written in front of it; the descriptor's offset names where the
+//! frame starts. TCP segments carry DF (RFC 9293 §3.7.1: the MSS is derived
+//! from the MTU; we never fragment TCP).
+//!
+//! **Timers.** A binary heap of (deadline, slot, generation) with lazy
+//! deletion: a slot remembers the deadline it armed; an entry that does not
+//! match is stale and skipped. A deadline that moves later is not pushed
+//! again until the earlier entry fires.
+//!
+//! **May not touch:** the connection internals (only `proto::tcp`'s API),
+//! wire bytes other than through `wire` views.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::net::{Ipv4Addr, SocketAddrV4};
+
+use rand::RngCore;
+
+use super::{checked_ipv4, Out, SocketError, Stack, StackDrop, MAX_BATCH, REASM_TAG};
+use crate::demux::{BindError, ChannelId};
+use crate::mem::Desc;
+use crate::nic::Nic;
+use crate::proto::icmp::RateLimiter;
+use crate::proto::tcp::{
+    reset_for, Config, ConnError, Connection, EphemeralPorts, ListenConfig, Listener, Secret, State,
+};
+use crate::wire::ethernet::{EthernetAddress, EthernetRepr, ETHERTYPE_IPV4, HEADER_LEN as ETH_LEN};
+use crate::wire::ipv4::PROTO_TCP;
+use crate::wire::tcp::{TcpPacket, TcpRepr};
+use crate::wire::Ipv4Repr;
+
+/// Where a segment's payload starts in a transmit buffer: room for the
+/// Ethernet, IPv4 and the largest TCP header (60 bytes) in front of it.
+pub const TX_PAYLOAD_AT: usize = ETH_LEN + 20 + 60;
+/// Segments one output call may emit for one connection (a bound; the
+/// congestion and receive windows usually stop it earlier).
+pub const MAX_TX_PER_CALL: usize = 64;
+/// Frames one [`Stack::tcp_service`] processes for one channel before
+/// moving to the next ready channel (fairness between connections).
+pub const SERVICE_PER_CHANNEL: usize = 32;
+
+/// Names a TCP connection of a [`Stack`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TcpHandle {
+    idx: u32,
+    gen: u32,
+}
+
+/// Names a TCP listener of a [`Stack`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ListenHandle {
+    idx: u32,
+    gen: u32,
+}
+
+/// Something happened to a connection or listener since the last
+/// [`Stack::tcp_take_events`]: data or room may be there, it may have
+/// closed, or connections may wait to be accepted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TcpEvent {
+    /// A connection processed input or a timer.
+    Conn(TcpHandle),
+    /// A listener has connections to accept.
+    Listener(ListenHandle),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Owner {
+    None,
+    Conn(u32),
+    Listener(u32),
+}
+
+struct ConnSlot {
+    conn: Connection,
+    chan: ChannelId,
+    gen: u32,
+    /// The application closed its handle; the slot goes when the
+    /// connection reaches CLOSED.
+    detached: bool,
+    /// The deadline this slot has in the timer heap.
+    armed: Option<u64>,
+    in_events: bool,
+    ip_ident: u16,
+}
+
+struct ListenSlot {
+    l: Listener,
+    chan: ChannelId,
+    gen: u32,
+    /// The address the classifier binding uses (may be the wildcard).
+    bound: SocketAddrV4,
+    armed: Option<u64>,
+    in_events: bool,
+}
+
+/// Counters of the TCP part of a stack.
+#[derive(Clone, Debug, Default)]
+pub struct TcpStats {
+    /// Received segments handed to a connection or listener.
+    pub segments_in: u64,
+    /// Segments sent.
+    pub segments_out: u64,
+    /// Frames moved from a listener's channel to the channel of the
+    /// connection accepted meanwhile (still queued, not yet processed).
+    pub redirected: u64,
+    /// RSTs sent for segments to no connection and no listener.
+    pub resets_sent: u64,
+    /// RSTs not sent because of the rate limit.
+    pub resets_suppressed: u64,
+    /// Active opens.
+    pub connects: u64,
+    /// Connections handed out by accept.
+    pub accepted: u64,
+    /// Connection slots freed.
+    pub closed: u64,
+    /// Timer expirations handled.
+    pub timers: u64,
+}
+
+pub(super) struct Tcp {
+    conns: Vec<Option<ConnSlot>>,
+    conn_gen: Vec<u32>,
+    free_conns: Vec<u32>,
+    listeners: Vec<Option<ListenSlot>>,
+    listen_gen: Vec<u32>,
+    free_listeners: Vec<u32>,
+    owner: Vec<Owner>,
+    secret: Secret,
+    ports: EphemeralPorts,
+    /// (deadline, slot id: bit 31 set for listeners, generation).
+    timers: BinaryHeap<Reverse<(u64, u32, u32)>>,
+    ready: Vec<u32>,
+    events: Vec<TcpEvent>,
+    cfg: Config,
+    listen_cfg: ListenConfig,
+    chan_cap: usize,
+    rst_limit: RateLimiter,
+    pub(super) stats: TcpStats,
+}
+
+const LISTENER_BIT: u32 = 1 << 31;
+
+impl Tcp {
+    pub(super) fn new(
+        cfg: Config,
+        listen_cfg: ListenConfig,
+        chan_cap: usize,
+        rst_rate: (u32, u32),
+        rng: &mut impl RngCore,
+    ) -> Self {
+        let mut key = [0u8; 16];
+        rng.fill_bytes(&mut key);
+        Tcp {
+            conns: Vec::new(),
+            conn_gen: Vec::new(),
+            free_conns: Vec::new(),
+            listeners: Vec::new(),
+            listen_gen: Vec::new(),
+            free_listeners: Vec::new(),
+            owner: Vec::new(),
+            secret: Secret::new(key),
+            ports: EphemeralPorts::default(),
+            timers: BinaryHeap::new(),
+            ready: Vec::new(),
+            events: Vec::new(),
+            cfg,
+            listen_cfg,
+            chan_cap: chan_cap.max(1),
+            rst_limit: RateLimiter::new(rst_rate.0, rst_rate.1, 0),
+            stats: TcpStats::default(),
+        }
+    }
+
+    fn set_owner(&mut self, c: ChannelId, o: Owner) {
+        let i = c.0 as usize;
+        if self.owner.len() <= i {
+            self.owner.resize(i + 1, Owner::None);
+        }
+        self.owner[i] = o;
+    }
+
+    fn owner_of(&self, c: u32) -> Owner {
+        self.owner.get(c as usize).copied().unwrap_or(Owner::None)
+    }
+
+    fn conn(&self, h: TcpHandle) -> Result<&ConnSlot, SocketError> {
+        match self.conns.get(h.idx as usize) {
+            Some(Some(s)) if s.gen == h.gen && !s.detached => Ok(s),
+            _ => Err(SocketError::BadHandle),
+        }
+    }
+
+    fn conn_mut(&mut self, h: TcpHandle) -> Result<&mut ConnSlot, SocketError> {
+        match self.conns.get_mut(h.idx as usize) {
+            Some(Some(s)) if s.gen == h.gen && !s.detached => Ok(s),
+            _ => Err(SocketError::BadHandle),
+        }
+    }
+
+    fn listener(&self, h: ListenHandle) -> Result<&ListenSlot, SocketError> {
+        match self.listeners.get(h.idx as usize) {
+            Some(Some(s)) if s.gen == h.gen => Ok(s),
+            _ => Err(SocketError::BadHandle),
+        }
+    }
+
+    /// Arms (or keeps) the timer of slot `id` for deadline `t`.
+    fn arm(
+        timers: &mut BinaryHeap<Reverse<(u64, u32, u32)>>,
+        armed: &mut Option<u64>,
+        t: Option<u64>,
+        id: u32,
+        gen: u32,
+    ) {
+        if let Some(t) = t {
+            if armed.is_none_or(|a| t < a) {
+                *armed = Some(t);
+                timers.push(Reverse((t, id, gen)));
+            }
+        }
+    }
+}
+
+/// A received TCP frame, parsed once: addresses, header, payload range.
+struct Seg {
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    repr: TcpRepr,
+    payload: (usize, usize),
+}
+
+/// IP header checksum, TCP checksum over the pseudo-header (RFC 9293
+/// §3.1), header and options — the receiver's lazy work for one segment.
+#[inline]
+fn parse_tcp_frame(frame: &[u8]) -> Result<Seg, StackDrop> {
+    let ip = checked_ipv4(frame)?;
+    let (src, dst) = (ip.src(), ip.dst());
+    let hl = ip.header_len();
+    let total = ip.total_len() as usize;
+    let seg = frame
+        .get(ETH_LEN + hl..ETH_LEN + total)
+        .ok_or(StackDrop::IpHeader)?;
+    let tcp = TcpPacket::new_checked(seg).map_err(|_| StackDrop::TcpHeader)?;
+    if !tcp.verify_checksum(src, dst) {
+        return Err(StackDrop::TcpChecksum);
+    }
+    let repr = TcpRepr::parse(&tcp).map_err(|_| StackDrop::TcpHeader)?;
+    let start = ETH_LEN + hl + tcp.header_len();
+    Ok(Seg {
+        src,
+        dst,
+        repr,
+        payload: (start, ETH_LEN + total),
+    })
+}
+
+impl<N: Nic> Out<N> {
+    /// A transmit buffer: the spare one kept from the last output call, or
+    /// a fresh one.
+    #[inline]
+    fn take_tx_buf(&mut self) -> Option<u32> {
+        self.spare.take().or_else(|| self.alloc())
+    }
+
+    /// Builds Ethernet, IPv4 and TCP headers in front of the payload that
+    /// `poll_transmit` wrote at [`TX_PAYLOAD_AT`] of buffer `b`, and sends
+    /// the frame (or queues it for ARP). Consumes `b` in every case.
+    fn tcp_emit(
+        &mut self,
+        b: u32,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        repr: &TcpRepr,
+        ident: u16,
+        now: u64,
+    ) -> Result<(), StackDrop> {
+        let hl = match repr.header_len() {
+            Ok(h) => h,
+            Err(_) => {
+                self.release(Desc::new(b, 0));
+                return Err(StackDrop::TxNoBuffer);
+            }
+        };
+        let Some(hop) = self.next_hop(dst) else {
+            self.release(Desc::new(b, 0));
+            self.drop_tx(StackDrop::NoRoute);
+            return Err(StackDrop::NoRoute);
+        };
+        let mac = match self.resolve(hop, now) {
+            Ok(m) => m,
+            Err(r) => {
+                self.release(Desc::new(b, 0));
+                self.drop_tx(r);
+                return Err(r);
+            }
+        };
+        let (my_mac, ttl) = (self.mac, self.ttl);
+        let start = TX_PAYLOAD_AT - hl - 20 - ETH_LEN;
+        let end = TX_PAYLOAD_AT + repr.payload_len;
+        let ok = match self.nic.buffers_mut().buf_mut(b) {
+            Some(buf) if buf.len() >= end => {
+                let f = &mut buf[start..end];
+                let eth = EthernetRepr {
+                    src: EthernetAddress(my_mac),
+                    dst: EthernetAddress(mac.unwrap_or([0; 6])),
+                    ethertype: ETHERTYPE_IPV4,
+                };
+                let ip = Ipv4Repr {
+                    src,
+                    dst,
+                    protocol: PROTO_TCP,
+                    ttl,
+                    ident,
+                    dont_frag: true,
+                    more_frags: false,
+                    frag_offset: 0,
+                    payload_len: hl + repr.payload_len,
+                };
+                eth.emit(f).is_ok()
+                    && ip.emit(&mut f[ETH_LEN..]).is_ok()
+                    && repr.emit(&mut f[ETH_LEN + 20..], src, dst).is_ok()
+            }
+            _ => false,
+        };
+        let d = Desc::new(b, (end - start) as u16);
+        let d = Desc {
+            off: start as u16,
+            ..d
+        };
+        if !ok {
+            self.release(Desc::new(b, 0));
+            self.drop_tx(StackDrop::TxNoBuffer);
+            return Err(StackDrop::TxNoBuffer);
+        }
+        match mac {
+            Some(_) => {
+                if self.transmit(d) {
+                    Ok(())
+                } else {
+                    Err(StackDrop::TxRingFull)
+                }
+            }
+            None => match self.arp.enqueue(hop, d, now) {
+                Ok(()) => Ok(()),
+                Err(d) => {
+                    self.release(d);
+                    self.drop_tx(StackDrop::ArpQueueFull);
+                    Err(StackDrop::ArpQueueFull)
+                }
+            },
+        }
+    }
+
+    /// Sends what `conn` has to send: at most [`MAX_TX_PER_CALL`] segments.
+    fn conn_output(&mut self, conn: &mut Connection, ident: &mut u16, now: u64) -> usize {
+        let mut sent = 0;
+        let src = *conn.local().ip();
+        let dst = *conn.remote().ip();
+        while sent < MAX_TX_PER_CALL {
+            let Some(b) = self.take_tx_buf() else {
+                self.drop_tx(StackDrop::TxNoBuffer);
+                break;
+            };
+            let repr = match self.nic.buffers_mut().buf_mut(b) {
+                Some(buf) if buf.len() > TX_PAYLOAD_AT => {
+                    let room = (buf.len() - TX_PAYLOAD_AT).min(u16::MAX as usize);
+                    conn.poll_transmit(now, &mut buf[TX_PAYLOAD_AT..TX_PAYLOAD_AT + room])
+                }
+                _ => {
+                    self.release(Desc::new(b, 0));
+                    break;
+                }
+            };
+            let Some(repr) = repr else {
+                self.spare = Some(b);
+                break;
+            };
+            *ident = ident.wrapping_add(1);
+            let _ = self.tcp_emit(b, src, dst, &repr, *ident, now);
+            sent += 1;
+        }
+        sent
+    }
+
+    /// Sends what `l` has to send (SYN-ACKs, cookie SYN-ACKs, RSTs, ACKs
+    /// of queued connections): at most [`MAX_TX_PER_CALL`] segments.
+    fn listen_output(&mut self, l: &mut Listener, now: u64) -> usize {
+        let mut sent = 0;
+        let src = *l.local().ip();
+        while sent < MAX_TX_PER_CALL {
+            let Some(b) = self.take_tx_buf() else {
+                self.drop_tx(StackDrop::TxNoBuffer);
+                break;
+            };
+            let r = match self.nic.buffers_mut().buf_mut(b) {
+                Some(buf) if buf.len() > TX_PAYLOAD_AT => {
+                    let room = (buf.len() - TX_PAYLOAD_AT).min(u16::MAX as usize);
+                    l.poll_transmit(now, &mut buf[TX_PAYLOAD_AT..TX_PAYLOAD_AT + room])
+                }
+                _ => {
+                    self.release(Desc::new(b, 0));
+                    break;
+                }
+            };
+            let Some((remote, repr)) = r else {
+                self.spare = Some(b);
+                break;
+            };
+            let _ = self.tcp_emit(b, src, *remote.ip(), &repr, 0, now);
+            sent += 1;
+        }
+        sent
+    }
+}
+
+fn conn_error(e: ConnError) -> SocketError {
+    match e {
+        ConnError::Refused => SocketError::ConnectionRefused,
+        ConnError::Reset => SocketError::ConnectionReset,
+        ConnError::TimedOut => SocketError::TimedOut,
+    }
+}
+
+impl<N: Nic> Stack<N> {
+    // ----- TCP: tables -----
+
+    fn install_conn(&mut self, conn: Connection) -> Result<TcpHandle, SocketError> {
+        let (local, remote) = (conn.local(), conn.remote());
+        let chan = self
+            .demux
+            .bind_tcp_conn(local, remote, self.tcp.chan_cap)
+            .map_err(|e| match e {
+                BindError::AddrInUse => SocketError::AddrInUse,
+                BindError::NoChannel => SocketError::BadHandle,
+            })?;
+        let idx = match self.tcp.free_conns.pop() {
+            Some(i) => i,
+            None => {
+                self.tcp.conns.push(None);
+                self.tcp.conn_gen.push(0);
+                (self.tcp.conns.len() - 1) as u32
+            }
+        };
+        let gen = self.tcp.conn_gen[idx as usize];
+        self.tcp.conns[idx as usize] = Some(ConnSlot {
+            conn,
+            chan,
+            gen,
+            detached: false,
+            armed: None,
+            in_events: false,
+            ip_ident: self.rng.next_u32() as u16,
+        });
+        self.tcp.set_owner(chan, Owner::Conn(idx));
+        Ok(TcpHandle { idx, gen })
+    }
+
+    /// Frees a connection slot, its channel and the frames still queued.
+    fn free_conn(&mut self, idx: u32) {
+        let Some(slot) = self.tcp.conns.get_mut(idx as usize).and_then(|s| s.take()) else {
+            return;
+        };
+        let mut left = Vec::new();
+        let _ = self
+            .demux
+            .unbind_tcp_conn(slot.conn.local(), slot.conn.remote(), &mut left);
+        self.tcp.set_owner(slot.chan, Owner::None);
+        for d in left {
+            self.stats.drops[StackDrop::SocketClosed as usize] += 1;
+            if d.buf & REASM_TAG == 0 {
+                self.stats.rx_frame_drops += 1;
+                self.out.release(d);
+            }
+        }
+        self.tcp.conn_gen[idx as usize] = self.tcp.conn_gen[idx as usize].wrapping_add(1);
+        self.tcp.free_conns.push(idx);
+        self.tcp.stats.closed += 1;
+    }
+
+    /// After input, a timer or an application call on connection `idx`:
+    /// send, re-arm its timer, note an event, free it if it is finished.
+    fn conn_after(&mut self, idx: u32, now: u64, event: bool) {
+        let Some(Some(s)) = self.tcp.conns.get_mut(idx as usize) else {
+            return;
+        };
+        let sent = self.out.conn_output(&mut s.conn, &mut s.ip_ident, now);
+        self.tcp.stats.segments_out += sent as u64;
+        if s.detached && s.conn.state() == State::Closed {
+            self.free_conn(idx);
+            return;
+        }
+        Tcp::arm(
+            &mut self.tcp.timers,
+            &mut s.armed,
+            s.conn.poll_timeout(),
+            idx,
+            s.gen,
+        );
+        if event && !s.detached && !s.in_events {
+            s.in_events = true;
+            self.tcp
+                .events
+                .push(TcpEvent::Conn(TcpHandle { idx, gen: s.gen }));
+        }
+    }
+
+    /// Processes at most `max` queued segments of connection `idx` (LRP:
+    /// in the context of whoever calls). Returns the frames consumed.
+    fn conn_input(&mut self, idx: u32, now: u64, max: usize) -> usize {
+        let mut done = 0;
+        while done < max {
+            let Some(Some(s)) = self.tcp.conns.get_mut(idx as usize) else {
+                break;
+            };
+            let Some(d) = self.demux.channel_mut(s.chan).and_then(|c| c.pop()) else {
+                break;
+            };
+            done += 1;
+            let Some(frame) = self.out.nic.buffers().frame(d) else {
+                self.drop_rx(StackDrop::BadDescriptor);
+                continue;
+            };
+            match parse_tcp_frame(frame) {
+                Ok(seg) => {
+                    let payload = &frame[seg.payload.0..seg.payload.1];
+                    let _ = s.conn.handle_segment(now, &seg.repr, payload);
+                    self.tcp.stats.segments_in += 1;
+                    self.out.release(d);
+                }
+                Err(e) => self.rx_fail(d, e),
+            }
+        }
+        done
+    }
+
+    /// Processes at most `max` queued segments of listener `idx`, unless
+    /// its accept queue is full. Segments of connections accepted since
+    /// they were queued move to those connections' channels.
+    fn listen_input(&mut self, idx: u32, now: u64, max: usize) -> usize {
+        let mut done = 0;
+        while done < max {
+            let Some(Some(s)) = self.tcp.listeners.get_mut(idx as usize) else {
+                break;
+            };
+            if s.l.accept_queue_full() {
+                // LRP §3.4: stop processing; SYNs fall off at the channel.
+                break;
+            }
+            let Some(d) = self.demux.channel_mut(s.chan).and_then(|c| c.pop()) else {
+                break;
+            };
+            done += 1;
+            let Some(frame) = self.out.nic.buffers().frame(d) else {
+                self.drop_rx(StackDrop::BadDescriptor);
+                continue;
+            };
+            match parse_tcp_frame(frame) {
+                Ok(seg) => {
+                    let local = SocketAddrV4::new(seg.dst, seg.repr.dst_port);
+                    let remote = SocketAddrV4::new(seg.src, seg.repr.src_port);
+                    if let Some(ch) = self.demux.lookup_tcp_conn(local, remote) {
+                        if self.demux.enqueue(ch, d).is_ok() {
+                            self.tcp.stats.redirected += 1;
+                        } else {
+                            self.rx_fail(d, StackDrop::TcpRedirectFull);
+                        }
+                        continue;
+                    }
+                    let payload = &frame[seg.payload.0..seg.payload.1];
+                    s.l.handle_segment(now, remote, &seg.repr, payload, &self.tcp.secret);
+                    self.tcp.stats.segments_in += 1;
+                    self.out.release(d);
+                }
+                Err(e) => self.rx_fail(d, e),
+            }
+        }
+        done
+    }
+
+    fn listen_after(&mut self, idx: u32, now: u64) {
+        let Some(Some(s)) = self.tcp.listeners.get_mut(idx as usize) else {
+            return;
+        };
+        let sent = self.out.listen_output(&mut s.l, now);
+        self.tcp.stats.segments_out += sent as u64;
+        Tcp::arm(
+            &mut self.tcp.timers,
+            &mut s.armed,
+            s.l.poll_timeout(),
+            idx | LISTENER_BIT,
+            s.gen,
+        );
+        if s.l.accept_queue_len() > 0 && !s.in_events {
+            s.in_events = true;
+            self.tcp
+                .events
+                .push(TcpEvent::Listener(ListenHandle { idx, gen: s.gen }));
+        }
+    }
+
+    // ----- TCP: the protocol handler -----
+
+    /// Runs TCP protocol work that is due: expired timers, then the
+    /// channels that received segments (at most [`SERVICE_PER_CHANNEL`]
+    /// each per round), until `budget` units of work are done. Returns the
+    /// work done; a channel left non-empty stays on the ready list.
+    pub fn tcp_service(&mut self, now: u64, budget: usize) -> usize {
+        let mut work = 0;
+        while work < budget {
+            let Some(&Reverse((t, id, gen))) = self.tcp.timers.peek() else {
+                break;
+            };
+            if t > now {
+                break;
+            }
+            self.tcp.timers.pop();
+            if self.fire_timer(id, gen, t, now) {
+                work += 1;
+            }
+        }
+        let mut ready = std::mem::take(&mut self.tcp.ready);
+        self.demux.take_ready(&mut ready);
+        let mut i = 0;
+        while i < ready.len() {
+            let c = ready[i];
+            i += 1;
+            if work >= budget {
+                self.demux.mark_ready(ChannelId(c));
+                continue;
+            }
+            let max = SERVICE_PER_CHANNEL.min(budget - work);
+            match self.tcp.owner_of(c) {
+                Owner::Conn(idx) => {
+                    let n = self.conn_input(idx, now, max);
+                    work += n;
+                    if n > 0 {
+                        self.conn_after(idx, now, true);
+                    }
+                }
+                Owner::Listener(idx) => {
+                    let n = self.listen_input(idx, now, max);
+                    work += n;
+                    if n > 0 {
+                        self.listen_after(idx, now);
+                    }
+                }
+                Owner::None => {}
+            }
+            if matches!(self.tcp.owner_of(c), Owner::Conn(_) | Owner::Listener(_)) {
+                let full = match self.tcp.owner_of(c) {
+                    Owner::Listener(l) => self.tcp.listeners[l as usize]
+                        .as_ref()
+                        .is_some_and(|s| s.l.accept_queue_full()),
+                    _ => false,
+                };
+                // A full listener stays off the list until accept makes room.
+                if !full {
+                    self.demux.mark_ready(ChannelId(c));
+                }
+            }
+        }
+        ready.clear();
+        self.tcp.ready = ready;
+        self.out.flush_release();
+        self.out.nic.flush();
+        work
+    }
+
+    /// Handles one popped timer entry; false if it was stale.
+    fn fire_timer(&mut self, id: u32, gen: u32, t: u64, now: u64) -> bool {
+        if id & LISTENER_BIT != 0 {
+            let idx = id & !LISTENER_BIT;
+            let Some(Some(s)) = self.tcp.listeners.get_mut(idx as usize) else {
+                return false;
+            };
+            if s.gen != gen || s.armed != Some(t) {
+                return false;
+            }
+            s.armed = None;
+            s.l.handle_timeout(now);
+            self.tcp.stats.timers += 1;
+            self.listen_after(idx, now);
+            return true;
+        }
+        let Some(Some(s)) = self.tcp.conns.get_mut(id as usize) else {
+            return false;
+        };
+        if s.gen != gen || s.armed != Some(t) {
+            return false;
+        }
+        s.armed = None;
+        if s.conn.poll_timeout().is_some_and(|d| d <= now) {
+            s.conn.handle_timeout(now);
+            self.tcp.stats.timers += 1;
+        }
+        self.conn_after(id, now, true);
+        true
+    }
+
+    /// The earliest TCP timer deadline (for a caller that sleeps).
+    pub fn tcp_next_timeout(&self) -> Option<u64> {
+        self.tcp.timers.peek().map(|r| r.0 .0)
+    }
+
+    /// Moves the connections and listeners that had something happen since
+    /// the last call to `out` (each at most once).
+    pub fn tcp_take_events(&mut self, out: &mut Vec<TcpEvent>) {
+        for e in &self.tcp.events {
+            match *e {
+                TcpEvent::Conn(h) => {
+                    if let Some(Some(s)) = self.tcp.conns.get_mut(h.idx as usize) {
+                        s.in_events = false;
+                    }
+                }
+                TcpEvent::Listener(h) => {
+                    if let Some(Some(s)) = self.tcp.listeners.get_mut(h.idx as usize) {
+                        s.in_events = false;
+                    }
+                }
+            }
+        }
+        out.append(&mut self.tcp.events);
+    }
+
+    /// Counters of the TCP part.
+    pub fn tcp_stats(&self) -> &TcpStats {
+        &self.tcp.stats
+    }
+
+    /// Connection slots in use (including detached ones still closing).
+    pub fn tcp_connections(&self) -> usize {
+        self.tcp.conns.iter().flatten().count()
+    }
+
+    /// The state of every connection slot in use, for reports (allocates).
+    pub fn tcp_states(&self) -> Vec<State> {
+        self.tcp
+            .conns
+            .iter()
+            .flatten()
+            .map(|s| s.conn.state())
+            .collect()
+    }
+
+    // ----- TCP: control channel -----
+
+    /// A segment to no connection and no listener (RFC 9293 §3.10.7.1,
+    /// CLOSED): RST unless it is a RST, rate limited.
+    pub(super) fn tcp_no_socket(&mut self, d: Desc, now: u64) {
+        let frame = self.out.nic.buffers().frame(d).unwrap_or(&[]);
+        let seg = match parse_tcp_frame(frame) {
+            Ok(s) => s,
+            Err(e) => return self.rx_fail(d, e),
+        };
+        let reply = reset_for(&seg.repr);
+        self.rx_fail(d, StackDrop::TcpNoSocket);
+        let Some(r) = reply else { return };
+        if !self.tcp.rst_limit.allow(now) {
+            self.tcp.stats.resets_suppressed += 1;
+            return;
+        }
+        let Some(b) = self.out.take_tx_buf() else {
+            self.out.drop_tx(StackDrop::TxNoBuffer);
+            return;
+        };
+        if self.out.tcp_emit(b, seg.dst, seg.src, &r, 0, now).is_ok() {
+            self.tcp.stats.resets_sent += 1;
+        }
+    }
+
+    // ----- TCP: socket calls (used by `socket`) -----
+
+    /// The default connection configuration, with the MSS fitted to the MTU.
+    pub fn tcp_config(&self) -> Config {
+        self.tcp.cfg
+    }
+
+    fn fit(&mut self, mut cfg: Config) -> Config {
+        let mtu_mss = self.out.mtu.saturating_sub(40).clamp(64, u16::MAX as usize) as u16;
+        cfg.mss = cfg.mss.min(mtu_mss);
+        // RFC 7323 §5.4: a random offset per connection for TSval.
+        cfg.ts_offset = self.rng.next_u32();
+        cfg
+    }
+
+    /// Listens on `local` (address `0.0.0.0` for ours; port must not be 0).
+    /// Connections get `cfg` (`None`: the stack's default).
+    pub fn tcp_listen(
+        &mut self,
+        local: SocketAddrV4,
+        lcfg: Option<ListenConfig>,
+        cfg: Option<Config>,
+    ) -> Result<ListenHandle, SocketError> {
+        let addr = *local.ip();
+        if !addr.is_unspecified() && addr != self.out.addr {
+            return Err(SocketError::AddrNotAvailable);
+        }
+        if local.port() == 0 {
+            return Err(SocketError::AddrNotAvailable);
+        }
+        let lcfg = lcfg.unwrap_or(self.tcp.listen_cfg);
+        // The channel holds at least a backlog's worth of handshakes.
+        let cap = self.tcp.chan_cap.max(lcfg.backlog.min(1 << 16));
+        let chan = self
+            .demux
+            .bind_tcp_listen(addr, local.port(), cap)
+            .map_err(|_| SocketError::AddrInUse)?;
+        let cfg = cfg.unwrap_or(self.tcp.cfg);
+        let mut cfg = self.fit(cfg);
+        // Each passive connection gets its own offset from the listener's
+        // SYN-ACK path; the fitted one serves as the listener's.
+        cfg.ts_offset = 0;
+        let me = SocketAddrV4::new(self.out.addr, local.port());
+        let l = Listener::new(lcfg, cfg, me);
+        let idx = match self.tcp.free_listeners.pop() {
+            Some(i) => i,
+            None => {
+                self.tcp.listeners.push(None);
+                self.tcp.listen_gen.push(0);
+                (self.tcp.listeners.len() - 1) as u32
+            }
+        };
+        let gen = self.tcp.listen_gen[idx as usize];
+        self.tcp.listeners[idx as usize] = Some(ListenSlot {
+            l,
+            chan,
+            gen,
+            bound: local,
+            armed: None,
+            in_events: false,
+        });
+        self.tcp.set_owner(chan, Owner::Listener(idx));
+        Ok(ListenHandle { idx, gen })
+    }
+
+    /// Accepts one established connection, after processing the listener's
+    /// queued segments in the caller's context. `WouldBlock` if none.
+    pub fn tcp_accept(&mut self, h: ListenHandle, now: u64) -> Result<TcpHandle, SocketError> {
+        let s = self.tcp.listener(h)?;
+        let chan = s.chan;
+        let queued = self.demux.channel(chan).map_or(0, |c| c.len());
+        if self.listen_input(h.idx, now, queued.min(MAX_BATCH)) > 0 {
+            self.listen_after(h.idx, now);
+        }
+        let Some(Some(s)) = self.tcp.listeners.get_mut(h.idx as usize) else {
+            return Err(SocketError::BadHandle);
+        };
+        let Some((_, conn)) = s.l.accept() else {
+            return Err(SocketError::WouldBlock);
+        };
+        let c = self.install_conn(conn)?;
+        self.tcp.stats.accepted += 1;
+        // Room in the accept queue again: resume the listener.
+        self.demux.mark_ready(chan);
+        self.conn_after(c.idx, now, false);
+        Ok(c)
+    }
+
+    /// Connections waiting in a listener's accept queue.
+    pub fn tcp_accept_queue_len(&self, h: ListenHandle) -> Result<usize, SocketError> {
+        Ok(self.tcp.listener(h)?.l.accept_queue_len())
+    }
+
+    /// The listener's counters.
+    pub fn tcp_listener_counters(
+        &self,
+        h: ListenHandle,
+    ) -> Result<crate::proto::tcp::ListenCounters, SocketError> {
+        Ok(*self.tcp.listener(h)?.l.counters())
+    }
+
+    /// Frames waiting in a listener's channel (not yet processed).
+    pub fn tcp_listen_pending(&self, h: ListenHandle) -> Result<usize, SocketError> {
+        let s = self.tcp.listener(h)?;
+        Ok(self.demux.channel(s.chan).map_or(0, |c| c.len()))
+    }
+
+    /// The address a listener was bound to.
+    pub fn tcp_listen_addr(&self, h: ListenHandle) -> Result<SocketAddrV4, SocketError> {
+        Ok(self.tcp.listener(h)?.bound)
+    }
+
+    /// Closes a listener: its queued frames are released, connections not
+    /// yet accepted are reset.
+    pub fn tcp_listen_close(&mut self, h: ListenHandle, now: u64) -> Result<(), SocketError> {
+        self.tcp.listener(h)?;
+        let Some(mut s) = self.tcp.listeners[h.idx as usize].take() else {
+            return Err(SocketError::BadHandle);
+        };
+        let mut left = Vec::new();
+        let _ = self
+            .demux
+            .unbind_tcp_listen(*s.bound.ip(), s.bound.port(), &mut left);
+        self.tcp.set_owner(s.chan, Owner::None);
+        for d in left {
+            self.stats.drops[StackDrop::SocketClosed as usize] += 1;
+            self.stats.rx_frame_drops += 1;
+            self.out.release(d);
+        }
+        while let Some((_, conn)) = s.l.accept() {
+            if let Ok(c) = self.install_conn(conn) {
+                if let Some(Some(cs)) = self.tcp.conns.get_mut(c.idx as usize) {
+                    cs.conn.abort();
+                    cs.detached = true;
+                }
+                self.conn_after(c.idx, now, false);
+            }
+        }
+        self.tcp.listen_gen[h.idx as usize] = self.tcp.listen_gen[h.idx as usize].wrapping_add(1);
+        self.tcp.free_listeners.push(h.idx);
+        self.out.flush_release();
+        Ok(())
+    }
+
+    /// Active open to `remote` from our address and an ephemeral port
+    /// (RFC 6056 Algorithm 3) with an RFC 6528 ISN; the SYN goes out now.
+    pub fn tcp_connect(
+        &mut self,
+        remote: SocketAddrV4,
+        cfg: Option<Config>,
+        now: u64,
+    ) -> Result<TcpHandle, SocketError> {
+        if remote.port() == 0 || remote.ip().is_unspecified() || remote.ip().is_broadcast() {
+            return Err(SocketError::AddrNotAvailable);
+        }
+        self.out
+            .next_hop(*remote.ip())
+            .ok_or(SocketError::NoRoute)?;
+        let me = self.out.addr;
+        let demux = &self.demux;
+        let port = self
+            .tcp
+            .ports
+            .allocate(&self.tcp.secret, me, remote, |p| {
+                demux.tcp_conn_used(SocketAddrV4::new(me, p), remote)
+                    || demux.tcp_listen_used(me, p)
+            })
+            .ok_or(SocketError::NoPorts)?;
+        let local = SocketAddrV4::new(me, port);
+        let cfg = self.fit(cfg.unwrap_or(self.tcp.cfg));
+        let iss = self.tcp.secret.isn(local, remote, now);
+        let conn = Connection::connect(cfg, local, remote, iss, now);
+        let h = self.install_conn(conn)?;
+        self.tcp.stats.connects += 1;
+        self.conn_after(h.idx, now, false);
+        self.out.flush_release();
+        self.out.nic.flush();
+        Ok(h)
+    }
+
+    /// Processes the connection's queued segments (bounded by what is
+    /// queued at entry and [`MAX_BATCH`]) in the caller's context.
+    fn conn_catch_up(&mut self, h: TcpHandle, now: u64) -> Result<(), SocketError> {
+        let chan = self.tcp.conn(h)?.chan;
+        let queued = self.demux.channel(chan).map_or(0, |c| c.len());
+        if queued > 0 {
+            self.conn_input(h.idx, now, queued.min(MAX_BATCH));
+            self.conn_after(h.idx, now, false);
+        }
+        Ok(())
+    }
+
+    /// Reads received bytes into `buf`. `Ok(0)` is end of stream (the peer
+    /// sent FIN and everything was read); `WouldBlock` if nothing is there.
+    pub fn tcp_recv(
+        &mut self,
+        h: TcpHandle,
+        buf: &mut [u8],
+        now: u64,
+    ) -> Result<usize, SocketError> {
+        self.conn_catch_up(h, now)?;
+        let s = self.tcp.conn_mut(h)?;
+        let n = s.conn.recv(buf);
+        if n > 0 {
+            // A window update may be due (RFC 9293 §3.8.6.2.2).
+            self.conn_after(h.idx, now, false);
+            self.out.flush_release();
+            self.out.nic.flush();
+            return Ok(n);
+        }
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        if let Some(e) = s.conn.error() {
+            return Err(conn_error(e));
+        }
+        if s.conn.recv_finished() {
+            return Ok(0);
+        }
+        match s.conn.state() {
+            State::Closed => Err(SocketError::NotConnected),
+            _ => Err(SocketError::WouldBlock),
+        }
+    }
+
+    /// Queues bytes for sending; returns how many fit in the send buffer.
+    /// `WouldBlock` if none fit now.
+    pub fn tcp_send(&mut self, h: TcpHandle, data: &[u8], now: u64) -> Result<usize, SocketError> {
+        self.conn_catch_up(h, now)?;
+        let s = self.tcp.conn_mut(h)?;
+        if let Some(e) = s.conn.error() {
+            return Err(conn_error(e));
+        }
+        if !s.conn.may_send() {
+            return Err(match s.conn.state() {
+                State::SynSent | State::SynReceived => SocketError::WouldBlock,
+                _ => SocketError::NotConnected,
+            });
+        }
+        let n = s.conn.send(data);
+        if n > 0 {
+            self.conn_after(h.idx, now, false);
+            self.out.flush_release();
+            self.out.nic.flush();
+            Ok(n)
+        } else if data.is_empty() {
+            Ok(0)
+        } else {
+            Err(SocketError::WouldBlock)
+        }
+    }
+
+    /// Bytes that fit in the send buffer now.
+    pub fn tcp_send_space(&self, h: TcpHandle) -> Result<usize, SocketError> {
+        let s = self.tcp.conn(h)?;
+        Ok(s.conn.send_capacity().saturating_sub(s.conn.send_queue()))
+    }
+
+    /// Bytes sent but not yet acknowledged, plus bytes not yet sent.
+    pub fn tcp_send_queue(&self, h: TcpHandle) -> Result<usize, SocketError> {
+        Ok(self.tcp.conn(h)?.conn.send_queue())
+    }
+
+    /// Bytes received and not yet read.
+    pub fn tcp_recv_queue(&self, h: TcpHandle) -> Result<usize, SocketError> {
+        Ok(self.tcp.conn(h)?.conn.recv_queue())
+    }
+
+    /// Half-close: send FIN after the queued data (RFC 9293 §3.10.4).
+    pub fn tcp_shutdown(&mut self, h: TcpHandle, now: u64) -> Result<(), SocketError> {
+        let s = self.tcp.conn_mut(h)?;
+        s.conn.close();
+        self.conn_after(h.idx, now, false);
+        self.out.flush_release();
+        self.out.nic.flush();
+        Ok(())
+    }
+
+    /// Closes the handle. The connection finishes in the background (FIN,
+    /// TIME-WAIT); if received data was left unread it is reset instead
+    /// (RFC 9293 §3.10.4, RFC 2525 §2.17), as Linux does.
+    pub fn tcp_close(&mut self, h: TcpHandle, now: u64) -> Result<(), SocketError> {
+        self.conn_catch_up(h, now)?;
+        let s = self.tcp.conn_mut(h)?;
+        if s.conn.recv_queue() > 0 {
+            s.conn.abort();
+        } else {
+            s.conn.close();
+        }
+        s.detached = true;
+        self.conn_after(h.idx, now, false);
+        self.out.flush_release();
+        self.out.nic.flush();
+        Ok(())
+    }
+
+    /// Resets the connection and closes the handle.
+    pub fn tcp_abort(&mut self, h: TcpHandle, now: u64) -> Result<(), SocketError> {
+        let s = self.tcp.conn_mut(h)?;
+        s.conn.abort();
+        s.detached = true;
+        self.conn_after(h.idx, now, false);
+        self.out.flush_release();
+        self.out.nic.flush();
+        Ok(())
+    }
+
+    /// Processes queued input and reports the state.
+    pub fn tcp_state(&mut self, h: TcpHandle, now: u64) -> Result<State, SocketError> {
+        self.conn_catch_up(h, now)?;
+        Ok(self.tcp.conn(h)?.conn.state())
+    }
+
+    /// The error that ended the connection, if any.
+    pub fn tcp_error(&self, h: TcpHandle) -> Result<Option<SocketError>, SocketError> {
+        Ok(self.tcp.conn(h)?.conn.error().map(conn_error))
+    }
+
+    /// True once the peer's FIN was received and all data read.
+    pub fn tcp_recv_finished(&self, h: TcpHandle) -> Result<bool, SocketError> {
+        Ok(self.tcp.conn(h)?.conn.recv_finished())
+    }
+
+    /// Local and remote address.
+    pub fn tcp_addrs(&self, h: TcpHandle) -> Result<(SocketAddrV4, SocketAddrV4), SocketError> {
+        let s = self.tcp.conn(h)?;
+        Ok((s.conn.local(), s.conn.remote()))
+    }
+
+    /// Switches Nagle's algorithm off (`true`) or on.
+    pub fn tcp_set_nodelay(&mut self, h: TcpHandle, on: bool) -> Result<(), SocketError> {
+        self.tcp.conn_mut(h)?.conn.set_nodelay(on);
+        Ok(())
+    }
+
+    /// The connection's counters.
+    pub fn tcp_counters(
+        &self,
+        h: TcpHandle,
+    ) -> Result<crate::proto::tcp::TcpCounters, SocketError> {
+        Ok(*self.tcp.conn(h)?.conn.counters())
+    }
+
+    /// Frames waiting in a connection's channel (not yet processed).
+    pub fn tcp_pending(&self, h: TcpHandle) -> Result<usize, SocketError> {
+        let s = self.tcp.conn(h)?;
+        Ok(self.demux.channel(s.chan).map_or(0, |c| c.len()))
+    }
+
+    /// Runs `f` on the connection (read-only), for tests and tools.
+    pub fn tcp_inspect<R>(
+        &self,
+        h: TcpHandle,
+        f: impl FnOnce(&Connection) -> R,
+    ) -> Result<R, SocketError> {
+        Ok(f(&self.tcp.conn(h)?.conn))
+    }
+}

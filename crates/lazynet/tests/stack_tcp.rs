@@ -1,0 +1,442 @@
+//! TCP through whole stacks: two lazynet stacks on the in-memory wire, in
+//! virtual time (driven through the `Stack` calls that take `now`) and in
+//! real time (through the blocking socket API, one thread per stack).
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::time::Duration;
+
+use lazynet::demux::DropReason;
+use lazynet::nic::wirepair::{WireConfig, WireEnd, WirePair};
+use lazynet::nic::Nic;
+use lazynet::proto::tcp::{ListenConfig, State};
+use lazynet::socket::{SocketError, TcpListener, TcpStream};
+use lazynet::stack::{Stack, StackConfig, StackDrop, TcpEvent, TcpHandle};
+
+const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+const B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+const MS: u64 = 1_000_000;
+
+fn pair() -> (Stack<WireEnd>, Stack<WireEnd>) {
+    let (a, b) = WirePair::new(WireConfig {
+        buf_count: 2048,
+        ..WireConfig::default()
+    })
+    .unwrap();
+    let sa = Stack::new(
+        a,
+        StackConfig {
+            addr: A,
+            seed: 1,
+            ..StackConfig::default()
+        },
+    );
+    let sb = Stack::new(
+        b,
+        StackConfig {
+            addr: B,
+            seed: 2,
+            ..StackConfig::default()
+        },
+    );
+    (sa, sb)
+}
+
+/// One round of both stacks: receive, demultiplex, run TCP work.
+fn pump(sa: &mut Stack<WireEnd>, sb: &mut Stack<WireEnd>, now: u64) {
+    sa.poll(now);
+    sa.tcp_service(now, 1024);
+    sb.poll(now);
+    sb.tcp_service(now, 1024);
+}
+
+fn data(off: usize, len: usize, salt: u8) -> Vec<u8> {
+    (off..off + len).map(|i| (i % 251) as u8 ^ salt).collect()
+}
+
+/// Connects A → B:80 in virtual time; returns (client, server) handles.
+fn establish(
+    sa: &mut Stack<WireEnd>,
+    sb: &mut Stack<WireEnd>,
+    now: &mut u64,
+) -> (TcpHandle, TcpHandle) {
+    let l = sb
+        .tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), None, None)
+        .unwrap();
+    let c = sa
+        .tcp_connect(SocketAddrV4::new(B, 80), None, *now)
+        .unwrap();
+    for _ in 0..100 {
+        *now += MS;
+        pump(sa, sb, *now);
+        if let Ok(s) = sb.tcp_accept(l, *now) {
+            assert_eq!(sa.tcp_state(c, *now), Ok(State::Established));
+            return (c, s);
+        }
+    }
+    panic!("no connection");
+}
+
+fn check_accounting(s: &Stack<WireEnd>) {
+    let st = s.stats();
+    assert_eq!(
+        st.frames_accounted() + s.queued_frames() as u64,
+        st.rx_frames,
+        "every frame accounted for: {st}"
+    );
+}
+
+#[test]
+fn bulk_both_ways_then_close_frees_everything() {
+    let (mut sa, mut sb) = pair();
+    let mut now = 0;
+    let (c, s) = establish(&mut sa, &mut sb, &mut now);
+    let total = 2 << 20;
+    let (mut sent_a, mut sent_b, mut got_a, mut got_b) = (0, 0, 0, 0);
+    let mut buf = vec![0u8; 65536];
+    let mut rounds = 0;
+    while got_a < total || got_b < total {
+        rounds += 1;
+        assert!(rounds < 200_000, "stalled: a got {got_a}, b got {got_b}");
+        now += 10_000;
+        if sent_a < total {
+            if let Ok(n) = sa.tcp_send(c, &data(sent_a, (total - sent_a).min(16384), 0), now) {
+                sent_a += n;
+            }
+        }
+        if sent_b < total {
+            if let Ok(n) = sb.tcp_send(s, &data(sent_b, (total - sent_b).min(16384), 0x5a), now) {
+                sent_b += n;
+            }
+        }
+        pump(&mut sa, &mut sb, now);
+        while let Ok(n) = sb.tcp_recv(s, &mut buf, now) {
+            assert!(n > 0);
+            assert_eq!(&buf[..n], &data(got_b, n, 0)[..], "B got wrong bytes");
+            got_b += n;
+        }
+        while let Ok(n) = sa.tcp_recv(c, &mut buf, now) {
+            assert!(n > 0);
+            assert_eq!(&buf[..n], &data(got_a, n, 0x5a)[..], "A got wrong bytes");
+            got_a += n;
+        }
+    }
+    sa.tcp_close(c, now).unwrap();
+    for _ in 0..50 {
+        now += MS;
+        pump(&mut sa, &mut sb, now);
+    }
+    assert_eq!(sb.tcp_recv(s, &mut buf, now), Ok(0), "EOF after FIN");
+    sb.tcp_close(s, now).unwrap();
+    for _ in 0..50 {
+        now += MS;
+        pump(&mut sa, &mut sb, now);
+    }
+    // B closed second: its connection is gone; A's waits in TIME-WAIT.
+    assert_eq!(sb.tcp_connections(), 0);
+    assert_eq!(sa.tcp_connections(), 1);
+    now += 61_000 * MS;
+    pump(&mut sa, &mut sb, now);
+    assert_eq!(sa.tcp_connections(), 0, "TIME-WAIT over");
+    assert_eq!(sa.tcp_state(c, now), Err(SocketError::BadHandle));
+    check_accounting(&sa);
+    check_accounting(&sb);
+    assert_eq!(sa.stats().drops_for(StackDrop::TcpChecksum), 0);
+}
+
+#[test]
+fn closed_port_is_refused_with_rst() {
+    let (mut sa, mut sb) = pair();
+    let c = sa.tcp_connect(SocketAddrV4::new(B, 81), None, 0).unwrap();
+    let mut now = 0;
+    for _ in 0..10 {
+        now += MS;
+        pump(&mut sa, &mut sb, now);
+    }
+    assert_eq!(sb.stats().tcp.resets_sent, 1);
+    assert_eq!(sb.stats().drops_for(StackDrop::TcpNoSocket), 1);
+    assert_eq!(sa.tcp_error(c), Ok(Some(SocketError::ConnectionRefused)));
+    let mut buf = [0u8; 8];
+    assert_eq!(
+        sa.tcp_recv(c, &mut buf, now),
+        Err(SocketError::ConnectionRefused)
+    );
+    check_accounting(&sb);
+}
+
+#[test]
+fn full_accept_queue_stops_the_listener_and_syns_fall_off_at_its_channel() {
+    let (mut sa, mut sb) = pair();
+    let lcfg = ListenConfig {
+        backlog: 2,
+        ..ListenConfig::default()
+    };
+    let l = sb
+        .tcp_listen(SocketAddrV4::new(B, 80), Some(lcfg), None)
+        .unwrap();
+    let mut now = 0;
+    let mut clients = Vec::new();
+    for _ in 0..2 {
+        clients.push(sa.tcp_connect(SocketAddrV4::new(B, 80), None, now).unwrap());
+    }
+    for _ in 0..10 {
+        now += MS;
+        pump(&mut sa, &mut sb, now);
+    }
+    assert_eq!(sb.tcp_accept_queue_len(l), Ok(2));
+    let before = sb.tcp_listener_counters(l).unwrap();
+    // The queue is full: further SYNs wait in the channel, unprocessed.
+    for _ in 0..3 {
+        clients.push(sa.tcp_connect(SocketAddrV4::new(B, 80), None, now).unwrap());
+    }
+    for _ in 0..10 {
+        now += MS;
+        pump(&mut sa, &mut sb, now);
+    }
+    assert_eq!(
+        sb.tcp_listener_counters(l).unwrap(),
+        before,
+        "no protocol work"
+    );
+    assert_eq!(sb.tcp_listen_pending(l), Ok(3));
+    for c in &clients[2..] {
+        assert_eq!(sa.tcp_state(*c, now), Ok(State::SynSent));
+    }
+    // accept makes room: the listener resumes.
+    let s1 = sb.tcp_accept(l, now).unwrap();
+    let s2 = sb.tcp_accept(l, now).unwrap();
+    assert_ne!(s1, s2);
+    let mut accepted = 2;
+    for _ in 0..20 {
+        now += MS;
+        pump(&mut sa, &mut sb, now);
+        while sb.tcp_accept(l, now).is_ok() {
+            accepted += 1;
+        }
+    }
+    assert_eq!(accepted, 5);
+    for c in &clients {
+        assert_eq!(sa.tcp_state(*c, now), Ok(State::Established));
+    }
+    check_accounting(&sa);
+    check_accounting(&sb);
+}
+
+#[test]
+fn a_full_listener_channel_drops_syns_early() {
+    let (a, b) = WirePair::new(WireConfig {
+        buf_count: 2048,
+        ..WireConfig::default()
+    })
+    .unwrap();
+    let mut sa = Stack::new(
+        a,
+        StackConfig {
+            addr: A,
+            ..StackConfig::default()
+        },
+    );
+    let mut sb = Stack::new(
+        b,
+        StackConfig {
+            addr: B,
+            tcp_channel_cap: 4,
+            ..StackConfig::default()
+        },
+    );
+    let lcfg = ListenConfig {
+        backlog: 1,
+        ..ListenConfig::default()
+    };
+    let l = sb
+        .tcp_listen(SocketAddrV4::new(B, 80), Some(lcfg), None)
+        .unwrap();
+    let mut now = 0;
+    sa.tcp_connect(SocketAddrV4::new(B, 80), None, now).unwrap();
+    for _ in 0..5 {
+        now += MS;
+        pump(&mut sa, &mut sb, now);
+    }
+    assert_eq!(sb.tcp_accept_queue_len(l), Ok(1));
+    for _ in 0..10 {
+        sa.tcp_connect(SocketAddrV4::new(B, 80), None, now).unwrap();
+    }
+    for _ in 0..5 {
+        now += MS;
+        pump(&mut sa, &mut sb, now);
+    }
+    assert_eq!(sb.tcp_listen_pending(l), Ok(4));
+    assert_eq!(sb.stats().demux.drops_for(DropReason::ChannelFull), 6);
+    check_accounting(&sb);
+}
+
+#[test]
+fn events_name_connections_with_input_once() {
+    let (mut sa, mut sb) = pair();
+    let mut now = 0;
+    let (c, s) = establish(&mut sa, &mut sb, &mut now);
+    let mut ev = Vec::new();
+    sb.tcp_take_events(&mut ev);
+    ev.clear();
+    sa.tcp_set_nodelay(c, true).unwrap();
+    for _ in 0..3 {
+        sa.tcp_send(c, b"hello", now).unwrap();
+        now += MS;
+        pump(&mut sa, &mut sb, now);
+    }
+    sb.tcp_take_events(&mut ev);
+    assert_eq!(ev, vec![TcpEvent::Conn(s)]);
+    let mut buf = [0u8; 64];
+    assert_eq!(sb.tcp_recv(s, &mut buf, now), Ok(15));
+}
+
+#[test]
+fn data_queued_behind_a_full_listener_reaches_the_accepted_connection() {
+    // Backlog 1 and one connection waiting: the listener is not processed,
+    // so the client's data lands in the listener's channel. After accept
+    // installs the connection, those frames move to its channel.
+    let (mut sa, mut sb) = pair();
+    let lcfg = ListenConfig {
+        backlog: 1,
+        ..ListenConfig::default()
+    };
+    let l = sb
+        .tcp_listen(SocketAddrV4::new(B, 80), Some(lcfg), None)
+        .unwrap();
+    let mut now = 0;
+    let c = sa.tcp_connect(SocketAddrV4::new(B, 80), None, now).unwrap();
+    for _ in 0..5 {
+        now += MS;
+        pump(&mut sa, &mut sb, now);
+    }
+    assert_eq!(sb.tcp_accept_queue_len(l), Ok(1));
+    sa.tcp_set_nodelay(c, true).unwrap();
+    sa.tcp_send(c, b"early ", now).unwrap();
+    sa.tcp_send(c, b"data", now).unwrap();
+    now += MS;
+    pump(&mut sa, &mut sb, now);
+    assert_eq!(
+        sb.tcp_listen_pending(l),
+        Ok(2),
+        "waiting behind the full queue"
+    );
+    let s = sb.tcp_accept(l, now).unwrap();
+    for _ in 0..5 {
+        now += MS;
+        pump(&mut sa, &mut sb, now);
+    }
+    assert_eq!(sb.stats().tcp.redirected, 2);
+    let mut buf = [0u8; 64];
+    assert_eq!(sb.tcp_recv(s, &mut buf, now), Ok(10));
+    assert_eq!(&buf[..10], b"early data");
+    check_accounting(&sb);
+}
+
+#[test]
+fn unread_data_on_close_resets_the_peer() {
+    let (mut sa, mut sb) = pair();
+    let mut now = 0;
+    let (c, s) = establish(&mut sa, &mut sb, &mut now);
+    sa.tcp_send(c, b"unread", now).unwrap();
+    for _ in 0..5 {
+        now += MS;
+        pump(&mut sa, &mut sb, now);
+    }
+    sb.tcp_close(s, now).unwrap();
+    for _ in 0..5 {
+        now += MS;
+        pump(&mut sa, &mut sb, now);
+    }
+    assert_eq!(sa.tcp_error(c), Ok(Some(SocketError::ConnectionReset)));
+    assert_eq!(sb.tcp_connections(), 0);
+}
+
+#[test]
+fn listener_close_resets_unaccepted_connections() {
+    let (mut sa, mut sb) = pair();
+    let l = sb.tcp_listen(SocketAddrV4::new(B, 80), None, None).unwrap();
+    let mut now = 0;
+    let c = sa.tcp_connect(SocketAddrV4::new(B, 80), None, now).unwrap();
+    for _ in 0..5 {
+        now += MS;
+        pump(&mut sa, &mut sb, now);
+    }
+    assert_eq!(sb.tcp_accept_queue_len(l), Ok(1));
+    sb.tcp_listen_close(l, now).unwrap();
+    for _ in 0..5 {
+        now += MS;
+        pump(&mut sa, &mut sb, now);
+    }
+    assert_eq!(sa.tcp_error(c), Ok(Some(SocketError::ConnectionReset)));
+    assert_eq!(sb.tcp_connections(), 0);
+    assert_eq!(sb.tcp_accept(l, now), Err(SocketError::BadHandle));
+    // The port is free again.
+    sb.tcp_listen(SocketAddrV4::new(B, 80), None, None).unwrap();
+}
+
+#[test]
+fn blocking_sockets_echo_between_two_threads() {
+    let (a, b) = WirePair::new(WireConfig::default()).unwrap();
+    let server = std::thread::spawn(move || {
+        let mut sb = Stack::new(
+            b,
+            StackConfig {
+                addr: B,
+                ..StackConfig::default()
+            },
+        );
+        let l = TcpListener::bind(&mut sb, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7), 8).unwrap();
+        let t = Some(Duration::from_secs(20));
+        let s = l.accept_blocking(&mut sb, t).unwrap();
+        assert_eq!(s.local_addr(&sb).unwrap(), SocketAddrV4::new(B, 7));
+        let mut buf = vec![0u8; 8192];
+        let mut total = 0;
+        loop {
+            let n = s.read_blocking(&mut sb, &mut buf, t).unwrap();
+            if n == 0 {
+                break;
+            }
+            total += n;
+            s.write_all_blocking(&mut sb, &buf[..n], t).unwrap();
+        }
+        s.flush_blocking(&mut sb, t).unwrap();
+        s.close(&mut sb).unwrap();
+        // Let the FIN exchange finish.
+        let end = sb.now() + 200 * MS;
+        while lazynet::socket::tcp::wait_step(&mut sb, Some(end)) {}
+        total
+    });
+    let mut sa = Stack::new(
+        a,
+        StackConfig {
+            addr: A,
+            ..StackConfig::default()
+        },
+    );
+    let t = Some(Duration::from_secs(20));
+    let c = TcpStream::connect(&mut sa, SocketAddrV4::new(B, 7), t).unwrap();
+    c.set_nodelay(&mut sa, true).unwrap();
+    assert_eq!(c.peer_addr(&sa).unwrap(), SocketAddrV4::new(B, 7));
+    let msg = data(0, 300_000, 3);
+    let mut back = Vec::new();
+    let mut buf = vec![0u8; 8192];
+    for chunk in msg.chunks(10_000) {
+        c.write_all_blocking(&mut sa, chunk, t).unwrap();
+        while back.len() < msg.len() && c.recv_queue(&sa).unwrap() > 0 {
+            let n = c.read(&mut sa, &mut buf).unwrap();
+            back.extend_from_slice(&buf[..n]);
+        }
+    }
+    c.shutdown(&mut sa).unwrap();
+    loop {
+        let n = c.read_blocking(&mut sa, &mut buf, t).unwrap();
+        if n == 0 {
+            break;
+        }
+        back.extend_from_slice(&buf[..n]);
+    }
+    assert_eq!(back.len(), msg.len());
+    assert!(back == msg, "echo differs");
+    c.close(&mut sa).unwrap();
+    assert_eq!(server.join().unwrap(), msg.len());
+    let _ = sa.nic_mut().mtu();
+}
