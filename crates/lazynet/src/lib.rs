@@ -11,6 +11,7 @@
 //! |----------|------|
 //! | [`wire`]   | zero-copy views and builders, Internet checksum |
 //! | [`mem`]    | the communication area: memfd regions, buffers, descriptors, SPSC rings |
+//! | [`sched`]  | the per-core executor: tasks, owners, priorities, CPU accounting (knows nothing about networking) |
 //! | [`nic`]    | the [`nic::Nic`] trait and its drivers |
 //! | [`demux`]  | the early-demultiplexing classifier and its bounded channels |
 //! | [`proto`]  | sans-IO protocol state (ARP, IPv4, ICMP, UDP) |
@@ -27,6 +28,7 @@ pub mod mem;
 pub mod nic;
 pub mod nlf;
 pub mod proto;
+pub mod sched;
 pub mod socket;
 pub mod stack;
 pub mod wire;

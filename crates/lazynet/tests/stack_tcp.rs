@@ -440,3 +440,70 @@ fn blocking_sockets_echo_between_two_threads() {
     assert_eq!(server.join().unwrap(), msg.len());
     let _ = sa.nic_mut().mtu();
 }
+
+#[test]
+fn an_ack_queued_before_the_retransmission_deadline_wins_over_the_timer() {
+    // Regression: `tcp_service` ran expired timers before the channels, so
+    // an ACK already queued on the connection's channel lost the race to
+    // the retransmission timer: a spurious RTO (go-back-N, window down to
+    // one segment). Found by stack_tcp_netsim (an RTO every 200 ms on a
+    // steady 100 ms path).
+    let (mut sa, mut sb) = pair();
+    let mut now = 0;
+    let (c, s) = establish(&mut sa, &mut sb, &mut now);
+    sa.tcp_set_nodelay(c, true).unwrap();
+    assert_eq!(sa.tcp_send(c, b"ping", now), Ok(4));
+    // B receives and (after its delayed-ACK timer) acknowledges.
+    for _ in 0..100 {
+        now += MS;
+        sb.poll(now);
+        sb.tcp_service(now, 1024);
+    }
+    let mut buf = [0u8; 8];
+    assert_eq!(sb.tcp_recv(s, &mut buf, now), Ok(4));
+    // A only gets to run long after its RTO deadline: the ACK is queued
+    // first, then the service finds both the ACK and the expired timer.
+    now += 10_000 * MS;
+    sa.poll(now);
+    assert_eq!(sa.tcp_pending(c), Ok(1));
+    sa.tcp_service(now, 1024);
+    let k = sa.tcp_counters(c).unwrap();
+    assert_eq!((k.rto_expired, k.retransmits), (0, 0), "{k:?}");
+    assert_eq!(sa.tcp_send_queue(c), Ok(0));
+}
+
+#[test]
+fn a_handshake_ack_queued_before_the_synack_deadline_wins_over_the_timer() {
+    // Regression (same race as above, on the listener): the SYN-ACK timer
+    // ran before the final ACK already queued on the listener's channel,
+    // so a SYN-ACK was retransmitted needlessly.
+    let (mut sa, mut sb) = pair();
+    let l = sb.tcp_listen(SocketAddrV4::new(B, 80), None, None).unwrap();
+    let mut now = 0;
+    let c = sa.tcp_connect(SocketAddrV4::new(B, 80), None, now).unwrap();
+    let mut up = false;
+    for _ in 0..100 {
+        now += MS;
+        sa.poll(now);
+        sa.tcp_service(now, 1024);
+        if sa.tcp_state(c, now) == Ok(State::Established) {
+            up = true;
+            break;
+        }
+        sb.poll(now);
+        sb.tcp_service(now, 1024);
+    }
+    assert!(up);
+    // B runs again only long after its SYN-ACK retransmission deadline.
+    now += 10_000 * MS;
+    sb.poll(now);
+    assert_eq!(sb.tcp_listen_pending(l), Ok(1));
+    let before = sb.stats().tcp.segments_out;
+    sb.tcp_service(now, 1024);
+    assert_eq!(
+        sb.stats().tcp.segments_out,
+        before,
+        "no SYN-ACK retransmission"
+    );
+    assert!(sb.tcp_accept(l, now).is_ok());
+}

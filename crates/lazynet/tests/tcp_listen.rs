@@ -1021,3 +1021,339 @@ fn drop_reasons_are_distinct_and_counted() {
     }
     assert!(std::mem::size_of::<ListenOutput>() <= 2);
 }
+
+// ---- Compact half-open entries: size, many entries, SYN-ACK equivalence ----
+
+/// Peer number `n` of many: distinct addresses and ports.
+fn many_peer(n: u32) -> SocketAddrV4 {
+    SocketAddrV4::new(
+        std::net::Ipv4Addr::from(0x0a01_0000 + (n / 1000)),
+        20_000 + (n % 1000) as u16,
+    )
+}
+
+fn many_syn(n: u32) -> TcpRepr {
+    TcpRepr {
+        src_port: many_peer(n).port(),
+        seq: SeqNumber(n.wrapping_mul(7919)),
+        ..syn_in()
+    }
+}
+
+fn raw_input(l: &mut Listener, now: u64, from: SocketAddrV4, r: TcpRepr) -> ListenOutput {
+    l.handle_segment(now, from, &r, &[], &secret())
+}
+
+fn big_listener(n: usize, retries: u32) -> Listener {
+    listener(ListenConfig {
+        backlog: n,
+        syn_queue: n,
+        syn_cookies: false,
+        synack_retries: retries,
+        reply_queue: 16,
+    })
+}
+
+#[test]
+fn half_open_entry_is_compact() {
+    const { assert!(Listener::HALF_OPEN_BYTES <= 56) };
+    // 10,000 half-open entries: 560 KB instead of 10,000 connections with
+    // their buffers.
+    let n = 10_000u32;
+    let mut l = big_listener(n as usize, 2);
+    for i in 0..n {
+        assert_eq!(
+            raw_input(&mut l, 0, many_peer(i), many_syn(i)),
+            ListenOutput::HalfOpen
+        );
+    }
+    assert_eq!(l.syn_queue_len(), n as usize);
+    l.check_invariants().unwrap();
+}
+
+#[test]
+fn lookups_with_many_entries() {
+    let n = 10_000u32;
+    let mut l = big_listener(n as usize, 3);
+    for i in 0..n {
+        raw_input(&mut l, 0, many_peer(i), many_syn(i));
+    }
+    let mut buf = [0u8; 64];
+    let mut iss = vec![SeqNumber(0); n as usize];
+    let mut sent = 0;
+    while let Some((to, r)) = l.poll_transmit(0, &mut buf) {
+        assert_eq!(r.flags, SYN | ACK);
+        let i = (u32::from(*to.ip()) - 0x0a01_0000) * 1000 + u32::from(to.port() - 20_000);
+        assert_eq!(r.ack, SeqNumber(i.wrapping_mul(7919)) + 1);
+        iss[i as usize] = r.seq;
+        sent += 1;
+    }
+    assert_eq!(sent, n);
+    // Duplicate SYNs find their entries.
+    for i in (0..n).step_by(101) {
+        assert_eq!(
+            raw_input(&mut l, MS, many_peer(i), many_syn(i)),
+            ListenOutput::SynAckResent
+        );
+    }
+    // Final ACKs for every third peer, in a scattered order.
+    let mut done = 0;
+    for k in 0..n {
+        let i = (k * 7_001) % n;
+        if i % 3 != 0 {
+            continue;
+        }
+        let p = many_peer(i);
+        let ack = TcpRepr {
+            src_port: p.port(),
+            seq: SeqNumber(i.wrapping_mul(7919)) + 1,
+            ack: iss[i as usize] + 1,
+            flags: ACK,
+            ..SEND_TEMPL
+        };
+        assert_eq!(raw_input(&mut l, 2 * MS, p, ack), ListenOutput::Established);
+        done += 1;
+        // The same ACK again now reaches the queued connection.
+        assert_eq!(raw_input(&mut l, 2 * MS, p, ack), ListenOutput::Delivered);
+    }
+    assert_eq!(l.accept_queue_len(), done);
+    assert_eq!(l.syn_queue_len(), n as usize - done);
+    l.check_invariants().unwrap();
+    // An unknown peer still gets the LISTEN treatment.
+    let stranger = many_peer(n + 5);
+    let ack = TcpRepr {
+        src_port: stranger.port(),
+        ack: SeqNumber(1),
+        flags: ACK,
+        ..SEND_TEMPL
+    };
+    assert_eq!(
+        raw_input(&mut l, 2 * MS, stranger, ack),
+        ListenOutput::Reset
+    );
+    // Accept order is the order of establishment.
+    let first = l.accept().unwrap().0;
+    assert_eq!(first, many_peer(0));
+}
+
+#[test]
+fn timers_with_many_entries() {
+    // 10,000 entries opened over 10 s: each gets its SYN-ACK retransmitted
+    // twice (1 s, then 2 s later) and is removed 4 s after that, on time.
+    let n = 10_000u32;
+    let mut l = big_listener(n as usize, 2);
+    let mut buf = [0u8; 64];
+    let mut synacks = 0u32;
+    for i in 0..n {
+        let t = u64::from(i) * MS;
+        raw_input(&mut l, t, many_peer(i), many_syn(i));
+        while l.poll_transmit(t, &mut buf).is_some() {
+            synacks += 1;
+        }
+    }
+    assert_eq!(synacks, n);
+    assert_eq!(l.poll_timeout(), Some(SEC));
+    let mut rounds = 0;
+    let mut last = 0;
+    while let Some(t) = l.poll_timeout() {
+        assert!(t >= last, "timer went back");
+        last = t;
+        l.handle_timeout(t);
+        while let Some((_, r)) = l.poll_transmit(t, &mut buf) {
+            assert_eq!(r.flags, SYN | ACK);
+            synacks += 1;
+        }
+        rounds += 1;
+        assert!(rounds <= 3 * n, "timers do not advance");
+        if rounds % 2_500 == 0 {
+            l.check_invariants().unwrap();
+        }
+    }
+    assert_eq!(synacks, 3 * n);
+    assert_eq!(l.syn_queue_len(), 0);
+    assert_eq!(l.counters().synack_timeouts, u64::from(n));
+    // The last entry (SYN at n-1 ms) gave up at n-1 ms + 1 + 2 + 4 s.
+    assert_eq!(last, u64::from(n - 1) * MS + 7 * SEC);
+    l.check_invariants().unwrap();
+}
+
+#[test]
+fn compact_synack_matches_connection_synack() {
+    let cfgs = [
+        cfg(),
+        Config::default(),
+        Config {
+            recv_buf: 1 << 20,
+            ts_offset: 12345,
+            mss: 9000,
+            ..Config::default()
+        },
+        Config {
+            sack: false,
+            timestamps: false,
+            ..Config::default()
+        },
+    ];
+    let syns = [
+        syn_in(),
+        TcpRepr {
+            mss: None,
+            window: 65535,
+            ..syn_in()
+        },
+        TcpRepr {
+            mss: Some(1460),
+            window_scale: Some(9),
+            sack_permitted: true,
+            timestamps: Some(Timestamps {
+                tsval: 4242,
+                tsecr: 0,
+            }),
+            ..syn_in()
+        },
+        TcpRepr {
+            window_scale: Some(20),
+            timestamps: Some(Timestamps { tsval: 1, tsecr: 0 }),
+            ..syn_in()
+        },
+    ];
+    let now = 1234 * MS;
+    for (ci, c) in cfgs.iter().enumerate() {
+        for (si, syn) in syns.iter().enumerate() {
+            let mut l = Listener::new(lcfg(), *c, LOCAL);
+            input(&mut l, now, REMOTE, *syn, &[]);
+            let got = synack_to(&mut l, now, 0);
+            let iss = secret().isn(LOCAL, REMOTE, now);
+            let mut conn = Connection::accept_syn(
+                Config {
+                    syn_retries: 2,
+                    ..*c
+                },
+                LOCAL,
+                REMOTE,
+                syn,
+                iss,
+                now,
+            )
+            .unwrap();
+            let want = conn.poll_transmit(now, &mut []).unwrap();
+            assert_eq!(got, want, "config {ci}, SYN {si}");
+        }
+    }
+}
+
+#[test]
+fn paws_ack_on_half_open_matches_connection() {
+    // The ACK a half-open entry sends equals the one its connection sends.
+    let c = Config::default();
+    let syn = TcpRepr {
+        window_scale: Some(3),
+        timestamps: Some(Timestamps {
+            tsval: 500,
+            tsecr: 0,
+        }),
+        ..syn_in()
+    };
+    let mut l = Listener::new(lcfg(), c, LOCAL);
+    input(&mut l, 0, REMOTE, syn, &[]);
+    let sa = synack_to(&mut l, 0, 0);
+    let mut conn = Connection::accept_syn(
+        Config {
+            syn_retries: 2,
+            ..c
+        },
+        LOCAL,
+        REMOTE,
+        &syn,
+        sa.seq,
+        0,
+    )
+    .unwrap();
+    conn.poll_transmit(0, &mut []).unwrap();
+    // PAWS: an old TSval.
+    let old = TcpRepr {
+        seq: REMOTE_SEQ + 1,
+        ack: sa.seq + 1,
+        flags: ACK,
+        timestamps: Some(Timestamps {
+            tsval: 400,
+            tsecr: 0,
+        }),
+        ..SEND_TEMPL
+    };
+    assert_eq!(
+        input(&mut l, 3 * MS, REMOTE, old, b"x"),
+        ListenOutput::Dropped(ListenDrop::ConnDropped)
+    );
+    let out = drain(&mut l, 3 * MS);
+    let _ = conn.handle_segment(
+        3 * MS,
+        &TcpRepr {
+            payload_len: 1,
+            ..old
+        },
+        b"x",
+    );
+    let want = conn.poll_transmit(3 * MS, &mut [0u8; 16]).unwrap();
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].1, want);
+}
+
+#[test]
+fn rtt_from_synack_and_karn_after_retransmission() {
+    // No timestamps: the RTT sample is the time from the SYN-ACK to the
+    // final ACK, unless the SYN-ACK was retransmitted (Karn); then RFC
+    // 6298 §5.7 holds the RTO at 3 s.
+    let mut l = listener(lcfg());
+    input(&mut l, 0, peer(0), syn_from(0), &[]);
+    let sa0 = synack_to(&mut l, 10 * MS, 0);
+    input(&mut l, 0, peer(1), syn_from(1), &[]);
+    synack_to(&mut l, 10 * MS, 1);
+    l.handle_timeout(SEC + 10 * MS);
+    assert_eq!(drain(&mut l, SEC + 10 * MS).len(), 2);
+    // Peer 0 ACKs the first SYN-ACK late (it was retransmitted since).
+    input(
+        &mut l,
+        SEC + 50 * MS,
+        peer(0),
+        ack_from(0, sa0.seq + 1),
+        &[],
+    );
+    let (_, c0) = l.accept().unwrap();
+    assert_eq!(c0.srtt(), None);
+    assert!(c0.rto() >= 3 * SEC, "rto {}", c0.rto());
+    // A fresh entry ACKed 30 ms after its only SYN-ACK.
+    input(&mut l, 2 * SEC, peer(2), syn_from(2), &[]);
+    let sa2 = synack_to(&mut l, 2 * SEC, 2);
+    input(
+        &mut l,
+        2 * SEC + 30 * MS,
+        peer(2),
+        ack_from(2, sa2.seq + 1),
+        &[],
+    );
+    let (_, c2) = l.accept().unwrap();
+    assert_eq!(c2.srtt(), Some(30 * MS));
+}
+
+#[test]
+fn syn_fin_repeating_isn_resends_synack_bounded() {
+    let mut l = listener(lcfg()); // synack_retries: 2
+    input(&mut l, 0, REMOTE, syn_in(), &[]);
+    let sa = synack_to(&mut l, 0, 0);
+    let synfin = TcpRepr {
+        flags: SYN | FIN,
+        ..syn_in()
+    };
+    for _ in 0..2 {
+        assert_eq!(
+            input(&mut l, MS, REMOTE, synfin, &[]),
+            ListenOutput::SynAckResent
+        );
+        assert_eq!(synack_to(&mut l, MS, 0).seq, sa.seq);
+    }
+    assert_eq!(
+        input(&mut l, MS, REMOTE, synfin, &[]),
+        ListenOutput::Dropped(ListenDrop::DupSynLimit)
+    );
+}

@@ -3,7 +3,9 @@
 //!
 //! **Owns:** memfd-backed [`Region`]s, the fixed-size buffers inside them
 //! ([`BufArea`]), packet descriptors ([`Desc`]) and the `#[repr(C)]`
-//! single-producer/single-consumer index rings ([`ring`]).
+//! single-producer/single-consumer index rings ([`ring`]); and, because it
+//! needs `unsafe`, the one-instruction time-stamp-counter read ([`tsc`]) that
+//! `sched` measures CPU time with.
 //!
 //! **May not touch:** anything about packets' contents or protocols. Nothing in
 //! shared memory is a pointer: buffers are named by `u32` index, rings hold
@@ -16,6 +18,7 @@
 pub mod file;
 pub mod region;
 pub mod ring;
+pub mod tsc;
 
 pub use file::MappedFile;
 pub use region::{BufArea, Region};

@@ -373,6 +373,17 @@ impl<N: Nic> FaultNic<N> {
         (self.rx.queued(), self.tx.queued())
     }
 
+    /// The earliest due time of a delayed frame in either direction (for a
+    /// virtual-time driver that jumps its clock to the next event).
+    pub fn next_due(&self) -> Option<u64> {
+        let rx = self.rx.delayed.front().map(|x| x.0);
+        let tx = self.tx.delayed.front().map(|x| x.0);
+        match (rx, tx) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     /// Releases every held and delayed frame now, in both directions (e.g.
     /// at the end of a test, when no later frame will overtake them).
     pub fn release_all(&mut self) {

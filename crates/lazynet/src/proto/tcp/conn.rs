@@ -68,6 +68,7 @@ use super::buffer::{Intervals, Ring, MAX_INTERVALS};
 use super::cc::{Cc, CcAlgo, CongestionControl};
 use super::rtt::RttEstimator;
 use super::sack::{NextSeg, Scoreboard, DUP_THRESH};
+use super::timewait::{TimeWaitEntry, TwKey, TwTimestamps};
 use crate::wire::tcp::{SackBlocks, SeqNumber, TcpFlags, TcpRepr, Timestamps};
 
 // Header prediction; a child module so that it reads the TCB's fields.
@@ -2117,5 +2118,28 @@ impl<C: CongestionControl> Connection<C> {
             return Err("SACK recovery past its RecoveryPoint");
         }
         Ok(())
+    }
+
+    // ---------------------------------------------------------------
+    // Accessors for other modules (kept together here, at the end).
+
+    /// In TIME-WAIT, the compact entry that replaces this connection in a
+    /// [`super::timewait::TimeWaitTable`] (the caller then drops the
+    /// connection); `None` in any other state.
+    pub fn time_wait_entry(&self) -> Option<TimeWaitEntry> {
+        (self.state == State::TimeWait).then(|| TimeWaitEntry {
+            key: TwKey {
+                local: self.local,
+                remote: self.remote,
+            },
+            snd_nxt: self.snd_max,
+            rcv_nxt: self.rcv_nxt,
+            rcv_wnd: self.rcv_adv.diff(self.rcv_nxt).max(0) as u32,
+            rcv_wscale: self.rcv_wscale,
+            ts: self.ts_enabled.then_some(TwTimestamps {
+                ts_recent: self.ts_recent,
+                ts_offset: self.cfg.ts_offset,
+            }),
+        })
     }
 }

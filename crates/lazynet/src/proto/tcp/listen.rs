@@ -1,18 +1,20 @@
 //! A listening socket (RFC 9293 §3.10.7.2, LISTEN state), sans-IO.
 //!
-//! **Owns:** the SYN queue (half-open connections in SYN-RECEIVED), the
-//! accept queue (connections that reached ESTABLISHED and wait for
-//! [`Listener::accept`]), a small queue of stateless replies (cookie
-//! SYN-ACKs and RSTs), and counters per drop reason ([`ListenDrop`]).
+//! **Owns:** the SYN queue (compact half-open entries, the state of
+//! SYN-RECEIVED before the final ACK), the accept queue (connections that
+//! reached ESTABLISHED and wait for [`Listener::accept`]), one hash index
+//! over both queues by remote address, a small queue of stateless replies
+//! (cookie SYN-ACKs, RSTs, ACKs of half-open entries), and counters per
+//! drop reason ([`ListenDrop`]).
 //!
 //! **May not touch:** clocks, randomness, I/O, the caller's table of
 //! established connections, demultiplexing. Time comes in as `now`
-//! (nanoseconds), the hash key as a [`Secret`].
+//! (nanoseconds, never decreasing), the hash key as a [`Secret`].
 //!
 //! **Contract with the caller (the stack):**
 //! - [`Listener::handle_segment`] gets the segments to the listening port
 //!   from 4-tuples that have no connection in the caller's table. That
-//!   includes segments for connections still in either queue: until a
+//!   includes segments for entries still in either queue: until a
 //!   connection is accepted and installed in the caller's table, the
 //!   listener feeds it (data that arrives then is buffered in the
 //!   connection and readable after `accept`).
@@ -23,14 +25,42 @@
 //!   processing this listener (LRP: further SYNs fall off at its channel);
 //!   a SYN that reaches a full listener anyway is dropped and counted.
 //!
-//! **Half-open entries are whole [`Connection`]s** in SYN-RECEIVED: one
-//! state machine does the handshake, its SYN-ACK retransmission (RTO with
-//! backoff, [`ListenConfig::synack_retries`] retries, then the entry is
-//! removed) and its RFC 5961 checks. The slots of both queues are
-//! allocated at construction; a connection's buffers are allocated when
-//! its SYN is admitted, so memory is bounded by `syn_queue + backlog`
-//! connections. A compact half-open entry (as Linux's request socks) would
-//! be smaller; that is a possible later change behind the same API.
+//! **Half-open entries are compact** (as Linux's request socks): remote
+//! address, ISS, IRS, the SYN's window and options (MSS, window scale,
+//! SACK-permitted, TSval), retransmission and resend counts, timer,
+//! challenge-ACK budget: 56 bytes ([`Listener::HALF_OPEN_BYTES`]). The
+//! listener builds the SYN-ACK itself (the same segment
+//! [`Connection::accept_syn`] would send, checked by a test) and runs the
+//! SYN-RECEIVED checks of RFC 9293 §3.10.7.4 with RFC 5961 and PAWS on the
+//! entry (`tests/tcp_listen_diff.rs` compares the whole listener with the
+//! previous one, whose entries were Connections). Only the final ACK
+//! builds the [`Connection`] (and allocates its buffers): from the SYN the
+//! entry stands for, via `Connection::accept_syn`, replaying its SYN-ACK
+//! transmissions (so RTT timing, Karn's rule and the RFC 6298 §5.7 3 s
+//! rule after a retransmitted SYN-ACK come out as before), then feeding it
+//! the ACK, as the cookie path does. All slots of both queues and the
+//! index are allocated at construction: memory is `syn_queue` compact
+//! entries plus `backlog` connections.
+//!
+//! **Lookups** of a remote address go through one open-addressing index
+//! over both queues ([`super::tuple_index`]): expected O(1), no scans. It
+//! is not keyed: a peer choosing colliding addresses can lengthen a probe
+//! sequence up to `syn_queue + backlog` (the old linear scan's cost).
+//!
+//! **SYN-ACK timers.** Each entry is on exactly one intrusive list: the
+//! *pending* list (a SYN-ACK is due: new entry, duplicate SYN, or timer
+//! expired) or the timer list of its backoff level (0..=16, as
+//! Connection's backoff cap). All entries of one level wait the same RTO
+//! (`rto_initial` doubled per level, capped at `rto_max`, RFC 6298 §5.5),
+//! so each level list is in deadline order and `poll_timeout` looks at 17
+//! heads. `handle_timeout` pops expired heads: retry
+//! ([`ListenConfig::synack_retries`] times) or remove (counted).
+//!
+//! **Accept queue.** Queued connections keep their own timers (delayed
+//! ACK etc.). `poll_timeout` adds a cached lower bound of their timers;
+//! when it is due, `handle_timeout` visits the queue once (at most
+//! `backlog` entries) and recomputes it. `poll_transmit` visits the queue
+//! only after a queued connection was fed or had a timer (a flag), once.
 //!
 //! **Accept queue full** (Linux semantics, `tcp_abort_on_overflow = 0`):
 //! the final ACK of a half-open entry is dropped (counted) and the entry
@@ -43,23 +73,35 @@
 //! SYN-ACK carries only MSS; a connection built from a cookie has no
 //! window scaling, SACK or timestamps.
 //!
-//! **Segments without a half-open entry** (RFC 9293 §3.10.7.2): a RST is
-//! ignored; an ACK that is not a valid cookie gets `<SEQ=SEG.ACK><CTL=RST>`
-//! (via [`reset_for`]); a SYN opens an entry; anything else (no SYN, no
-//! ACK, no RST) is dropped.
+//! **Segments without an entry** (RFC 9293 §3.10.7.2): a RST is ignored;
+//! an ACK that is not a valid cookie gets `<SEQ=SEG.ACK><CTL=RST>` (via
+//! [`reset_for`]); a SYN opens an entry; anything else (no SYN, no ACK, no
+//! RST) is dropped.
 //!
-//! **Work per call:** `handle_segment` scans both queues once (at most
-//! `syn_queue + backlog` entries, compares 4-tuples) and feeds at most one
-//! connection one segment; `handle_timeout`, `poll_timeout` and
-//! `poll_transmit` visit each entry at most once.
+//! **ACKs and RSTs from half-open entries** (not acceptable, PAWS, RFC
+//! 5961 challenges, bad final ACK) go through the reply queue; challenge
+//! ACKs are limited per entry to [`Config::challenge_ack_limit`] per
+//! second (RFC 5961 §7; per entry, not shared: a shared counter is the
+//! side channel of CVE-2016-5696). No ACK is queued while the entry's
+//! SYN-ACK is pending (it acknowledges the same).
+//!
+//! **Work per call:** `handle_segment`: one index lookup, O(1) list
+//! updates, and at most one `Connection::handle_segment` (plus, for a
+//! final ACK, building the connection with at most 16 replayed
+//! timeouts). `poll_timeout`: 17 list heads. `handle_timeout`: the expired
+//! entries, plus one pass over the accept queue when one of its timers is
+//! due. `poll_transmit`: O(1) per returned segment, plus one pass over the
+//! accept queue after it was touched.
 
 use std::collections::VecDeque;
 use std::net::SocketAddrV4;
 
 use super::conn::{reset_for, Config, Connection, State};
 use super::cookie;
+use super::rtt::RttEstimator;
 use super::secret::Secret;
-use crate::wire::tcp::{TcpFlags, TcpRepr};
+use super::tuple_index::{hash_addr, TupleIndex};
+use crate::wire::tcp::{SeqNumber, TcpFlags, TcpRepr, Timestamps};
 
 /// Upper bound on any queue capacity (a configuration error guard).
 const MAX_QUEUE: usize = 1 << 16;
@@ -195,13 +237,125 @@ impl ListenCounters {
     }
 }
 
+const NIL: u32 = u32::MAX;
+/// Index values with this bit are accept-queue slots.
+const ACCEPT_TAG: u32 = 1 << 31;
+/// Backoff levels 0..=16 (Connection caps its backoff at 16 doublings).
+const LEVELS: usize = 17;
+/// List 0 is the pending list; list 1 + k the timer list of level k.
+const LISTS: usize = 1 + LEVELS;
+const PENDING: usize = 0;
+const MS: u64 = 1_000_000;
+const SEC: u64 = 1_000_000_000;
+
+// HalfOpen::flags.
+const HAS_MSS: u8 = 1;
+const HAS_WS: u8 = 2;
+const SACK_PERM: u8 = 4;
+const HAS_TS: u8 = 8;
+const ON_PENDING: u8 = 16;
+
+/// A half-open entry (SYN-RECEIVED before the final ACK): what the SYN
+/// said and where the SYN-ACK timer stands.
+#[derive(Debug, Clone, Copy)]
 struct HalfOpen {
+    /// Next SYN-ACK retransmission (while on a timer list).
+    deadline: u64,
     remote: SocketAddrV4,
-    conn: Connection,
-    /// The SYN that opened it (for resending the SYN-ACK).
-    syn: TcpRepr,
-    /// Connections rebuilt to resend the SYN-ACK on a duplicate SYN.
-    resends: u32,
+    iss: SeqNumber,
+    irs: SeqNumber,
+    /// The SYN's TSval (TS.Recent).
+    ts_recent: u32,
+    peer_mss: u16,
+    peer_window: u16,
+    peer_wscale: u8,
+    flags: u8,
+    /// SYN-ACK timeouts so far.
+    retries: u16,
+    /// SYN-ACKs resent for duplicate SYNs.
+    resends: u16,
+    /// Challenge ACKs sent in the current one-second window (RFC 5961
+    /// §7), and when the window started: per entry, as per connection,
+    /// since a shared counter is a side channel (CVE-2016-5696).
+    challenge_count: u16,
+    challenge_start: u64,
+    prev: u32,
+    next: u32,
+}
+
+impl HalfOpen {
+    fn has(&self, f: u8) -> bool {
+        self.flags & f != 0
+    }
+
+    /// Takes the options of a (possibly retransmitted) SYN.
+    fn set_syn(&mut self, syn: &TcpRepr) {
+        let keep = self.flags & ON_PENDING;
+        self.flags = keep;
+        if let Some(m) = syn.mss {
+            self.flags |= HAS_MSS;
+            self.peer_mss = m;
+        }
+        if let Some(w) = syn.window_scale {
+            self.flags |= HAS_WS;
+            self.peer_wscale = w;
+        }
+        if syn.sack_permitted {
+            self.flags |= SACK_PERM;
+        }
+        if let Some(ts) = syn.timestamps {
+            self.flags |= HAS_TS;
+            self.ts_recent = ts.tsval;
+        }
+        self.peer_window = syn.window;
+    }
+
+    /// The SYN this entry stands for.
+    fn syn(&self, local_port: u16) -> TcpRepr {
+        TcpRepr {
+            src_port: self.remote.port(),
+            dst_port: local_port,
+            seq: self.irs,
+            flags: TcpFlags::SYN,
+            window: self.peer_window,
+            mss: self.has(HAS_MSS).then_some(self.peer_mss),
+            window_scale: self.has(HAS_WS).then_some(self.peer_wscale),
+            sack_permitted: self.has(SACK_PERM),
+            timestamps: self.has(HAS_TS).then_some(Timestamps {
+                tsval: self.ts_recent,
+                tsecr: 0,
+            }),
+            ..TcpRepr::EMPTY
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct List {
+    head: u32,
+    tail: u32,
+}
+
+const EMPTY_LIST: List = List {
+    head: NIL,
+    tail: NIL,
+};
+
+#[derive(Debug)]
+struct Queued {
+    remote: SocketAddrV4,
+    conn: Option<Connection>,
+    prev: u32,
+    next: u32,
+}
+
+/// The window scale we offer for a receive buffer (as Connection).
+fn wscale_for(buf: usize) -> u8 {
+    let mut s = 0u8;
+    while s < 14 && (buf >> s) > 65535 {
+        s += 1;
+    }
+    s
 }
 
 /// One listening socket: SYN queue, accept queue, SYN cookies.
@@ -209,8 +363,23 @@ pub struct Listener {
     cfg: ListenConfig,
     tcp: Config,
     local: SocketAddrV4,
-    syn_q: Vec<HalfOpen>,
-    accept_q: VecDeque<(SocketAddrV4, Connection)>,
+    rto: RttEstimator,
+    our_wscale: u8,
+    // SYN queue: slots, free list (through `next`), lists.
+    syn: Vec<HalfOpen>,
+    syn_free: u32,
+    syn_len: usize,
+    lists: [List; LISTS],
+    // Accept queue: slots, free list, FIFO.
+    acc: Vec<Queued>,
+    acc_free: u32,
+    acc_len: usize,
+    acc_fifo: List,
+    /// Lower bound of the queued connections' timers.
+    acc_timer: Option<u64>,
+    /// A queued connection may have a segment to send.
+    acc_tx: bool,
+    index: TupleIndex,
     replies: VecDeque<(SocketAddrV4, TcpRepr)>,
     counters: ListenCounters,
 }
@@ -219,17 +388,21 @@ impl core::fmt::Debug for Listener {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Listener")
             .field("local", &self.local)
-            .field("syn_queue", &self.syn_q.len())
-            .field("accept_queue", &self.accept_q.len())
+            .field("syn_queue", &self.syn_len)
+            .field("accept_queue", &self.acc_len)
             .field("replies", &self.replies.len())
             .finish()
     }
 }
 
 impl Listener {
+    /// Bytes per half-open entry.
+    pub const HALF_OPEN_BYTES: usize = core::mem::size_of::<HalfOpen>();
+
     /// A listener on `local` (LISTEN state). Connections it creates use
     /// `tcp`, with `syn_retries` replaced by `cfg.synack_retries`. Queue
-    /// slots are allocated here; capacities are clamped to `1..=65536`.
+    /// slots and the index are allocated here; capacities are clamped to
+    /// `1..=65536`.
     pub fn new(cfg: ListenConfig, tcp: Config, local: SocketAddrV4) -> Self {
         let mut cfg = cfg;
         cfg.backlog = cfg.backlog.clamp(1, MAX_QUEUE);
@@ -237,9 +410,28 @@ impl Listener {
         cfg.reply_queue = cfg.reply_queue.clamp(1, MAX_QUEUE);
         let mut tcp = tcp;
         tcp.syn_retries = cfg.synack_retries;
+        // The clamps of Connection::new, so our SYN-ACK matches its own.
+        tcp.mss = tcp.mss.max(64);
+        tcp.recv_buf = tcp.recv_buf.clamp(1, 1 << 30);
+        let our_wscale = if tcp.window_scale {
+            wscale_for(tcp.recv_buf)
+        } else {
+            0
+        };
         Listener {
-            syn_q: Vec::with_capacity(cfg.syn_queue),
-            accept_q: VecDeque::with_capacity(cfg.backlog),
+            rto: RttEstimator::new(tcp.rto_initial, tcp.rto_min, tcp.rto_max),
+            our_wscale,
+            syn: Vec::with_capacity(cfg.syn_queue),
+            syn_free: NIL,
+            syn_len: 0,
+            lists: [EMPTY_LIST; LISTS],
+            acc: Vec::with_capacity(cfg.backlog),
+            acc_free: NIL,
+            acc_len: 0,
+            acc_fifo: EMPTY_LIST,
+            acc_timer: None,
+            acc_tx: false,
+            index: TupleIndex::new(cfg.syn_queue + cfg.backlog),
             replies: VecDeque::with_capacity(cfg.reply_queue),
             cfg,
             tcp,
@@ -265,29 +457,202 @@ impl Listener {
 
     /// Half-open connections.
     pub fn syn_queue_len(&self) -> usize {
-        self.syn_q.len()
+        self.syn_len
     }
 
     /// Established connections waiting for `accept`.
     pub fn accept_queue_len(&self) -> usize {
-        self.accept_q.len()
+        self.acc_len
     }
 
     /// True when the accept queue is at its backlog: the stack should stop
     /// processing this listener until `accept` makes room.
     pub fn accept_queue_full(&self) -> bool {
-        self.accept_q.len() >= self.cfg.backlog
+        self.acc_len >= self.cfg.backlog
     }
 
     /// Takes the oldest established connection. The caller installs it in
     /// its table; from then on its segments go to it, not to the listener.
     pub fn accept(&mut self) -> Option<(SocketAddrV4, Connection)> {
-        let r = self.accept_q.pop_front();
-        if r.is_some() {
-            self.counters.accepted += 1;
-        }
-        r
+        let a = self.acc_fifo.head;
+        let q = self.acc.get_mut(a as usize)?;
+        let remote = q.remote;
+        let conn = q.conn.take()?;
+        self.remove_queued(a);
+        self.counters.accepted += 1;
+        Some((remote, conn))
     }
+
+    // ---------------------------------------------------------------
+    // Slots, lists and the index.
+
+    fn remote_of(syn: &[HalfOpen], acc: &[Queued], v: u32) -> SocketAddrV4 {
+        if v & ACCEPT_TAG != 0 {
+            acc[(v & !ACCEPT_TAG) as usize].remote
+        } else {
+            syn[v as usize].remote
+        }
+    }
+
+    fn lookup(&self, remote: SocketAddrV4) -> Option<(usize, u32)> {
+        let (syn, acc) = (&self.syn, &self.acc);
+        self.index.find(hash_addr(remote), |v| {
+            Self::remote_of(syn, acc, v) == remote
+        })
+    }
+
+    fn index_remove(&mut self, remote: SocketAddrV4, v: u32) {
+        let (syn, acc) = (&self.syn, &self.acc);
+        if let Some(b) = self.index.bucket_of(hash_addr(remote), v) {
+            self.index
+                .remove_at(b, |x| hash_addr(Self::remote_of(syn, acc, x)));
+        }
+    }
+
+    fn list_of(h: &HalfOpen) -> usize {
+        if h.has(ON_PENDING) {
+            PENDING
+        } else {
+            1 + usize::from(h.retries).min(LEVELS - 1)
+        }
+    }
+
+    fn push_list(&mut self, l: usize, s: u32) {
+        let t = self.lists[l].tail;
+        let h = &mut self.syn[s as usize];
+        h.prev = t;
+        h.next = NIL;
+        if l == PENDING {
+            h.flags |= ON_PENDING;
+        } else {
+            h.flags &= !ON_PENDING;
+        }
+        match self.syn.get_mut(t as usize) {
+            Some(p) => p.next = s,
+            None => self.lists[l].head = s,
+        }
+        self.lists[l].tail = s;
+    }
+
+    fn unlink(&mut self, s: u32) {
+        let h = self.syn[s as usize];
+        let l = Self::list_of(&h);
+        match self.syn.get_mut(h.prev as usize) {
+            Some(p) => p.next = h.next,
+            None => self.lists[l].head = h.next,
+        }
+        match self.syn.get_mut(h.next as usize) {
+            Some(n) => n.prev = h.prev,
+            None => self.lists[l].tail = h.prev,
+        }
+    }
+
+    fn remove_half_open(&mut self, s: u32) {
+        self.unlink(s);
+        let remote = self.syn[s as usize].remote;
+        self.index_remove(remote, s);
+        self.free_half_open(s);
+    }
+
+    /// Returns slot `s` (already unlinked, index handled) to the free list.
+    fn free_half_open(&mut self, s: u32) {
+        let h = &mut self.syn[s as usize];
+        h.flags = 0;
+        h.prev = NIL;
+        h.next = self.syn_free;
+        self.syn_free = s;
+        self.syn_len -= 1;
+    }
+
+    fn alloc_half_open(&mut self, h: HalfOpen) -> u32 {
+        if self.syn_free != NIL {
+            let s = self.syn_free;
+            self.syn_free = self.syn[s as usize].next;
+            self.syn[s as usize] = h;
+            s
+        } else {
+            // syn_len < syn_queue and nothing free: the Vec has reserved
+            // room (`new`), so this does not allocate.
+            self.syn.push(h);
+            (self.syn.len() - 1) as u32
+        }
+    }
+
+    fn remove_queued(&mut self, a: u32) {
+        let (remote, prev, next) = {
+            let q = &self.acc[a as usize];
+            (q.remote, q.prev, q.next)
+        };
+        match self.acc.get_mut(prev as usize) {
+            Some(p) => p.next = next,
+            None => self.acc_fifo.head = next,
+        }
+        match self.acc.get_mut(next as usize) {
+            Some(n) => n.prev = prev,
+            None => self.acc_fifo.tail = prev,
+        }
+        self.index_remove(remote, a | ACCEPT_TAG);
+        let q = &mut self.acc[a as usize];
+        q.conn = None;
+        q.prev = NIL;
+        q.next = self.acc_free;
+        self.acc_free = a;
+        self.acc_len -= 1;
+        if self.acc_len == 0 {
+            self.acc_timer = None;
+            self.acc_tx = false;
+        }
+    }
+
+    /// Appends a connection to the accept queue; `bucket` is the index
+    /// bucket to point at it (a half-open entry's), or `None` to insert.
+    fn enqueue(&mut self, remote: SocketAddrV4, conn: Connection, bucket: Option<usize>) {
+        let t = conn.poll_timeout();
+        let q = Queued {
+            remote,
+            conn: Some(conn),
+            prev: self.acc_fifo.tail,
+            next: NIL,
+        };
+        let a = if self.acc_free != NIL {
+            let a = self.acc_free;
+            self.acc_free = self.acc[a as usize].next;
+            self.acc[a as usize] = q;
+            a
+        } else {
+            // Reserved in `new` (acc_len < backlog): no allocation.
+            self.acc.push(q);
+            (self.acc.len() - 1) as u32
+        };
+        match self.acc.get_mut(self.acc_fifo.tail as usize) {
+            Some(p) => p.next = a,
+            None => self.acc_fifo.head = a,
+        }
+        self.acc_fifo.tail = a;
+        match bucket {
+            Some(b) => self.index.set(b, a | ACCEPT_TAG),
+            None => {
+                let ok = self.index.insert(hash_addr(remote), a | ACCEPT_TAG);
+                debug_assert!(ok, "index sized for both queues");
+            }
+        }
+        self.acc_len += 1;
+        self.counters.established += 1;
+        self.acc_touched(t);
+    }
+
+    /// A queued connection was fed or created: it may have output, and
+    /// its timer may be earlier than the cached bound.
+    fn acc_touched(&mut self, t: Option<u64>) {
+        self.acc_tx = true;
+        self.acc_timer = match (self.acc_timer, t) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+
+    // ---------------------------------------------------------------
+    // Input.
 
     fn discard(&mut self, r: ListenDrop) -> ListenOutput {
         self.counters.drops[r as usize] += 1;
@@ -305,8 +670,8 @@ impl Listener {
 
     /// Processes one segment to the listening port from `remote` (parsed
     /// from a checksum-verified segment; `payload` is its data). Replies
-    /// come out of [`Listener::poll_transmit`]. Work: one scan of both
-    /// queues and at most one `Connection::handle_segment`.
+    /// come out of [`Listener::poll_transmit`]. Work: one index lookup and
+    /// at most one `Connection::handle_segment`.
     pub fn handle_segment(
         &mut self,
         now: u64,
@@ -321,11 +686,11 @@ impl Listener {
         if seg.dst_port != self.local.port() || seg.src_port != remote.port() {
             return self.discard(ListenDrop::WrongPort);
         }
-        if let Some(i) = self.accept_q.iter().position(|(r, _)| *r == remote) {
-            return self.feed_queued(now, i, seg, payload);
-        }
-        if let Some(i) = self.syn_q.iter().position(|h| h.remote == remote) {
-            return self.feed_half_open(now, i, seg, payload);
+        if let Some((bucket, v)) = self.lookup(remote) {
+            if v & ACCEPT_TAG != 0 {
+                return self.feed_queued(now, v & !ACCEPT_TAG, seg, payload);
+            }
+            return self.feed_half_open(now, bucket, v, seg, payload);
         }
         let f = seg.flags;
         // RFC 9293 §3.10.7.2, LISTEN: first check for a RST: ignore it.
@@ -379,19 +744,32 @@ impl Listener {
         if self.accept_queue_full() {
             return self.discard(ListenDrop::AcceptQueueFull);
         }
-        if self.syn_q.len() < self.cfg.syn_queue {
+        if self.syn_len < self.cfg.syn_queue {
             // RFC 6528 §3: ISS = M + F(4-tuple, key).
             let iss = secret.isn(self.local, remote, now);
-            let Some(conn) = Connection::accept_syn(self.tcp, self.local, remote, seg, iss, now)
-            else {
-                return self.discard(ListenDrop::BadSyn);
-            };
-            self.syn_q.push(HalfOpen {
+            let mut h = HalfOpen {
+                deadline: 0,
                 remote,
-                conn,
-                syn: *seg,
+                iss,
+                irs: seg.seq,
+                ts_recent: 0,
+                peer_mss: 0,
+                peer_window: 0,
+                peer_wscale: 0,
+                flags: 0,
+                retries: 0,
                 resends: 0,
-            });
+                challenge_count: 0,
+                challenge_start: now,
+                prev: NIL,
+                next: NIL,
+            };
+            h.set_syn(seg);
+            let s = self.alloc_half_open(h);
+            let ok = self.index.insert(hash_addr(remote), s);
+            debug_assert!(ok, "index sized for both queues");
+            self.push_list(PENDING, s);
+            self.syn_len += 1;
             self.counters.syns += 1;
             return ListenOutput::HalfOpen;
         }
@@ -408,7 +786,7 @@ impl Listener {
             ack: seg.seq + 1,
             flags: TcpFlags::SYN | TcpFlags::ACK,
             window: self.tcp.recv_buf.clamp(1, 65535) as u16,
-            mss: Some(self.tcp.mss.max(64)),
+            mss: Some(self.tcp.mss),
             ..TcpRepr::EMPTY
         };
         if !self.push_reply(remote, synack) {
@@ -458,122 +836,326 @@ impl Listener {
             return self.discard(ListenDrop::ConnDropped);
         }
         self.counters.cookies_accepted += 1;
-        self.counters.established += 1;
-        self.accept_q.push_back((remote, conn));
+        self.enqueue(remote, conn, None);
         ListenOutput::Established
     }
 
+    fn ts_now(&self, now: u64) -> u32 {
+        ((now / MS) as u32).wrapping_add(self.tcp.ts_offset)
+    }
+
+    fn ws_ok(&self, h: &HalfOpen) -> bool {
+        self.tcp.window_scale && h.has(HAS_WS)
+    }
+
+    fn ts_ok(&self, h: &HalfOpen) -> bool {
+        self.tcp.timestamps && h.has(HAS_TS)
+    }
+
+    /// The receive window of the SYN-ACK (RFC 7323 §2.2: never scaled).
+    fn syn_window(&self) -> u32 {
+        self.tcp.recv_buf.min(65535) as u32
+    }
+
+    /// The SYN-ACK of entry `h` (the segment `Connection::accept_syn`
+    /// would send: RFC 9293 §3.10.7.2, options per RFC 7323 §2.2, §3.2
+    /// and RFC 2018 only if the SYN offered them).
+    fn synack(&self, h: &HalfOpen, now: u64) -> TcpRepr {
+        TcpRepr {
+            src_port: self.local.port(),
+            dst_port: h.remote.port(),
+            seq: h.iss,
+            ack: h.irs + 1,
+            flags: TcpFlags::SYN | TcpFlags::ACK,
+            window: self.syn_window() as u16,
+            mss: Some(self.tcp.mss),
+            window_scale: self.ws_ok(h).then_some(self.our_wscale),
+            sack_permitted: self.tcp.sack && h.has(SACK_PERM),
+            timestamps: self.ts_ok(h).then(|| Timestamps {
+                tsval: self.ts_now(now),
+                tsecr: h.ts_recent,
+            }),
+            ..TcpRepr::EMPTY
+        }
+    }
+
+    /// A pure ACK of entry `h` (SYN-RECEIVED: SEQ = ISS + 1, ACK = IRS +
+    /// 1), into the reply queue.
+    fn queue_ack(&mut self, h: &HalfOpen, now: u64) {
+        if h.has(ON_PENDING) {
+            // Its SYN-ACK is about to go out and acknowledges the same.
+            return;
+        }
+        let s = if self.ws_ok(h) { self.our_wscale } else { 0 };
+        let wnd = (self.tcp.recv_buf as u64).min(65535u64 << s);
+        let r = TcpRepr {
+            src_port: self.local.port(),
+            dst_port: h.remote.port(),
+            seq: h.iss + 1,
+            ack: h.irs + 1,
+            flags: TcpFlags::ACK,
+            window: (wnd >> s).min(65535) as u16,
+            timestamps: self.ts_ok(h).then(|| Timestamps {
+                tsval: self.ts_now(now),
+                tsecr: h.ts_recent,
+            }),
+            ..TcpRepr::EMPTY
+        };
+        self.push_reply(h.remote, r);
+    }
+
+    /// RFC 5961 §7: challenge ACKs, at most `challenge_ack_limit` per
+    /// second per entry.
+    fn challenge_ack(&mut self, s: u32, now: u64) {
+        let limit = self.tcp.challenge_ack_limit;
+        let e = &mut self.syn[s as usize];
+        if now.saturating_sub(e.challenge_start) >= SEC {
+            e.challenge_start = now;
+            e.challenge_count = 0;
+        }
+        if u32::from(e.challenge_count) < limit {
+            e.challenge_count = e.challenge_count.saturating_add(1);
+            let h = *e;
+            self.queue_ack(&h, now);
+        }
+    }
+
+    /// RFC 9293 §3.10.7.4 in SYN-RECEIVED (passive open), on a compact
+    /// entry: the checks of `Connection::handle_segment` up to the final
+    /// ACK, which builds the connection.
     fn feed_half_open(
         &mut self,
         now: u64,
-        i: usize,
+        bucket: usize,
+        s: u32,
         seg: &TcpRepr,
         payload: &[u8],
     ) -> ListenOutput {
         let f = seg.flags;
-        let full = self.accept_queue_full();
-        let Some(h) = self.syn_q.get_mut(i) else {
-            return ListenOutput::Dropped(ListenDrop::ConnDropped);
-        };
+        let h = self.syn[s as usize];
+        let rcv_nxt = h.irs + 1;
         // A retransmitted SYN (same ISN): our SYN-ACK was probably lost;
-        // send it again (as Linux tcp_check_req()), bounded per entry.
+        // send it again (as Linux tcp_check_req()), bounded per entry. Its
+        // options replace the stored ones and the SYN-ACK timer restarts.
+        // (A SYN+FIN repeating the ISN is treated the same way; a
+        // Connection in SYN-RECEIVED also resends its SYN-ACK for it.)
         if f.contains(TcpFlags::SYN)
-            && !f.intersects(TcpFlags::ACK | TcpFlags::RST | TcpFlags::FIN)
-            && seg.seq == h.syn.seq
+            && !f.intersects(TcpFlags::ACK | TcpFlags::RST)
+            && seg.seq == h.irs
         {
-            if h.resends >= self.cfg.synack_retries {
+            if u32::from(h.resends) >= self.cfg.synack_retries {
                 return self.discard(ListenDrop::DupSynLimit);
             }
-            let iss = h.conn.snd_una();
-            if let Some(c) = Connection::accept_syn(self.tcp, self.local, h.remote, seg, iss, now) {
-                h.conn = c;
-                h.resends += 1;
-                return ListenOutput::SynAckResent;
-            }
-            return self.discard(ListenDrop::BadSyn);
+            self.unlink(s);
+            let e = &mut self.syn[s as usize];
+            e.set_syn(seg);
+            e.resends = e.resends.saturating_add(1);
+            e.retries = 0;
+            // As the rebuilt connection of the reference listener.
+            e.challenge_start = now;
+            e.challenge_count = 0;
+            self.push_list(PENDING, s);
+            return ListenOutput::SynAckResent;
         }
         // Linux semantics: the final ACK waits while the accept queue is
         // full (the entry stays half-open; SYN-ACK retransmission recurs).
-        if f.contains(TcpFlags::ACK) && !f.contains(TcpFlags::RST) && full {
+        if f.contains(TcpFlags::ACK) && !f.contains(TcpFlags::RST) && self.accept_queue_full() {
             return self.discard(ListenDrop::AcceptQueueFull);
         }
-        let r = h.conn.handle_segment(now, seg, payload);
-        match h.conn.state() {
-            State::SynReceived => match r {
-                Ok(()) => ListenOutput::Delivered,
-                Err(_) => self.discard(ListenDrop::ConnDropped),
-            },
-            State::Closed => {
-                // RFC 9293 §3.10.7.4: a RST in SYN-RECEIVED from a passive
-                // OPEN returns to LISTEN: the entry goes.
-                self.syn_q.swap_remove(i);
+        let rst = f.contains(TcpFlags::RST);
+        let mut seq = seg.seq;
+        let mut syn = f.contains(TcpFlags::SYN);
+        // Simultaneous open (RFC 9293 §3.5 Figure 7): a SYN-ACK repeating
+        // the SYN; only its ACK is new.
+        if syn && f.contains(TcpFlags::ACK) && !rst && seq == h.irs {
+            syn = false;
+            seq = rcv_nxt;
+        }
+        // RFC 7323 §5.3 R1: PAWS.
+        if let (true, false, Some(ts)) = (self.ts_ok(&h), rst, seg.timestamps) {
+            if (ts.tsval.wrapping_sub(h.ts_recent) as i32) < 0 {
+                self.queue_ack(&h, now);
+                return self.discard(ListenDrop::ConnDropped);
+            }
+        }
+        // First: sequence number acceptability (RFC 9293 §3.4), against
+        // the window of our SYN-ACK (as Connection, with Linux's
+        // right-edge deviation).
+        let fin = f.contains(TcpFlags::FIN);
+        let seg_len = payload.len() as u32 + u32::from(syn) + u32::from(fin);
+        let wnd = self.syn_window();
+        let end = rcv_nxt + wnd;
+        let acceptable = match seg_len {
+            0 if !rst && seq == end => true,
+            0 => seq.in_window(rcv_nxt, end),
+            _ => seq.in_window(rcv_nxt, end) || (seq + (seg_len - 1)).in_window(rcv_nxt, end),
+        };
+        if !acceptable {
+            if !rst {
+                self.queue_ack(&h, now);
+            }
+            return self.discard(ListenDrop::ConnDropped);
+        }
+        // Second: RST (RFC 5961 §3.2). RFC 9293 §3.10.7.4: a RST in
+        // SYN-RECEIVED from a passive OPEN returns to LISTEN: the entry
+        // goes.
+        if rst {
+            if seq == rcv_nxt {
+                self.remove_half_open(s);
                 self.counters.removed += 1;
-                ListenOutput::Removed
+                return ListenOutput::Removed;
+            }
+            self.challenge_ack(s, now);
+            return self.discard(ListenDrop::ConnDropped);
+        }
+        // Fourth: SYN (RFC 5961 §4.2).
+        if syn {
+            self.challenge_ack(s, now);
+            return self.discard(ListenDrop::ConnDropped);
+        }
+        // Fifth: ACK.
+        if !f.contains(TcpFlags::ACK) {
+            return self.discard(ListenDrop::ConnDropped);
+        }
+        if seg.ack != h.iss + 1 {
+            // "If the segment acknowledgment is not acceptable, form a
+            // reset segment <SEQ=SEG.ACK><CTL=RST> and send it."
+            let r = TcpRepr {
+                src_port: self.local.port(),
+                dst_port: h.remote.port(),
+                seq: seg.ack,
+                flags: TcpFlags::RST,
+                ..TcpRepr::EMPTY
+            };
+            // Counted as ConnDropped (as when the connection sent it), not
+            // in `resets_sent` (the listener's own replies to LISTEN).
+            self.push_reply(h.remote, r);
+            return self.discard(ListenDrop::ConnDropped);
+        }
+        // The final ACK: build the connection and let it process the ACK.
+        let Some(mut conn) = self.build(&h, now) else {
+            return self.discard(ListenDrop::BadSyn);
+        };
+        // Its own drop reason, if any, is in its counters.
+        let _ = conn.handle_segment(now, seg, payload);
+        match conn.state() {
+            State::SynReceived | State::Closed => {
+                // Not expected after the checks above; counted, the entry
+                // stays (it times out).
+                self.discard(ListenDrop::ConnDropped)
             }
             _ => {
-                let h = self.syn_q.swap_remove(i);
-                self.accept_q.push_back((h.remote, h.conn));
-                self.counters.established += 1;
+                self.unlink(s);
+                self.free_half_open(s);
+                // Same remote, same bucket: it now points at the queue.
+                self.enqueue(h.remote, conn, Some(bucket));
                 ListenOutput::Established
             }
         }
     }
 
-    fn feed_queued(&mut self, now: u64, i: usize, seg: &TcpRepr, payload: &[u8]) -> ListenOutput {
-        let Some((_, conn)) = self.accept_q.get_mut(i) else {
+    /// The connection entry `h` stands for, in SYN-RECEIVED with its
+    /// SYN-ACK sent (and retransmitted as often as the entry's was).
+    fn build(&self, h: &HalfOpen, now: u64) -> Option<Connection> {
+        let r = u32::from(h.retries).min(LEVELS as u32 - 1);
+        let span: u64 = (0..r).map(|k| self.rto.backed_off(k)).sum();
+        let last_sent = if h.has(ON_PENDING) {
+            now
+        } else {
+            h.deadline.saturating_sub(self.rto.backed_off(r)).min(now)
+        };
+        let t0 = last_sent.saturating_sub(span);
+        let syn = h.syn(self.local.port());
+        let mut c = Connection::accept_syn(self.tcp, self.local, h.remote, &syn, h.iss, t0)?;
+        let _ = c.poll_transmit(t0, &mut []);
+        for _ in 0..r {
+            let t = c.poll_timeout()?;
+            c.handle_timeout(t);
+            let _ = c.poll_transmit(t, &mut []);
+        }
+        Some(c)
+    }
+
+    fn feed_queued(&mut self, now: u64, a: u32, seg: &TcpRepr, payload: &[u8]) -> ListenOutput {
+        let Some(conn) = self.acc.get_mut(a as usize).and_then(|q| q.conn.as_mut()) else {
             return ListenOutput::Dropped(ListenDrop::ConnDropped);
         };
         let r = conn.handle_segment(now, seg, payload);
-        if conn.state() == State::Closed {
+        let closed = conn.state() == State::Closed;
+        let t = conn.poll_timeout();
+        if closed {
             // Reset before accept: like Linux, the application never sees
             // it (the queue slot is freed).
-            self.accept_q.remove(i);
+            self.remove_queued(a);
             self.counters.removed += 1;
             return ListenOutput::Removed;
         }
+        self.acc_touched(t);
         match r {
             Ok(()) => ListenOutput::Delivered,
             Err(_) => self.discard(ListenDrop::ConnDropped),
         }
     }
 
-    /// The earliest time at which `handle_timeout` must be called.
+    // ---------------------------------------------------------------
+    // Timers and output.
+
+    /// The earliest time at which `handle_timeout` must be called. Work:
+    /// 17 list heads.
     pub fn poll_timeout(&self) -> Option<u64> {
-        self.syn_q
-            .iter()
-            .map(|h| &h.conn)
-            .chain(self.accept_q.iter().map(|(_, c)| c))
-            .filter_map(|c| c.poll_timeout())
-            .min()
+        let mut t = self.acc_timer;
+        for l in &self.lists[1..] {
+            if let Some(h) = self.syn.get(l.head as usize) {
+                t = Some(t.map_or(h.deadline, |x| x.min(h.deadline)));
+            }
+        }
+        t
     }
 
     /// Runs expired timers: SYN-ACK retransmissions are scheduled, and
     /// half-open entries past their last retry are removed (counted).
+    /// Queued connections run their timers when one may be due.
     pub fn handle_timeout(&mut self, now: u64) {
-        let mut i = 0;
-        while i < self.syn_q.len() {
-            let h = &mut self.syn_q[i];
-            if h.conn.poll_timeout().is_some_and(|t| t <= now) {
-                h.conn.handle_timeout(now);
-            }
-            if h.conn.state() == State::Closed {
-                self.syn_q.swap_remove(i);
-                self.counters.synack_timeouts += 1;
-            } else {
-                i += 1;
+        for l in 1..LISTS {
+            // Bounded: each entry leaves its level list when it expires.
+            for _ in 0..self.syn_len {
+                let s = self.lists[l].head;
+                match self.syn.get(s as usize) {
+                    Some(h) if h.deadline <= now => {}
+                    _ => break,
+                }
+                let retries = self.syn[s as usize].retries.saturating_add(1);
+                if u32::from(retries) > self.cfg.synack_retries {
+                    self.remove_half_open(s);
+                    self.counters.synack_timeouts += 1;
+                } else {
+                    self.unlink(s);
+                    self.syn[s as usize].retries = retries;
+                    self.push_list(PENDING, s);
+                }
             }
         }
-        let mut i = 0;
-        while i < self.accept_q.len() {
-            let c = &mut self.accept_q[i].1;
-            if c.poll_timeout().is_some_and(|t| t <= now) {
-                c.handle_timeout(now);
-            }
-            if c.state() == State::Closed {
-                self.accept_q.remove(i);
-                self.counters.removed += 1;
-            } else {
-                i += 1;
+        if self.acc_timer.is_some_and(|t| t <= now) {
+            self.acc_timer = None;
+            let mut a = self.acc_fifo.head;
+            for _ in 0..self.acc_len {
+                let Some(q) = self.acc.get_mut(a as usize) else {
+                    break;
+                };
+                let next = q.next;
+                if let Some(c) = q.conn.as_mut() {
+                    if c.poll_timeout().is_some_and(|t| t <= now) {
+                        c.handle_timeout(now);
+                        self.acc_tx = true;
+                    }
+                    if c.state() == State::Closed {
+                        self.remove_queued(a);
+                        self.counters.removed += 1;
+                    } else if let Some(t) = c.poll_timeout() {
+                        self.acc_timer = Some(self.acc_timer.map_or(t, |x| x.min(t)));
+                    }
+                }
+                a = next;
             }
         }
     }
@@ -587,43 +1169,105 @@ impl Listener {
         if let Some(r) = self.replies.pop_front() {
             return Some(r);
         }
-        for h in self.syn_q.iter_mut() {
-            if let Some(r) = h.conn.poll_transmit(now, out) {
-                return Some((h.remote, r));
-            }
+        let s = self.lists[PENDING].head;
+        if let Some(h) = self.syn.get(s as usize).copied() {
+            self.unlink(s);
+            let level = u32::from(h.retries).min(LEVELS as u32 - 1);
+            self.syn[s as usize].deadline = now.saturating_add(self.rto.backed_off(level));
+            self.push_list(1 + level as usize, s);
+            return Some((h.remote, self.synack(&h, now)));
         }
-        for (remote, c) in self.accept_q.iter_mut() {
-            if let Some(r) = c.poll_transmit(now, out) {
-                return Some((*remote, r));
+        if self.acc_tx {
+            let mut a = self.acc_fifo.head;
+            for _ in 0..self.acc_len {
+                let Some(q) = self.acc.get_mut(a as usize) else {
+                    break;
+                };
+                if let Some(c) = q.conn.as_mut() {
+                    if let Some(r) = c.poll_transmit(now, out) {
+                        let (remote, t) = (q.remote, c.poll_timeout());
+                        self.acc_touched(t);
+                        return Some((remote, r));
+                    }
+                    let t = c.poll_timeout();
+                    self.acc_timer = match (self.acc_timer, t) {
+                        (Some(x), Some(y)) => Some(x.min(y)),
+                        (x, y) => x.or(y),
+                    };
+                }
+                a = q.next;
             }
+            self.acc_tx = false;
         }
         None
     }
 
-    /// Checks the queue bounds (for tests).
+    /// Checks the queues, lists and index (for tests; O(entries)).
     pub fn check_invariants(&self) -> Result<(), &'static str> {
-        if self.syn_q.len() > self.cfg.syn_queue {
+        if self.syn_len > self.cfg.syn_queue {
             return Err("SYN queue over capacity");
         }
-        if self.accept_q.len() > self.cfg.backlog {
+        if self.acc_len > self.cfg.backlog {
             return Err("accept queue over capacity");
         }
         if self.replies.len() > self.cfg.reply_queue {
             return Err("reply queue over capacity");
         }
-        if self
-            .syn_q
-            .iter()
-            .any(|h| h.conn.state() != State::SynReceived)
-        {
-            return Err("non-SYN-RECEIVED entry in the SYN queue");
+        if self.index.len() != self.syn_len + self.acc_len {
+            return Err("index count differs from the queues");
         }
-        for (i, h) in self.syn_q.iter().enumerate() {
-            if self.syn_q[..i].iter().any(|o| o.remote == h.remote)
-                || self.accept_q.iter().any(|(r, _)| *r == h.remote)
-            {
-                return Err("duplicate 4-tuple");
+        let mut n = 0;
+        for (l, list) in self.lists.iter().enumerate() {
+            let mut prev = NIL;
+            let mut s = list.head;
+            let mut last = 0u64;
+            while s != NIL {
+                n += 1;
+                if n > self.syn_len {
+                    return Err("SYN lists longer than the queue");
+                }
+                let h = &self.syn[s as usize];
+                if h.prev != prev || Self::list_of(h) != l {
+                    return Err("half-open entry on the wrong list");
+                }
+                if l != PENDING {
+                    if h.deadline < last {
+                        return Err("timer list out of deadline order");
+                    }
+                    last = h.deadline;
+                }
+                if self.lookup(h.remote).map(|p| p.1) != Some(s) {
+                    return Err("duplicate or unindexed half-open entry");
+                }
+                prev = s;
+                s = h.next;
             }
+            if prev != list.tail {
+                return Err("list tail is not its last entry");
+            }
+        }
+        if n != self.syn_len {
+            return Err("SYN lists shorter than the queue");
+        }
+        let mut n = 0;
+        let mut a = self.acc_fifo.head;
+        while a != NIL {
+            n += 1;
+            if n > self.acc_len {
+                return Err("accept FIFO longer than the queue");
+            }
+            let q = &self.acc[a as usize];
+            match &q.conn {
+                Some(c) if c.state() != State::Closed && c.state() != State::SynReceived => {}
+                _ => return Err("accept queue entry without a live connection"),
+            }
+            if self.lookup(q.remote).map(|p| p.1) != Some(a | ACCEPT_TAG) {
+                return Err("duplicate or unindexed queued connection");
+            }
+            a = q.next;
+        }
+        if n != self.acc_len {
+            return Err("accept FIFO shorter than the queue");
         }
         Ok(())
     }

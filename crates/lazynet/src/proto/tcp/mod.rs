@@ -47,6 +47,8 @@ pub mod listen;
 pub mod rtt;
 pub mod sack;
 pub mod secret;
+pub mod timewait;
+mod tuple_index;
 
 pub use cc::{Cc, CcAlgo, CongestionControl, Cubic, NewReno};
 pub use conn::{
@@ -55,3 +57,7 @@ pub use conn::{
 pub use listen::{ListenConfig, ListenCounters, ListenDrop, ListenOutput, Listener};
 pub use rtt::RttEstimator;
 pub use secret::{EphemeralPorts, Secret};
+pub use timewait::{
+    TimeWaitConfig, TimeWaitEntry, TimeWaitTable, TwAction, TwCounters, TwDrop, TwEvict, TwKey,
+    TwTimestamps,
+};

@@ -1,0 +1,1014 @@
+//! The per-core executor: tasks that belong to owners, scheduled by priority
+//! and recent CPU usage, with every nanosecond charged to an owner.
+//!
+//! This is the first half of the real-time upcall (RTU) scheduler of
+//! ARCHITECTURE.md ("Scheduling (RTU)"); admission control and the reactive
+//! and periodic classes come later (see "Extension points" below).
+//!
+//! **Owns:** the task table (boxed [`Task`]s, set up before running), the
+//! owners with their [`Class`] and [`OwnerUsage`], one FIFO run queue per
+//! owner (an intrusive list through the task table: no allocation when a task
+//! is woken or requeued), the decayed-usage state, and the [`Clock`] that
+//! measures CPU time.
+//!
+//! **May not touch:** anything about networking — packets, sockets, channels,
+//! protocol state. Those live in the state `S` that the executor lends, by
+//! `&mut`, to each iteration; the executor never looks inside it. It reads no
+//! clock but its own and does no I/O; it never blocks: when nothing is
+//! runnable the run loops return and the caller decides whether to poll a NIC
+//! or sleep.
+//!
+//! # The model
+//!
+//! * An **owner** ([`OwnerId`]) is what CPU time is charged to: an
+//!   application, the stack itself, a server process in an experiment.
+//!   Owners are few (tens); picking the next owner scans them, O(owners).
+//! * A **task** ([`TaskId`]) belongs to one owner and is a handler that does
+//!   one bounded *iteration* per [`Task::run`] call and answers
+//!   [`Status::Ready`] (more work: requeue me), [`Status::Wait`] (sleep until
+//!   someone calls `wake`) or [`Status::Done`]. Tasks are many (one per
+//!   connection is fine); a task is on its owner's run queue at most once.
+//! * The executor is **cooperative** and single-threaded; "preemption" is
+//!   delayed to the end of the current iteration. A long handler may poll
+//!   [`Cx::should_yield`] and return `Ready` early.
+//!
+//! # Scheduling
+//!
+//! The runnable owner with the smallest key runs next, one iteration of the
+//! task at the head of its queue:
+//!
+//! 1. [`Class::Fixed`]`(p)` owners, lower `p` first (strict priority);
+//! 2. [`Class::BestEffort`] owners, least *recent usage* first;
+//! 3. [`Class::Idle`] owners, only when nothing else is runnable
+//!    (soft-LRP's "an otherwise idle core processes queued packets", §3.3).
+//!
+//! Ties go to the owner picked longest ago (round robin).
+//!
+//! **Recent usage** is 4.4BSD's `p_estcpu` (McKusick, Bostic, Karels and
+//! Quarterman, *The Design and Implementation of the 4.4BSD Operating
+//! System*, §4.4 "Process Scheduling"; `schedcpu()` in `kern/kern_synch.c`):
+//! every nanosecond charged to an owner is added to it, and once per
+//! [`SchedConfig::decay_period_ns`] (1 s, as `schedcpu`) every owner's usage
+//! is multiplied by `2·load / (2·load + 1)`, where `load` is the number of
+//! runnable best-effort owners (BSD uses the load average; an instantaneous
+//! count keeps the executor free of a second filter). With one CPU-bound
+//! owner 90% of usage is forgotten in about 5 periods, as in BSD. Unlike BSD
+//! we keep usage in exact nanoseconds and compare it directly instead of
+//! quantizing it into 32 run queues, and there is no `nice` yet. Because the
+//! scheduler favours whoever has been *charged* least, work charged to the
+//! wrong owner shows up as unfairness — exactly the BSD mis-accounting the
+//! LRP paper measures in Table 2 (a worker's share of 23–26% instead of 1/3).
+//! An owner that sleeps comes back with little usage and runs at once, which
+//! is BSD's (intended) preference for I/O-bound processes.
+//!
+//! # Charging
+//!
+//! Each iteration is timed with the clock ([`TscClock`] in production) and
+//! charged, by default, to the task's owner. Two ways to charge elsewhere:
+//!
+//! * [`Cx::charge_to`]`(owner, f)` times `f` and charges it to `owner`
+//!   instead (nesting works; the time is subtracted from the enclosing
+//!   section). In the LRP modes the stack's receive loop uses it to charge
+//!   any protocol work it does for a socket to that socket's owner.
+//! * [`Charge::Interrupted`], chosen when spawning a task, charges its
+//!   iterations to the owner whose task ran last (the one "interrupted"),
+//!   or to the task's own owner if the core was idle — what 4.4BSD does with
+//!   interrupt and softnet time. The `eager` mode spawns its receive loop
+//!   this way. [`Cx::interrupted`] exposes the same owner for finer choices.
+//!
+//! [`Executor::run_on_behalf_of`] charges work done outside any task.
+//! Accounting is in [`OwnerUsage`]; for every owner
+//! `cpu_ns = task_ns − charged_to_others_ns + charged_from_others_ns + external_ns`.
+//!
+//! # How the receive modes will use it
+//!
+//! The stack is an owner with a `Fixed(0)` receive-loop task, woken when the
+//! NIC has frames. Applications are best-effort owners (or, later, reactive
+//! and periodic ones); each has a protocol-handler task woken when one of its
+//! channels gets data (TCP's ready list), so its protocol work runs at its
+//! priority and is charged to it. In `eager` and `early-demux` the receive
+//! loop does the protocol work itself and is spawned with
+//! [`Charge::Interrupted`]; in `soft-lrp` it only demultiplexes (charged to
+//! the stack) and an [`Class::Idle`] task drains channels nobody is reading;
+//! in `ni-lrp` demultiplexing runs on another core, which wakes the owners'
+//! tasks through a [`RemoteWaker`].
+//!
+//! # Extension points (the later RTU issue)
+//!
+//! * [`Class`] gets `Reactive { .. }` (token bucket) and `Periodic { period,
+//!   batch }`; both map onto fixed priorities (rate-monotonic for periodic),
+//!   so only the owner-ordering key (`Core::key`) grows.
+//! * Admission control goes into [`Executor::add_owner`], which already
+//!   returns a `Result`; it will need each task's longest iteration, which
+//!   [`OwnerUsage::max_iteration_ns`] already records (the blocking term).
+//! * [`Cx::should_yield`] is the delayed-preemption flag.
+//! * Timers: a task that wants to run at a time returns `Wait` and is woken
+//!   by whoever owns the timer wheel (the stack); the executor has none yet.
+
+pub mod clock;
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+pub use clock::{Clock, InstantClock, TscClock, VirtualClock};
+
+/// An owner: what CPU time is charged to. Index into the executor's owners.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct OwnerId(u16);
+
+impl OwnerId {
+    /// The owner's index (0, 1, … in order of [`Executor::add_owner`]).
+    pub const fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// A task: slot index plus a generation, so a stale id never wakes the task
+/// that reused its slot (except through [`RemoteWaker`], see there).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TaskId {
+    idx: u32,
+    gen: u32,
+}
+
+impl TaskId {
+    /// The slot index (stable while the task lives).
+    pub const fn index(self) -> usize {
+        self.idx as usize
+    }
+}
+
+/// How an owner competes for the core.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    /// Strict priority, above all best-effort work; lower number = more
+    /// urgent. Same-priority owners take turns.
+    Fixed(u8),
+    /// Shares the core by recent (decayed) CPU usage.
+    BestEffort,
+    /// Runs only when nothing else is runnable.
+    Idle,
+}
+
+/// What a task says after one iteration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// It has more work: put it back at the tail of its owner's queue.
+    Ready,
+    /// Nothing to do until woken. A wake that arrived during the iteration
+    /// is not lost: the task is requeued.
+    Wait,
+    /// Finished: its slot is freed and its id goes stale.
+    Done,
+}
+
+/// Whom a task's iterations are charged to (besides [`Cx::charge_to`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Charge {
+    /// The task's owner.
+    #[default]
+    Owner,
+    /// The owner whose [`Charge::Owner`] task ran last — the one this
+    /// iteration "interrupted", as 4.4BSD charges interrupt time — or the
+    /// task's own owner if the core was idle in between.
+    Interrupted,
+}
+
+/// A handler run one bounded iteration at a time.
+///
+/// `S` is the state the executor lends to every iteration (the stack, the
+/// application's data): tasks share it by `&mut`, one at a time, instead of
+/// through `Rc<RefCell<_>>`.
+pub trait Task<S> {
+    /// Does one bounded piece of work. Must not block.
+    fn run(&mut self, cx: &mut Cx<'_>, state: &mut S) -> Status;
+}
+
+impl<S, F> Task<S> for F
+where
+    F: FnMut(&mut Cx<'_>, &mut S) -> Status,
+{
+    fn run(&mut self, cx: &mut Cx<'_>, state: &mut S) -> Status {
+        self(cx, state)
+    }
+}
+
+/// CPU accounting of one owner, all in nanoseconds of the executor's clock.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OwnerUsage {
+    /// Everything charged to this owner: what the scheduler sees.
+    pub cpu_ns: u64,
+    /// Time this owner's tasks ran, whoever it was charged to.
+    pub task_ns: u64,
+    /// Iterations of this owner's tasks.
+    pub iterations: u64,
+    /// Charged to this owner while another owner's task was running
+    /// (`charge_to` this owner, or [`Charge::Interrupted`] landing here).
+    pub charged_from_others_ns: u64,
+    /// Ran in this owner's tasks but was charged to another owner.
+    pub charged_to_others_ns: u64,
+    /// Charged from outside any task ([`Executor::run_on_behalf_of`],
+    /// [`Executor::charge_external`]).
+    pub external_ns: u64,
+    /// Recent, decayed usage: the best-effort scheduling key.
+    pub recent_ns: u64,
+    /// The longest single iteration of this owner's tasks (the blocking
+    /// term admission control will need).
+    pub max_iteration_ns: u64,
+}
+
+/// How recent usage is forgotten.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decay {
+    /// 4.4BSD's filter: multiply by `2·load / (2·load + 1)` per period,
+    /// `load` = runnable best-effort owners (at least 1).
+    Bsd,
+    /// Multiply by `num / den` per period.
+    Fixed {
+        /// Numerator.
+        num: u32,
+        /// Denominator (> `num`).
+        den: u32,
+    },
+    /// Never forget: pure least-attained-service (for comparison).
+    None,
+}
+
+/// Executor limits and policy.
+#[derive(Clone, Copy, Debug)]
+pub struct SchedConfig {
+    /// Owners that can be added.
+    pub max_owners: usize,
+    /// Tasks that can exist at once (also sizes the [`RemoteWaker`] bitmap).
+    pub max_tasks: usize,
+    /// How often recent usage decays.
+    pub decay_period_ns: u64,
+    /// The decay filter.
+    pub decay: Decay,
+}
+
+impl Default for SchedConfig {
+    fn default() -> Self {
+        SchedConfig {
+            max_owners: 64,
+            max_tasks: 4096,
+            decay_period_ns: 1_000_000_000,
+            decay: Decay::Bsd,
+        }
+    }
+}
+
+/// Why the executor refused something (setup-time only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SchedError {
+    /// [`SchedConfig::max_owners`] reached.
+    TooManyOwners,
+    /// [`SchedConfig::max_tasks`] reached.
+    TooManyTasks,
+    /// No such owner.
+    NoSuchOwner,
+}
+
+impl fmt::Display for SchedError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SchedError::TooManyOwners => "too many owners",
+            SchedError::TooManyTasks => "too many tasks",
+            SchedError::NoSuchOwner => "no such owner",
+        })
+    }
+}
+
+impl std::error::Error for SchedError {}
+
+/// The state of a task as seen from outside.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaskState {
+    /// On its owner's run queue.
+    Queued,
+    /// Waiting to be woken.
+    Waiting,
+    /// In the middle of an iteration (only observable from inside one).
+    Running,
+}
+
+/// What a run loop did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RunReport {
+    /// Iterations run.
+    pub iterations: u64,
+    /// It stopped because nothing was runnable (not because of its bound).
+    pub idle: bool,
+    /// Clock time the loop took.
+    pub elapsed_ns: u64,
+}
+
+/// Executor-wide counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExecStats {
+    /// Iterations run.
+    pub iterations: u64,
+    /// Times a run loop found nothing runnable.
+    pub idle: u64,
+    /// Wakes that were ignored because the id was stale.
+    pub stale_wakes: u64,
+    /// Decay periods applied.
+    pub decays: u64,
+}
+
+const NIL: u32 = u32::MAX;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Slot {
+    Free,
+    Waiting,
+    Queued,
+    /// Running; `woken` records a wake that arrived meanwhile.
+    Running {
+        woken: bool,
+    },
+}
+
+#[derive(Clone, Copy, Debug)]
+struct TaskMeta {
+    owner: OwnerId,
+    gen: u32,
+    slot: Slot,
+    charge: Charge,
+    /// Next task on the same owner's run queue, or free list.
+    next: u32,
+}
+
+#[derive(Debug)]
+struct Owner {
+    name: String,
+    class: Class,
+    usage: OwnerUsage,
+    head: u32,
+    tail: u32,
+    /// Tasks on the run queue.
+    queued: u32,
+    /// Sequence number of the last pick, for round robin among equals.
+    last_pick: u64,
+}
+
+/// Shared with [`RemoteWaker`]s: one bit per task slot.
+#[derive(Debug)]
+struct RemoteShared {
+    pending: AtomicBool,
+    bits: Box<[AtomicU64]>,
+}
+
+/// Wakes tasks from another thread (the NI core in `ni-lrp`). `Send + Sync`,
+/// cheap to clone; a wake is one `fetch_or` and one store.
+///
+/// It names tasks by slot only, so a wake racing with the task finishing can
+/// wake whatever task reuses the slot: tasks must tolerate spurious wakes
+/// (return `Wait` when they find nothing to do), which they must anyway.
+#[derive(Clone, Debug)]
+pub struct RemoteWaker {
+    shared: Arc<RemoteShared>,
+}
+
+impl RemoteWaker {
+    /// Marks `task` runnable; the executor notices at its next scheduling
+    /// decision (or [`Cx::should_yield`]).
+    pub fn wake(&self, task: TaskId) {
+        let i = task.index();
+        if let Some(word) = self.shared.bits.get(i / 64) {
+            word.fetch_or(1 << (i % 64), Ordering::Release);
+            self.shared.pending.store(true, Ordering::Release);
+        }
+    }
+}
+
+/// Everything but the task bodies, so an iteration can borrow it (through
+/// [`Cx`]) while its own task body is borrowed.
+struct Core {
+    clock: Box<dyn Clock>,
+    cfg: SchedConfig,
+    owners: Vec<Owner>,
+    meta: Vec<TaskMeta>,
+    free_head: u32,
+    live_tasks: usize,
+    remote: Arc<RemoteShared>,
+    next_decay_ns: u64,
+    /// Owner of the last [`Charge::Owner`] iteration; `None` after idling.
+    last_process_owner: Option<OwnerId>,
+    /// Scheduling key of the running owner, for `should_yield`.
+    running_key: Option<(u8, u64)>,
+    yield_flag: bool,
+    pick_seq: u64,
+    stats: ExecStats,
+}
+
+/// The single-threaded executor of one core. `S` is the state lent to tasks.
+pub struct Executor<S> {
+    core: Core,
+    bodies: Vec<Option<Box<dyn Task<S>>>>,
+}
+
+impl<S> fmt::Debug for Executor<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Executor")
+            .field("owners", &self.core.owners.len())
+            .field("tasks", &self.core.live_tasks)
+            .field("stats", &self.core.stats)
+            .finish()
+    }
+}
+
+/// What an iteration can do besides its own work.
+pub struct Cx<'a> {
+    core: &'a mut Core,
+    task: TaskId,
+    owner: OwnerId,
+    target: OwnerId,
+    /// Time of the current section already charged by nested `charge_to`s.
+    excluded_ns: u64,
+}
+
+impl fmt::Debug for Cx<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Cx")
+            .field("task", &self.task)
+            .field("owner", &self.owner)
+            .field("target", &self.target)
+            .finish()
+    }
+}
+
+impl<'a> Cx<'a> {
+    /// The running task.
+    pub fn task(&self) -> TaskId {
+        self.task
+    }
+
+    /// The running task's owner.
+    pub fn owner(&self) -> OwnerId {
+        self.owner
+    }
+
+    /// Whom the code running right now is charged to.
+    pub fn charged_to(&self) -> OwnerId {
+        self.target
+    }
+
+    /// The owner whose ordinary ([`Charge::Owner`]) task ran last before this
+    /// iteration, `None` if the core was idle since (or at start).
+    pub fn interrupted(&self) -> Option<OwnerId> {
+        self.core.last_process_owner
+    }
+
+    /// The executor's clock.
+    pub fn now_ns(&self) -> u64 {
+        self.core.clock.now_ns()
+    }
+
+    /// Wakes a task of any owner (including the running one).
+    pub fn wake(&mut self, task: TaskId) {
+        self.core.wake(task);
+    }
+
+    /// Runs `f` and charges the time it takes to `owner` instead of the
+    /// current target. Sections nest. An unknown owner is charged nothing
+    /// (the time stays with the enclosing section's target).
+    pub fn charge_to<R>(&mut self, owner: OwnerId, f: impl FnOnce(&mut Self) -> R) -> R {
+        if owner.index() >= self.core.owners.len() {
+            return f(self);
+        }
+        let t0 = self.core.clock.now_ns();
+        let outer_target = std::mem::replace(&mut self.target, owner);
+        let outer_excluded = std::mem::replace(&mut self.excluded_ns, 0);
+        let r = f(self);
+        let elapsed = self.core.clock.now_ns().saturating_sub(t0);
+        let inner = elapsed.saturating_sub(self.excluded_ns);
+        self.core.charge(owner, inner, Some(self.owner));
+        self.target = outer_target;
+        self.excluded_ns = outer_excluded + elapsed;
+        r
+    }
+
+    /// Whether a more urgent owner became runnable during this iteration
+    /// (delayed preemption: a long iteration should finish up and return
+    /// `Ready`). Also picks up wakes from other threads.
+    pub fn should_yield(&mut self) -> bool {
+        self.core.drain_remote();
+        self.core.yield_flag
+    }
+}
+
+impl Core {
+    fn key(&self, o: usize) -> (u8, u64) {
+        let owner = &self.owners[o];
+        match owner.class {
+            Class::Fixed(p) => (0, u64::from(p)),
+            Class::BestEffort => (1, owner.usage.recent_ns),
+            Class::Idle => (2, 0),
+        }
+    }
+
+    fn meta_of(&self, task: TaskId) -> Option<&TaskMeta> {
+        self.meta
+            .get(task.index())
+            .filter(|m| m.gen == task.gen && m.slot != Slot::Free)
+    }
+
+    fn wake(&mut self, task: TaskId) {
+        if self.meta_of(task).is_none() {
+            self.stats.stale_wakes += 1;
+            return;
+        }
+        self.wake_index(task.idx);
+    }
+
+    fn wake_index(&mut self, idx: u32) {
+        let m = &mut self.meta[idx as usize];
+        match m.slot {
+            Slot::Free | Slot::Queued | Slot::Running { woken: true } => {}
+            Slot::Running { woken: false } => m.slot = Slot::Running { woken: true },
+            Slot::Waiting => {
+                let owner = m.owner.index();
+                self.enqueue(idx);
+                if let (Some(running), (0, p)) = (self.running_key, self.key(owner)) {
+                    if running > (0, p) {
+                        self.yield_flag = true;
+                    }
+                }
+            }
+        }
+    }
+
+    fn enqueue(&mut self, idx: u32) {
+        let m = &mut self.meta[idx as usize];
+        m.slot = Slot::Queued;
+        m.next = NIL;
+        let o = &mut self.owners[m.owner.index()];
+        if o.tail == NIL {
+            o.head = idx;
+        } else {
+            self.meta[o.tail as usize].next = idx;
+        }
+        o.tail = idx;
+        o.queued += 1;
+    }
+
+    fn dequeue(&mut self, owner: usize) -> u32 {
+        let o = &mut self.owners[owner];
+        let idx = o.head;
+        debug_assert_ne!(idx, NIL);
+        o.head = self.meta[idx as usize].next;
+        if o.head == NIL {
+            o.tail = NIL;
+        }
+        o.queued -= 1;
+        idx
+    }
+
+    fn drain_remote(&mut self) {
+        if !self.remote.pending.swap(false, Ordering::Acquire) {
+            return;
+        }
+        for w in 0..self.remote.bits.len() {
+            let mut bits = self.remote.bits[w].swap(0, Ordering::Acquire);
+            while bits != 0 {
+                let b = bits.trailing_zeros();
+                bits &= bits - 1;
+                let idx = (w as u32) * 64 + b;
+                if (idx as usize) < self.meta.len() {
+                    self.wake_index(idx);
+                }
+            }
+        }
+    }
+
+    /// Charges `ns` to `target`; `runner` is the owner whose task was
+    /// running (`None` outside any task).
+    fn charge(&mut self, target: OwnerId, ns: u64, runner: Option<OwnerId>) {
+        let u = &mut self.owners[target.index()].usage;
+        u.cpu_ns += ns;
+        u.recent_ns += ns;
+        match runner {
+            None => u.external_ns += ns,
+            Some(r) if r != target => {
+                u.charged_from_others_ns += ns;
+                self.owners[r.index()].usage.charged_to_others_ns += ns;
+            }
+            Some(_) => {}
+        }
+    }
+
+    fn maybe_decay(&mut self, now: u64) {
+        let period = self.cfg.decay_period_ns.max(1);
+        if now < self.next_decay_ns {
+            return;
+        }
+        let periods = (now - self.next_decay_ns) / period + 1;
+        self.next_decay_ns += periods * period;
+        self.stats.decays += periods;
+        let (num, den) = match self.cfg.decay {
+            Decay::None => return,
+            Decay::Fixed { num, den } => (u64::from(num), u64::from(den.max(1))),
+            Decay::Bsd => {
+                let load = self
+                    .owners
+                    .iter()
+                    .filter(|o| o.class == Class::BestEffort && o.queued > 0)
+                    .count()
+                    .max(1) as u64;
+                (2 * load, 2 * load + 1)
+            }
+        };
+        for o in &mut self.owners {
+            let mut r = o.usage.recent_ns;
+            // Period by period (the BSD factor depends on nothing that
+            // changes in between); usage reaches zero long before the cap
+            // unless the factor is very close to 1, when the cap just
+            // under-forgets after a very long stall.
+            for _ in 0..periods.min(1024) {
+                if r == 0 {
+                    break;
+                }
+                r = (u128::from(r) * u128::from(num) / u128::from(den)) as u64;
+            }
+            o.usage.recent_ns = r;
+        }
+    }
+
+    /// The most urgent runnable owner.
+    fn pick(&self) -> Option<usize> {
+        let mut best: Option<((u8, u64), u64, usize)> = None;
+        for (i, o) in self.owners.iter().enumerate() {
+            if o.queued == 0 {
+                continue;
+            }
+            let cand = (self.key(i), o.last_pick, i);
+            if best.is_none_or(|b| (cand.0, cand.1) < (b.0, b.1)) {
+                best = Some(cand);
+            }
+        }
+        best.map(|b| b.2)
+    }
+}
+
+impl<S> Executor<S> {
+    /// An executor measuring time with `clock`. Allocates everything the
+    /// limits in `cfg` call for, up front.
+    pub fn new(clock: impl Clock + 'static, cfg: SchedConfig) -> Self {
+        let words = cfg.max_tasks.div_ceil(64);
+        let remote = Arc::new(RemoteShared {
+            pending: AtomicBool::new(false),
+            bits: (0..words).map(|_| AtomicU64::new(0)).collect(),
+        });
+        let now = clock.now_ns();
+        Executor {
+            core: Core {
+                clock: Box::new(clock),
+                cfg,
+                owners: Vec::with_capacity(cfg.max_owners),
+                meta: Vec::with_capacity(cfg.max_tasks),
+                free_head: NIL,
+                live_tasks: 0,
+                remote,
+                next_decay_ns: now + cfg.decay_period_ns.max(1),
+                last_process_owner: None,
+                running_key: None,
+                yield_flag: false,
+                pick_seq: 0,
+                stats: ExecStats::default(),
+            },
+            bodies: Vec::with_capacity(cfg.max_tasks),
+        }
+    }
+
+    /// Adds an owner. (Admission control will refuse owners here.)
+    pub fn add_owner(&mut self, name: &str, class: Class) -> Result<OwnerId, SchedError> {
+        let n = self.core.owners.len();
+        if n >= self.core.cfg.max_owners || n > usize::from(u16::MAX) {
+            return Err(SchedError::TooManyOwners);
+        }
+        self.core.owners.push(Owner {
+            name: name.to_owned(),
+            class,
+            usage: OwnerUsage::default(),
+            head: NIL,
+            tail: NIL,
+            queued: 0,
+            last_pick: 0,
+        });
+        Ok(OwnerId(n as u16))
+    }
+
+    /// Spawns a task of `owner`, charged to its owner, runnable at once.
+    pub fn spawn(
+        &mut self,
+        owner: OwnerId,
+        task: impl Task<S> + 'static,
+    ) -> Result<TaskId, SchedError> {
+        self.spawn_with(owner, Charge::Owner, task)
+    }
+
+    /// Spawns a task with a charging policy, runnable at once.
+    pub fn spawn_with(
+        &mut self,
+        owner: OwnerId,
+        charge: Charge,
+        task: impl Task<S> + 'static,
+    ) -> Result<TaskId, SchedError> {
+        if owner.index() >= self.core.owners.len() {
+            return Err(SchedError::NoSuchOwner);
+        }
+        let body: Box<dyn Task<S>> = Box::new(task);
+        let idx = if self.core.free_head != NIL {
+            let idx = self.core.free_head;
+            self.core.free_head = self.core.meta[idx as usize].next;
+            let m = &mut self.core.meta[idx as usize];
+            m.gen = m.gen.wrapping_add(1);
+            m.owner = owner;
+            m.charge = charge;
+            m.slot = Slot::Waiting;
+            self.bodies[idx as usize] = Some(body);
+            idx
+        } else {
+            if self.core.meta.len() >= self.core.cfg.max_tasks {
+                return Err(SchedError::TooManyTasks);
+            }
+            self.core.meta.push(TaskMeta {
+                owner,
+                gen: 0,
+                slot: Slot::Waiting,
+                charge,
+                next: NIL,
+            });
+            self.bodies.push(Some(body));
+            (self.core.meta.len() - 1) as u32
+        };
+        self.core.live_tasks += 1;
+        self.core.enqueue(idx);
+        Ok(TaskId {
+            idx,
+            gen: self.core.meta[idx as usize].gen,
+        })
+    }
+
+    /// Makes a waiting task runnable. Stale ids are counted and ignored.
+    pub fn wake(&mut self, task: TaskId) {
+        self.core.wake(task);
+    }
+
+    /// A handle that wakes tasks from other threads.
+    pub fn remote_waker(&self) -> RemoteWaker {
+        RemoteWaker {
+            shared: self.core.remote.clone(),
+        }
+    }
+
+    /// The task's state, `None` if it is done (or the id is stale).
+    pub fn task_state(&self, task: TaskId) -> Option<TaskState> {
+        self.core.meta_of(task).map(|m| match m.slot {
+            Slot::Queued => TaskState::Queued,
+            Slot::Running { .. } => TaskState::Running,
+            Slot::Waiting | Slot::Free => TaskState::Waiting,
+        })
+    }
+
+    /// The executor's clock.
+    pub fn now_ns(&self) -> u64 {
+        self.core.clock.now_ns()
+    }
+
+    /// Runs `f` outside any task and charges its time to `owner`.
+    pub fn run_on_behalf_of<R>(&mut self, owner: OwnerId, f: impl FnOnce() -> R) -> R {
+        let t0 = self.core.clock.now_ns();
+        let r = f();
+        let ns = self.core.clock.now_ns().saturating_sub(t0);
+        self.charge_external(owner, ns);
+        r
+    }
+
+    /// Charges `ns` measured elsewhere to `owner` (ignored for unknown owners).
+    pub fn charge_external(&mut self, owner: OwnerId, ns: u64) {
+        if owner.index() < self.core.owners.len() {
+            self.core.charge(owner, ns, None);
+        }
+    }
+
+    /// One owner's accounting (all zero for an unknown owner).
+    pub fn usage(&self, owner: OwnerId) -> OwnerUsage {
+        self.core
+            .owners
+            .get(owner.index())
+            .map(|o| o.usage)
+            .unwrap_or_default()
+    }
+
+    /// One owner's name and class.
+    pub fn owner_info(&self, owner: OwnerId) -> Option<(&str, Class)> {
+        self.core
+            .owners
+            .get(owner.index())
+            .map(|o| (o.name.as_str(), o.class))
+    }
+
+    /// All owners, in order of creation.
+    pub fn owners(&self) -> impl Iterator<Item = OwnerId> + '_ {
+        (0..self.core.owners.len()).map(|i| OwnerId(i as u16))
+    }
+
+    /// Executor-wide counters.
+    pub fn stats(&self) -> ExecStats {
+        self.core.stats
+    }
+
+    /// Forgets all accounting (e.g. after a warm-up), keeping tasks.
+    pub fn reset_usage(&mut self) {
+        for o in &mut self.core.owners {
+            o.usage = OwnerUsage::default();
+        }
+    }
+
+    /// A printable table of every owner's accounting.
+    pub fn report(&self) -> UsageReport<'_> {
+        UsageReport { core: &self.core }
+    }
+
+    /// Runs one iteration of the most urgent runnable task; `None` if
+    /// nothing was runnable. Bounded by that one iteration.
+    pub fn run_once(&mut self, state: &mut S) -> Option<TaskId> {
+        let core = &mut self.core;
+        core.maybe_decay(core.clock.now_ns());
+        core.drain_remote();
+        let Some(o) = core.pick() else {
+            core.last_process_owner = None;
+            core.stats.idle += 1;
+            return None;
+        };
+        core.pick_seq += 1;
+        core.owners[o].last_pick = core.pick_seq;
+        let idx = core.dequeue(o);
+        let meta = core.meta[idx as usize];
+        let owner = meta.owner;
+        let target = match meta.charge {
+            Charge::Owner => owner,
+            Charge::Interrupted => core.last_process_owner.unwrap_or(owner),
+        };
+        core.meta[idx as usize].slot = Slot::Running { woken: false };
+        core.running_key = Some(core.key(o));
+        core.yield_flag = false;
+        let task = TaskId { idx, gen: meta.gen };
+        let mut body = self.bodies[idx as usize]
+            .take()
+            .expect("a queued task has a body");
+
+        let t0 = core.clock.now_ns();
+        let mut cx = Cx {
+            core: &mut *core,
+            task,
+            owner,
+            target,
+            excluded_ns: 0,
+        };
+        let status = body.run(&mut cx, state);
+        let excluded = cx.excluded_ns;
+        let elapsed = core.clock.now_ns().saturating_sub(t0);
+
+        core.charge(target, elapsed.saturating_sub(excluded), Some(owner));
+        let u = &mut core.owners[o].usage;
+        u.task_ns += elapsed;
+        u.iterations += 1;
+        u.max_iteration_ns = u.max_iteration_ns.max(elapsed);
+        core.stats.iterations += 1;
+        core.running_key = None;
+        if meta.charge == Charge::Owner {
+            core.last_process_owner = Some(owner);
+        }
+        let woken = matches!(core.meta[idx as usize].slot, Slot::Running { woken: true });
+        match status {
+            Status::Done => {
+                let m = &mut core.meta[idx as usize];
+                m.slot = Slot::Free;
+                m.next = core.free_head;
+                core.free_head = idx;
+                core.live_tasks -= 1;
+                // Dropping the body frees its allocation: once per task,
+                // not per iteration.
+                drop(body);
+            }
+            Status::Ready => {
+                self.bodies[idx as usize] = Some(body);
+                core.enqueue(idx);
+            }
+            Status::Wait if woken => {
+                self.bodies[idx as usize] = Some(body);
+                core.enqueue(idx);
+            }
+            Status::Wait => {
+                self.bodies[idx as usize] = Some(body);
+                core.meta[idx as usize].slot = Slot::Waiting;
+            }
+        }
+        Some(task)
+    }
+
+    /// Runs iterations until nothing is runnable or `max_iterations` ran.
+    pub fn run_until_idle(&mut self, state: &mut S, max_iterations: u64) -> RunReport {
+        let t0 = self.core.clock.now_ns();
+        let mut rep = RunReport::default();
+        while rep.iterations < max_iterations {
+            if self.run_once(state).is_none() {
+                rep.idle = true;
+                break;
+            }
+            rep.iterations += 1;
+        }
+        rep.elapsed_ns = self.core.clock.now_ns().saturating_sub(t0);
+        rep
+    }
+
+    /// Runs iterations until `budget_ns` of clock time has passed (the last
+    /// iteration may overshoot by its own length) or nothing is runnable.
+    /// Never waits: an idle executor returns at once.
+    pub fn run_for(&mut self, state: &mut S, budget_ns: u64) -> RunReport {
+        let t0 = self.core.clock.now_ns();
+        let mut rep = RunReport::default();
+        loop {
+            let now = self.core.clock.now_ns();
+            if now.saturating_sub(t0) >= budget_ns {
+                break;
+            }
+            if self.run_once(state).is_none() {
+                rep.idle = true;
+                break;
+            }
+            rep.iterations += 1;
+        }
+        rep.elapsed_ns = self.core.clock.now_ns().saturating_sub(t0);
+        rep
+    }
+}
+
+/// The per-owner accounting table ([`Executor::report`]); `Display` prints
+/// one row per owner with times in milliseconds and each owner's share of
+/// all charged time.
+#[derive(Clone, Copy)]
+pub struct UsageReport<'a> {
+    core: &'a Core,
+}
+
+impl fmt::Debug for UsageReport<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UsageReport").finish_non_exhaustive()
+    }
+}
+
+impl fmt::Display for UsageReport<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let total: u64 = self.core.owners.iter().map(|o| o.usage.cpu_ns).sum();
+        let ms = |ns: u64| ns as f64 / 1e6;
+        writeln!(
+            f,
+            "{:<16} {:>10} {:>11} {:>7} {:>11} {:>11} {:>11} {:>10} {:>10} {:>10}",
+            "owner",
+            "class",
+            "cpu_ms",
+            "share",
+            "own_ms",
+            "to_oth_ms",
+            "from_oth_ms",
+            "ext_ms",
+            "recent_ms",
+            "iters"
+        )?;
+        for o in &self.core.owners {
+            let u = &o.usage;
+            let class = match o.class {
+                Class::Fixed(p) => format!("fixed({p})"),
+                Class::BestEffort => "best-eff".to_owned(),
+                Class::Idle => "idle".to_owned(),
+            };
+            let share = if total == 0 {
+                0.0
+            } else {
+                100.0 * u.cpu_ns as f64 / total as f64
+            };
+            writeln!(
+                f,
+                "{:<16} {:>10} {:>11.3} {:>6.1}% {:>11.3} {:>11.3} {:>11.3} {:>10.3} {:>10.3} {:>10}",
+                o.name,
+                class,
+                ms(u.cpu_ns),
+                share,
+                ms(u.task_ns),
+                ms(u.charged_to_others_ns),
+                ms(u.charged_from_others_ns),
+                ms(u.external_ns),
+                ms(u.recent_ns),
+                u.iterations
+            )?;
+        }
+        Ok(())
+    }
+}
