@@ -93,6 +93,11 @@ fn run(kind: u8, opts: u8, ops: Vec<Op>) {
         timestamps: opts & 2 != 0,
         sack: opts & 4 != 0,
         nodelay: opts & 8 != 0,
+        cc: if opts & 16 != 0 {
+            CcAlgo::Cubic
+        } else {
+            CcAlgo::NewReno
+        },
         max_retries: 4,
         syn_retries: 2,
         ..cfg()
@@ -165,7 +170,7 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
     #[test]
-    fn random_segments_never_break_invariants(kind in 0u8..4, opts in 0u8..16, ops in prop::collection::vec(op(), 1..80)) {
+    fn random_segments_never_break_invariants(kind in 0u8..4, opts in 0u8..32, ops in prop::collection::vec(op(), 1..80)) {
         run(kind, opts, ops);
     }
 }

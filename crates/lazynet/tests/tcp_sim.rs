@@ -209,13 +209,14 @@ fn run(seed: u64, f: Faults, size: usize, cfg: Config) -> u64 {
         assert_eq!(c.error(), None);
         let k = c.counters();
         eprintln!(
-            "seed {seed}: {:.3} s virtual, out {} in {} rexmit {} fast {} rto {}",
+            "seed {seed}: {:.3} s virtual, out {} in {} rexmit {} fast {} rto {} sack rexmit {}",
             now as f64 / SEC as f64,
             k.segs_out,
             k.segs_in,
             k.retransmits,
             k.fast_retransmits,
-            k.rto_expired
+            k.rto_expired,
+            k.sack_retransmits
         );
     }
     now
@@ -387,22 +388,37 @@ fn sim_large_window_scaled() {
     );
 }
 
+/// Loss × delay, for each congestion controller with SACK on and off.
 #[test]
 fn sim_loss_delay_matrix() {
-    for (i, loss) in [0.0, 0.01, 0.05, 0.10].into_iter().enumerate() {
-        for (j, delay) in [MS, 20 * MS, 100 * MS].into_iter().enumerate() {
-            let seed = 1000 + (i * 10 + j) as u64;
-            run(
-                seed,
-                Faults {
-                    loss,
-                    dup: 0.01,
-                    delay,
-                    jitter: delay / 2,
-                },
-                256 * 1024,
-                sim_cfg(),
-            );
+    for (k, (cc, sack)) in [
+        (CcAlgo::Cubic, true),
+        (CcAlgo::Cubic, false),
+        (CcAlgo::NewReno, true),
+        (CcAlgo::NewReno, false),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        for (i, loss) in [0.0, 0.01, 0.05, 0.10].into_iter().enumerate() {
+            for (j, delay) in [MS, 20 * MS, 100 * MS].into_iter().enumerate() {
+                let seed = 1000 + (k * 100 + i * 10 + j) as u64;
+                run(
+                    seed,
+                    Faults {
+                        loss,
+                        dup: 0.01,
+                        delay,
+                        jitter: delay / 2,
+                    },
+                    256 * 1024,
+                    Config {
+                        cc,
+                        sack,
+                        ..sim_cfg()
+                    },
+                );
+            }
         }
     }
 }
@@ -447,6 +463,7 @@ mod random {
                 sack: opts & 4 != 0,
                 nodelay: opts & 8 != 0,
                 mss: if opts & 16 != 0 { 536 } else { 1460 },
+                cc: if seed & 1 != 0 { CcAlgo::Cubic } else { CcAlgo::NewReno },
                 send_buf: bufk * 1024,
                 recv_buf: bufk * 1024,
                 max_retries: 30,
@@ -473,6 +490,7 @@ mod random {
                 sack: opts & 4 != 0,
                 nodelay: opts & 8 != 0,
                 mss,
+                cc: if seed & 1 != 0 { CcAlgo::Cubic } else { CcAlgo::NewReno },
                 send_buf: buf,
                 recv_buf: buf,
                 max_retries: 60,

@@ -4,7 +4,9 @@
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 
-pub use lazynet::proto::tcp::{Config, CongestionControl, ConnError, Connection, State, TcpDrop};
+pub use lazynet::proto::tcp::{
+    CcAlgo, Config, CongestionControl, ConnError, Connection, State, TcpDrop,
+};
 pub use lazynet::wire::tcp::{SackBlocks, SeqNumber, TcpFlags, TcpRepr, Timestamps};
 
 pub const MS: u64 = 1_000_000;
@@ -43,7 +45,8 @@ pub const RST_TEMPL: TcpRepr = TcpRepr {
     ..TcpRepr::EMPTY
 };
 
-/// Plain configuration: no options beyond MSS, small buffers, no Nagle.
+/// Plain configuration: no options beyond MSS, small buffers, no Nagle,
+/// NewReno (the tests check RFC 5681 window arithmetic; CUBIC has its own).
 pub fn cfg() -> Config {
     Config {
         mss: 1000,
@@ -54,6 +57,7 @@ pub fn cfg() -> Config {
         sack: false,
         nodelay: true,
         time_wait: 10 * SEC,
+        cc: CcAlgo::NewReno,
         ..Config::default()
     }
 }

@@ -50,6 +50,8 @@
 //!
 //! Work per call is bounded: `handle_segment` does O(1) work plus one copy
 //! of the payload; `poll_transmit` builds one segment of at most one MSS.
+//! (SACK: at most 4 received blocks merged into a scoreboard of
+//! [`super::sack::MAX_SACKED`] ranges; NextSeg and pipe walk those ranges.)
 //!
 //! # Fast path
 //!
@@ -63,8 +65,9 @@
 use std::net::SocketAddrV4;
 
 use super::buffer::{Intervals, Ring, MAX_INTERVALS};
-use super::cc::{CongestionControl, NewReno};
+use super::cc::{Cc, CcAlgo, CongestionControl};
 use super::rtt::RttEstimator;
+use super::sack::{NextSeg, Scoreboard, DUP_THRESH};
 use super::timewait::{TimeWaitEntry, TwKey, TwTimestamps};
 use crate::wire::tcp::{SackBlocks, SeqNumber, TcpFlags, TcpRepr, Timestamps};
 
@@ -123,6 +126,10 @@ pub struct Config {
     pub keepalive_interval: u64,
     /// Unanswered keep-alive probes before giving up with `TimedOut`.
     pub keepalive_probes: u32,
+    /// Congestion controller of connections made with
+    /// [`Connection::connect`] / [`Connection::accept_syn`] (and so by the
+    /// listener). Default CUBIC, as Linux; see [`CcAlgo`] for why.
+    pub cc: CcAlgo,
     /// Header prediction (see `fast.rs`); off only to compare against the
     /// slow path, which gives identical results.
     pub fast_path: bool,
@@ -150,6 +157,7 @@ impl Default for Config {
             keepalive: None,
             keepalive_interval: 75 * SEC,
             keepalive_probes: 9,
+            cc: CcAlgo::Cubic,
             fast_path: true,
         }
     }
@@ -282,6 +290,14 @@ pub struct TcpCounters {
     pub window_probes: u64,
     /// Keep-alive probes sent.
     pub keepalives: u64,
+    /// Received SACK blocks ignored as invalid (empty, at or below
+    /// SND.UNA, or above SND.MAX).
+    pub sack_ignored: u64,
+    /// SACKed ranges forgotten because the scoreboard was full.
+    pub sack_overflow: u64,
+    /// Segments resent by SACK-based recovery (RFC 6675 NextSeg rules 1,
+    /// 3 and 4), not counting the fast retransmit that starts it.
+    pub sack_retransmits: u64,
     /// Segments handled by header prediction (counted in `segs_in` too).
     pub fast_path: u64,
 }
@@ -300,9 +316,10 @@ enum Timer {
     Persist(u64),
 }
 
-/// One TCP connection. Generic over its [`CongestionControl`].
+/// One TCP connection. Generic over its [`CongestionControl`]; the
+/// default, [`Cc`], is chosen at run time from [`Config::cc`].
 #[derive(Debug)]
-pub struct Connection<C: CongestionControl = NewReno> {
+pub struct Connection<C: CongestionControl = Cc> {
     cfg: Config,
     state: State,
     local: SocketAddrV4,
@@ -374,10 +391,12 @@ pub struct Connection<C: CongestionControl = NewReno> {
     probe_now: bool,
     rexmit_one: bool,
 
-    // Loss recovery (RFC 5681 §3.2, RFC 6582).
+    // Loss recovery (RFC 5681 §3.2, RFC 6582; with SACK, RFC 6675:
+    // `recover` is RecoveryPoint and the scoreboard holds the rest).
     dupacks: u32,
     in_recovery: bool,
     recover: SeqNumber,
+    sb: Scoreboard,
     cc: C,
 
     challenge_start: u64,
@@ -434,9 +453,9 @@ fn seq_lt(a: SeqNumber, b: SeqNumber) -> bool {
     a.diff(b) < 0
 }
 
-impl Connection<NewReno> {
+impl Connection<Cc> {
     /// Active open (RFC 9293 §3.10.1): state SYN-SENT; the SYN goes out on
-    /// the next `poll_transmit`.
+    /// the next `poll_transmit`. The congestion controller is `cfg.cc`.
     pub fn connect(
         cfg: Config,
         local: SocketAddrV4,
@@ -444,7 +463,7 @@ impl Connection<NewReno> {
         iss: SeqNumber,
         now: u64,
     ) -> Self {
-        Self::connect_with(cfg, local, remote, iss, now, NewReno::default())
+        Self::connect_with(cfg, local, remote, iss, now, Cc::new(cfg.cc))
     }
 
     /// Passive open from a received SYN (RFC 9293 §3.10.7.2, LISTEN state):
@@ -459,7 +478,7 @@ impl Connection<NewReno> {
         iss: SeqNumber,
         now: u64,
     ) -> Option<Self> {
-        Self::accept_syn_with(cfg, local, remote, syn, iss, now, NewReno::default())
+        Self::accept_syn_with(cfg, local, remote, syn, iss, now, Cc::new(cfg.cc))
     }
 }
 
@@ -537,6 +556,7 @@ impl<C: CongestionControl> Connection<C> {
             dupacks: 0,
             in_recovery: false,
             recover: iss,
+            sb: Scoreboard::default(),
             cc,
             challenge_start: 0,
             challenge_count: 0,
@@ -546,7 +566,8 @@ impl<C: CongestionControl> Connection<C> {
         }
     }
 
-    /// [`Connection::connect`] with a chosen congestion controller.
+    /// [`Connection::connect`] with a chosen congestion controller
+    /// (`cfg.cc` is then ignored).
     pub fn connect_with(
         cfg: Config,
         local: SocketAddrV4,
@@ -562,7 +583,8 @@ impl<C: CongestionControl> Connection<C> {
         c
     }
 
-    /// [`Connection::accept_syn`] with a chosen congestion controller.
+    /// [`Connection::accept_syn`] with a chosen congestion controller
+    /// (`cfg.cc` is then ignored).
     pub fn accept_syn_with(
         cfg: Config,
         local: SocketAddrV4,
@@ -697,9 +719,22 @@ impl<C: CongestionControl> Connection<C> {
             State::SynSent | State::SynReceived | State::Established | State::CloseWait
         ) && !self.fin_queued
     }
-    /// In fast recovery.
+    /// In fast recovery (NewReno) or loss recovery (RFC 6675).
     pub fn in_recovery(&self) -> bool {
         self.in_recovery
+    }
+    /// The SACK scoreboard (empty unless SACK was negotiated).
+    pub fn scoreboard(&self) -> &Scoreboard {
+        &self.sb
+    }
+    /// RFC 6675 `SetPipe()`: the sender's estimate of bytes in flight,
+    /// from the scoreboard (meaningful with SACK; without it, FlightSize).
+    pub fn pipe(&self) -> u32 {
+        if self.sack_ok && self.syn_acked {
+            self.sb.pipe(self.snd_una, self.snd_max, self.eff_mss)
+        } else {
+            self.flight()
+        }
     }
 
     // ---------------------------------------------------------------
@@ -858,6 +893,9 @@ impl<C: CongestionControl> Connection<C> {
         self.in_recovery = false;
         self.dupacks = 0;
         self.rexmit_one = false;
+        // RFC 6675 §5.1 (RFC 2018 §8): the receiver may have reneged;
+        // forget what was SACKed and retransmit from SND.UNA.
+        self.sb.clear();
         if self.ts_enabled && self.syn_acked {
             self.ts_stale_until = Some(self.snd_max);
         }
@@ -1462,13 +1500,32 @@ impl<C: CongestionControl> Connection<C> {
             self.retries = 0;
             // RFC 6298 §5.3: restart the timer when new data is acked.
             self.rtx = Timer::Idle;
+            // RFC 6675 §5: "If the incoming ACK is a cumulative
+            // acknowledgment, the TCP MUST reset DupAcks to zero"; the
+            // scoreboard forgets what is now acknowledged, then takes the
+            // ACK's blocks.
+            self.sb.advance(ack);
+            self.sack_update(seg);
             if self.in_recovery {
                 if ack.diff(self.recover) >= 0 {
-                    // RFC 6582 §3.2 step 3: full acknowledgment.
+                    // RFC 6582 §3.2 step 3: full acknowledgment; RFC 6675
+                    // §5 (A): an ACK beyond RecoveryPoint ends recovery.
                     self.in_recovery = false;
                     self.dupacks = 0;
                     let flight = self.flight();
                     self.cc.on_recovery_exit(flight, mss);
+                } else if self.sack_ok {
+                    // RFC 6675 §5 (B): the window stays at ssthresh;
+                    // poll_transmit sends per NextSeg while cwnd − pipe
+                    // >= 1 SMSS (C). Without any SACK information the
+                    // scoreboard has no hole to offer: resend the segment
+                    // at SND.UNA as RFC 6582 step 5 would, in place of
+                    // NextSeg rule 4's rescue (which would repeat it).
+                    self.dupacks = 0;
+                    if self.sb.is_empty() {
+                        self.rexmit_one = true;
+                        self.sb.rescued(self.recover);
+                    }
                 } else {
                     // Step 5: partial ACK: retransmit the next hole.
                     self.cc.on_partial_ack(acked, mss);
@@ -1476,20 +1533,33 @@ impl<C: CongestionControl> Connection<C> {
                 }
             } else {
                 self.dupacks = 0;
+                if let Some(srtt) = self.rtt.srtt() {
+                    self.cc.on_rtt(srtt);
+                }
                 self.cc.on_ack(now, acked, mss);
+                // RFC 6675 §5 step (2): IsLost(HighACK + 1) also starts
+                // recovery.
+                self.maybe_enter_sack_recovery(now);
             }
         } else if ack == self.snd_una {
-            // RFC 5681 §2 "duplicate acknowledgment".
+            // RFC 5681 §2 "duplicate acknowledgment"; with SACK, RFC 6675
+            // §2: an ACK that SACKs new data (the window may differ).
+            let new_sack = self.sack_update(seg);
             let f = seg.flags;
+            let same_window = (u32::from(seg.window) << self.snd_wscale) == self.snd_wnd;
             // Answers to zero-window probes are not duplicate ACKs.
             if self.snd_max != self.snd_una
                 && self.snd_wnd != 0
                 && payload_len == 0
                 && !f.intersects(TcpFlags::SYN | TcpFlags::FIN)
-                && (u32::from(seg.window) << self.snd_wscale) == self.snd_wnd
+                && (new_sack || (same_window && (!self.sack_ok || seg.sack.is_empty())))
             {
                 self.dupacks += 1;
-                if self.in_recovery {
+                if self.sack_ok {
+                    // RFC 6675 §5 steps (1), (2); in recovery, pipe
+                    // accounts for the ACK (no window inflation).
+                    self.maybe_enter_sack_recovery(now);
+                } else if self.in_recovery {
                     self.cc.on_dup_ack_in_recovery(mss);
                 } else if self.dupacks == 3 && ack.diff(self.recover) > 0 {
                     // RFC 6582 §3.2 step 2: enter fast recovery.
@@ -1501,6 +1571,11 @@ impl<C: CongestionControl> Connection<C> {
                     self.rtt_timing = None;
                     self.counters.fast_retransmits += 1;
                 }
+            } else if new_sack {
+                // Not a duplicate ACK (it carries data, or the window
+                // moved), but its SACK blocks may make IsLost(HighACK + 1)
+                // true: RFC 6675 §5 step (2).
+                self.maybe_enter_sack_recovery(now);
             }
             if self.snd_wnd == 0 {
                 // The peer answers our probes: it is alive.
@@ -1522,6 +1597,50 @@ impl<C: CongestionControl> Connection<C> {
                 self.rtx = Timer::Idle;
             }
         }
+    }
+
+    /// RFC 6675 §4 `Update()` with the SACK blocks of `seg` (if SACK was
+    /// negotiated); true if they SACKed new data.
+    fn sack_update(&mut self, seg: &TcpRepr) -> bool {
+        if !self.sack_ok || !self.syn_acked || seg.sack.is_empty() {
+            return false;
+        }
+        let u = self
+            .sb
+            .update(self.snd_una, self.snd_max, seg.sack.as_slice());
+        self.counters.sack_ignored += u64::from(u.ignored);
+        self.counters.sack_overflow += u64::from(u.overflow);
+        u.new_data
+    }
+
+    /// RFC 6675 §5 steps (1), (2) and (4): with SACK, enter loss recovery
+    /// on DupThresh duplicate ACKs or when IsLost(HighACK + 1), unless a
+    /// recovery (or an RTO, §5.1) is still covering SND.UNA.
+    fn maybe_enter_sack_recovery(&mut self, now: u64) {
+        let mss = self.eff_mss;
+        if !self.sack_ok
+            || self.in_recovery
+            || !self.syn_acked
+            || self.snd_max == self.snd_una
+            // "the cumulative acknowledgment point is beyond the last
+            // value of RecoveryPoint" (§5; §5.1 after an RTO).
+            || self.snd_una.diff(self.recover) < 0
+            || (self.dupacks < DUP_THRESH && !self.sb.is_lost(self.snd_una, mss))
+        {
+            return;
+        }
+        // (4.1) RecoveryPoint = HighData.
+        self.in_recovery = true;
+        self.recover = self.snd_max;
+        // (4.2) ssthresh and cwnd, by the controller.
+        let flight = self.flight();
+        self.cc.on_enter_recovery(now, flight, mss);
+        // (4.3) retransmit the first segment at HighACK; HighRxt and
+        // RescueRxt follow from it when it is sent.
+        self.sb.start_recovery(self.snd_una);
+        self.rexmit_one = true;
+        self.rtt_timing = None;
+        self.counters.fast_retransmits += 1;
     }
 
     /// Seventh step: queue text in order, or out of order into the
@@ -1713,12 +1832,50 @@ impl<C: CongestionControl> Connection<C> {
         let mut fin = false;
         let mut is_rexmit = false;
         let mut probe = false;
+        // RFC 6675 §5 (C): in SACK recovery, send only while cwnd − pipe
+        // >= 1 SMSS, choosing what by NextSeg. `sack_room` is cwnd − pipe.
+        let sack_recovery = can_send && self.in_recovery && self.sack_ok;
+        let mut sack_room = None;
+        let mut sack_next = NextSeg::Nothing;
+        if sack_recovery && !self.rexmit_one {
+            let room = self.cc.window().saturating_sub(self.sb.pipe(
+                self.snd_una,
+                self.snd_max,
+                self.eff_mss,
+            ));
+            sack_room = Some(room);
+            if room >= self.eff_mss {
+                let flight = self.snd_nxt.diff(self.snd_una).max(0) as u32;
+                let new_ok = self.has_unsent() && self.snd_wnd > flight;
+                sack_next = self
+                    .sb
+                    .next_seg(self.snd_una, self.snd_max, self.eff_mss, new_ok);
+            }
+        }
         if can_send && self.rexmit_one {
-            // Fast retransmit / NewReno partial ACK: resend at SND.UNA.
+            // Fast retransmit / NewReno partial ACK: resend at SND.UNA
+            // (RFC 6675 step 4.3: not into SACKed data).
             self.rexmit_one = false;
             seq = self.snd_una;
             let off = seq.diff(start).max(0) as usize;
-            len = mss.min(buffered.saturating_sub(off)).min(payload.len());
+            let mut max = mss;
+            if let (true, Some(l)) = (sack_recovery, self.sb.first_start()) {
+                max = max.min(l.diff(seq).max(0) as usize);
+            }
+            len = max.min(buffered.saturating_sub(off)).min(payload.len());
+            fin = self.fin_queued
+                && seq + len as u32 == self.fin_seq()
+                && self.snd_max.diff(self.fin_seq()) > 0;
+            is_rexmit = len > 0 || fin;
+        } else if let NextSeg::Retransmit { seq: s, len: l, .. }
+        | NextSeg::Rescue { seq: s, len: l } = sack_next
+        {
+            // RFC 6675 NextSeg rules 1, 3, 4: a hole below SND.MAX.
+            seq = s;
+            let off = seq.diff(start).max(0) as usize;
+            len = (l as usize)
+                .min(buffered.saturating_sub(off))
+                .min(payload.len());
             fin = self.fin_queued
                 && seq + len as u32 == self.fin_seq()
                 && self.snd_max.diff(self.fin_seq()) > 0;
@@ -1727,8 +1884,17 @@ impl<C: CongestionControl> Connection<C> {
             let off = self.snd_nxt.diff(start).max(0) as usize;
             let unsent = buffered.saturating_sub(off);
             let flight = self.snd_nxt.diff(self.snd_una).max(0) as u32;
-            let win = self.snd_wnd.min(self.cc.window());
-            let usable = win.saturating_sub(flight) as usize;
+            let usable = match sack_room {
+                // RFC 6675 NextSeg rule 2: new data within cwnd − pipe.
+                Some(room) if sack_next == NextSeg::NewData => {
+                    room.min(self.snd_wnd.saturating_sub(flight)) as usize
+                }
+                Some(_) => 0,
+                None => {
+                    let win = self.snd_wnd.min(self.cc.window());
+                    win.saturating_sub(flight) as usize
+                }
+            };
             len = unsent.min(usable).min(mss);
             if len == 0 && unsent > 0 && self.probe_now && self.snd_wnd == 0 {
                 // RFC 9293 §3.8.6.1: zero-window probe of one byte.
@@ -1832,6 +1998,22 @@ impl<C: CongestionControl> Connection<C> {
         // Sequence bookkeeping.
         let end = seq + len as u32 + u32::from(fin);
         if len > 0 || fin {
+            if is_rexmit && sack_recovery {
+                // RFC 6675 (C.2) and step 4.3: HighRxt (and the first
+                // time RescueRxt); rule 4 sets RescueRxt = RecoveryPoint
+                // and leaves HighRxt alone.
+                match sack_next {
+                    NextSeg::Rescue { .. } => {
+                        self.sb.rescued(self.recover);
+                        self.counters.sack_retransmits += 1;
+                    }
+                    NextSeg::Retransmit { .. } => {
+                        self.sb.retransmitted(end);
+                        self.counters.sack_retransmits += 1;
+                    }
+                    _ => self.sb.retransmitted(end),
+                }
+            }
             if is_rexmit {
                 self.counters.retransmits += 1;
                 if self.rtt_timing.is_some_and(|(e, _)| seq_lt(seq, e)) {
@@ -1924,6 +2106,16 @@ impl<C: CongestionControl> Connection<C> {
         }
         if self.rcv_wscale > 14 || self.snd_wscale > 14 {
             return Err("window scale above 14");
+        }
+        let mut prev = self.snd_una;
+        for &(l, r) in self.sb.as_slice() {
+            if !seq_le(prev, l) || !seq_lt(l, r) || !seq_le(r, self.snd_max) {
+                return Err("SACK scoreboard not sorted within [SND.UNA, SND.MAX]");
+            }
+            prev = r;
+        }
+        if self.in_recovery && self.sack_ok && !seq_lt(self.snd_una, self.recover) {
+            return Err("SACK recovery past its RecoveryPoint");
         }
         Ok(())
     }

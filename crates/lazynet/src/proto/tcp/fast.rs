@@ -26,8 +26,9 @@
 //! - no SACK blocks;
 //! - timestamps, if negotiated, present with `TSval >= TS.Recent` (PAWS,
 //!   RFC 7323 §5.3, passes trivially);
-//! - not in fast recovery (RFC 6582) and `SND.NXT == SND.MAX` (not
-//!   resending after an RTO, no probe rewound SND.NXT);
+//! - not in loss recovery (RFC 6582 or RFC 6675), the SACK scoreboard
+//!   empty, and `SND.NXT == SND.MAX` (not resending after an RTO, no
+//!   probe rewound SND.NXT);
 //! - `SND.UNA <= SEG.ACK <= SND.MAX` and the segment does something:
 //!   - `SEG.ACK > SND.UNA` (new data acked; "pure ACK" when no text): the
 //!     ACK covers buffered data only and no RTO left timestamps stale
@@ -43,8 +44,9 @@
 //! segment that fills the hole goes slow, the next in-order one fast
 //! again); a window change or a zero window (window updates and persist);
 //! a duplicate ACK (`SEG.ACK == SND.UNA` without text, RFC 5681 §2) or an
-//! ACK outside `[SND.UNA, SND.MAX]` (RFC 5961 §5.2); fast recovery until
-//! the full ACK; go-back-N after an RTO until SND.NXT is back at SND.MAX;
+//! ACK outside `[SND.UNA, SND.MAX]` (RFC 5961 §5.2); loss recovery until
+//! the full ACK; SACKed data above SND.UNA held in the scoreboard (the
+//! slow path trims it and checks IsLost, RFC 6675 §5); go-back-N after an RTO until SND.NXT is back at SND.MAX;
 //! ACKs up to the data outstanding at an RTO when timestamps are on;
 //! PAWS failure, or a missing timestamp when negotiated; SACK blocks;
 //! text beyond the window. Prediction comes back by itself as soon as
@@ -70,6 +72,7 @@ impl<C: CongestionControl> Connection<C> {
             && seg.ack.diff(self.snd_max) <= 0
             && self.snd_nxt == self.snd_max
             && !self.in_recovery
+            && self.sb.is_empty()
             && len == seg.payload_len
             && seg.src_port == self.remote.port()
             && seg.dst_port == self.local.port()
@@ -159,6 +162,9 @@ impl<C: CongestionControl> Connection<C> {
         // RFC 6298 §5.3: restart the timer (re-armed by update_timers).
         self.rtx = Timer::Idle;
         self.dupacks = 0;
+        if let Some(srtt) = self.rtt.srtt() {
+            self.cc.on_rtt(srtt);
+        }
         self.cc.on_ack(now, acked, self.eff_mss);
     }
 

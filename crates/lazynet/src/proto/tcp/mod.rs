@@ -6,7 +6,7 @@
 //! scaling, timestamps with PAWS, SACK), RTO (RFC 6298), delayed ACKs,
 //! Nagle, silly-window avoidance, zero-window probing, RFC 5961
 //! mitigations, and congestion control behind [`CongestionControl`]
-//! ([`NewReno`] first).
+//! ([`NewReno`] or [`Cubic`], chosen per connection by [`Config::cc`]).
 //!
 //! **May not touch:** clocks, randomness (the ISS comes in), I/O,
 //! demultiplexing. The listener (SYN and accept queues, SYN cookies) is
@@ -26,8 +26,13 @@
 //!   RTO (their TSecr may predate the timeout);
 //! - RTO floor 200 ms (configurable) instead of RFC 6298's 1 s.
 //!
-//! **Not yet:** received SACK blocks are ignored (no scoreboard, no RFC
-//! 6675 recovery), CUBIC, RFC 5681 §4.1 restart after idle, RFC 6191
+//! With SACK negotiated, loss recovery is RFC 6675's (scoreboard in
+//! [`sack`], pipe-driven, NextSeg); without it, NewReno's (RFC 6582).
+//!
+//! **Not yet:** HyStart, RACK-TLP (RFC 8985), PRR (RFC 6937), use of
+//! D-SACK (RFC 2883; such blocks are ignored), detecting lost
+//! retransmissions in SACK recovery (left to the RTO),
+//! RFC 5681 §4.1 restart after idle, RFC 6191
 //! TIME-WAIT reuse, urgent data (ignored, delivered inline).
 //!
 //! **Fast path:** header prediction for ESTABLISHED in-order data and
@@ -40,11 +45,12 @@ pub mod conn;
 pub mod cookie;
 pub mod listen;
 pub mod rtt;
+pub mod sack;
 pub mod secret;
 pub mod timewait;
 mod tuple_index;
 
-pub use cc::{CongestionControl, NewReno};
+pub use cc::{Cc, CcAlgo, CongestionControl, Cubic, NewReno};
 pub use conn::{
     reset_for, Config, ConnError, Connection, State, TcpCounters, TcpDrop, DEFAULT_MSS,
 };
