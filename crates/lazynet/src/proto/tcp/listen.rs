@@ -43,7 +43,7 @@
 //! entries plus `backlog` connections.
 //!
 //! **Lookups** of a remote address go through one open-addressing index
-//! over both queues ([`super::tuple_index`]): expected O(1), no scans. It
+//! over both queues (`tuple_index`): expected O(1), no scans. It
 //! is not keyed: a peer choosing colliding addresses can lengthen a probe
 //! sequence up to `syn_queue + backlog` (the old linear scan's cost).
 //!

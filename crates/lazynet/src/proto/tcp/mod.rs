@@ -29,11 +29,16 @@
 //! With SACK negotiated, loss recovery is RFC 6675's (scoreboard in
 //! [`sack`], pipe-driven, NextSeg); without it, NewReno's (RFC 6582).
 //!
-//! **Not yet:** HyStart, RACK-TLP (RFC 8985), PRR (RFC 6937), use of
-//! D-SACK (RFC 2883; such blocks are ignored), detecting lost
-//! retransmissions in SACK recovery (left to the RTO),
-//! RFC 5681 §4.1 restart after idle, RFC 6191
-//! TIME-WAIT reuse, urgent data (ignored, delivered inline).
+//! **Also here:** SACK-based loss recovery per RFC 6675 with a bounded
+//! scoreboard ([`sack`]); CUBIC (RFC 9438) and NewReno behind
+//! [`CongestionControl`], chosen per connection by `Config::cc`; a bounded
+//! TIME-WAIT table with RFC 6191 reuse ([`timewait`]), which the stack
+//! fills with connections whose handle was closed.
+//!
+//! **Not yet:** RACK-TLP and Limited Transmit, PRR, HyStart, undo of
+//! spurious reductions, D-SACK use, RFC 5681 §4.1 restart after idle,
+//! urgent data (ignored, delivered inline), SYN cookies carrying options
+//! other than MSS.
 //!
 //! **Fast path:** header prediction for ESTABLISHED in-order data and
 //! pure ACKs (`fast.rs`, `Config::fast_path`), a proven subset of the

@@ -4,7 +4,7 @@
 //! **Owns:** one compact [`TimeWaitEntry`] per 4-tuple (40 bytes, 56 with
 //! the table's links and expiry, [`TimeWaitTable::SLOT_BYTES`]) instead of
 //! a whole [`super::Connection`] with its buffers; a hash index by 4-tuple
-//! ([`super::tuple_index`], O(1) expected); the expiry order; counters.
+//! (`tuple_index`, O(1) expected); the expiry order; counters.
 //! Every slot and bucket is allocated at construction
 //! ([`TimeWaitConfig::capacity`]); nothing is allocated per segment.
 //!
