@@ -8,6 +8,7 @@ mod media;
 mod nlf_cmd;
 mod plot;
 mod serve;
+mod tcp_bench;
 mod tcp_cmd;
 mod util;
 
@@ -221,6 +222,87 @@ enum BenchCmd {
         #[arg(long, default_value = "results/udp-echo")]
         out: PathBuf,
     },
+    /// TCP bulk goodput on the in-memory wire, one connection, sender and
+    /// receiver on separate pinned cores; lazynet vs smoltcp (runs
+    /// alternated; smoltcp needs `--features smoltcp-bench`).
+    TcpBulk {
+        /// Seconds per run (after a 300 ms warm-up).
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
+        /// Runs of each stack (median reported).
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        /// Stack(s) to measure.
+        #[arg(long, value_enum, default_value_t = tcp_bench::Which::Both)]
+        stack: tcp_bench::Which,
+        /// Nagle off in both stacks (default: on, as for a plain socket).
+        #[arg(long)]
+        nodelay: bool,
+        /// Send buffer in KiB, both stacks (the receive buffer is 256 KiB).
+        #[arg(long, default_value_t = 256)]
+        send_buf: usize,
+        /// Run both threads SCHED_FIFO (root; takes ~95% of two cores from
+        /// everything else while it runs).
+        #[arg(long)]
+        fifo: bool,
+        /// Directory for tcp-bulk.csv and tcp-bulk.txt.
+        #[arg(long, default_value = "results/tcp")]
+        out: PathBuf,
+    },
+    /// TCP 1-byte request/response latency over one connection (nodelay),
+    /// two pinned busy-polling threads; lazynet vs smoltcp.
+    TcpRr {
+        /// Seconds per run (after a 300 ms warm-up).
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
+        /// Runs of each stack (median reported).
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        /// Stack(s) to measure.
+        #[arg(long, value_enum, default_value_t = tcp_bench::Which::Both)]
+        stack: tcp_bench::Which,
+        /// Run both threads SCHED_FIFO (root; takes ~95% of two cores from
+        /// everything else while it runs).
+        #[arg(long)]
+        fifo: bool,
+        /// Directory for tcp-rr.csv and tcp-rr.txt.
+        #[arg(long, default_value = "results/tcp")]
+        out: PathBuf,
+    },
+    /// BYTES of bulk transfer with both stacks in one thread (profiles).
+    TcpBulkSingle {
+        /// Bytes to move.
+        #[arg(long, default_value_t = 100_000_000)]
+        bytes: u64,
+        /// Stack(s) to run.
+        #[arg(long, value_enum, default_value_t = tcp_bench::Which::Lazynet)]
+        stack: tcp_bench::Which,
+        /// Runs of each stack (median reported).
+        #[arg(long, default_value_t = 1)]
+        runs: usize,
+    },
+    /// COUNT 1-byte round trips with both stacks in one thread, ping-pong:
+    /// deterministic work for instruction counts (callgrind).
+    TcpRrSingle {
+        /// Round trips.
+        #[arg(long, default_value_t = 10_000)]
+        count: u64,
+        /// Stack(s) to run.
+        #[arg(long, value_enum, default_value_t = tcp_bench::Which::Lazynet)]
+        stack: tcp_bench::Which,
+        /// Runs of each stack (median reported).
+        #[arg(long, default_value_t = 1)]
+        runs: usize,
+        /// lazynet's TCP fast path (header prediction) on or off.
+        #[arg(long, value_enum, default_value_t = OnOff::On)]
+        fast_path: OnOff,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
+pub enum OnOff {
+    On,
+    Off,
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
@@ -363,5 +445,48 @@ fn main() -> anyhow::Result<()> {
                     out,
                 },
         } => echo::bench(seconds, runs, window, size, &out),
+        Cmd::Bench {
+            what:
+                BenchCmd::TcpBulk {
+                    seconds,
+                    runs,
+                    stack,
+                    nodelay,
+                    send_buf,
+                    fifo,
+                    out,
+                },
+        } => {
+            tcp_bench::set_fifo(fifo);
+            tcp_bench::bench_bulk(seconds, runs, stack, nodelay, send_buf, &out)
+        }
+        Cmd::Bench {
+            what:
+                BenchCmd::TcpRr {
+                    seconds,
+                    runs,
+                    stack,
+                    fifo,
+                    out,
+                },
+        } => {
+            tcp_bench::set_fifo(fifo);
+            tcp_bench::bench_rr(seconds, runs, stack, &out)
+        }
+        Cmd::Bench {
+            what: BenchCmd::TcpBulkSingle { bytes, stack, runs },
+        } => tcp_bench::bench_bulk_single(bytes, stack, runs),
+        Cmd::Bench {
+            what:
+                BenchCmd::TcpRrSingle {
+                    count,
+                    stack,
+                    runs,
+                    fast_path,
+                },
+        } => {
+            tcp_bench::set_fast_path(fast_path == OnOff::On);
+            tcp_bench::bench_rr_single(count, stack, runs)
+        }
     }
 }

@@ -56,7 +56,7 @@ use crate::proto::tcp::{
 };
 use crate::wire::ethernet::{EthernetAddress, EthernetRepr, ETHERTYPE_IPV4, HEADER_LEN as ETH_LEN};
 use crate::wire::ipv4::PROTO_TCP;
-use crate::wire::tcp::{TcpPacket, TcpRepr};
+use crate::wire::tcp::{TcpFlags, TcpPacket, TcpRepr};
 use crate::wire::Ipv4Repr;
 
 /// Where a segment's payload starts in a transmit buffer: room for the
@@ -313,6 +313,7 @@ impl<N: Nic> Out<N> {
     /// Builds Ethernet, IPv4 and TCP headers in front of the payload that
     /// `poll_transmit` wrote at [`TX_PAYLOAD_AT`] of buffer `b`, and sends
     /// the frame (or queues it for ARP). Consumes `b` in every case.
+    #[allow(clippy::too_many_arguments)]
     fn tcp_emit(
         &mut self,
         b: u32,
@@ -321,6 +322,7 @@ impl<N: Nic> Out<N> {
         repr: &TcpRepr,
         ident: u16,
         now: u64,
+        batch: Option<&mut TxBatch>,
     ) -> Result<(), StackDrop> {
         let hl = match repr.header_len() {
             Ok(h) => h,
@@ -381,13 +383,23 @@ impl<N: Nic> Out<N> {
             return Err(StackDrop::TxNoBuffer);
         }
         match mac {
-            Some(_) => {
-                if self.transmit(d) {
+            Some(_) => match batch {
+                Some(batch) => {
+                    if batch.n == batch.d.len() {
+                        self.send_batch(batch);
+                    }
+                    batch.d[batch.n] = d;
+                    batch.n += 1;
                     Ok(())
-                } else {
-                    Err(StackDrop::TxRingFull)
                 }
-            }
+                None => {
+                    if self.transmit(d) {
+                        Ok(())
+                    } else {
+                        Err(StackDrop::TxRingFull)
+                    }
+                }
+            },
             None => match self.arp.enqueue(hop, d, now) {
                 Ok(()) => Ok(()),
                 Err(d) => {
@@ -402,6 +414,7 @@ impl<N: Nic> Out<N> {
     /// Sends what `conn` has to send: at most [`MAX_TX_PER_CALL`] segments.
     fn conn_output(&mut self, conn: &mut Connection, ident: &mut u16, now: u64) -> usize {
         let mut sent = 0;
+        let mut batch = TxBatch::new();
         let src = *conn.local().ip();
         let dst = *conn.remote().ip();
         while sent < MAX_TX_PER_CALL {
@@ -424,10 +437,33 @@ impl<N: Nic> Out<N> {
                 break;
             };
             *ident = ident.wrapping_add(1);
-            let _ = self.tcp_emit(b, src, dst, &repr, *ident, now);
+            let _ = self.tcp_emit(b, src, dst, &repr, *ident, now, Some(&mut batch));
             sent += 1;
+            if all_sent(conn, &repr) {
+                // Nothing left that another call could send: skip the call
+                // that would only say so (one `poll_transmit` per segment
+                // saved on request/response traffic).
+                break;
+            }
         }
+        self.send_batch(&mut batch);
         sent
+    }
+
+    /// Hands the batched segments to the NIC in one call (one ring
+    /// publication instead of one per segment); those it refuses are
+    /// dropped and counted like a refused single frame.
+    fn send_batch(&mut self, batch: &mut TxBatch) {
+        if batch.n == 0 {
+            return;
+        }
+        let k = self.nic.send(&batch.d[..batch.n]);
+        self.stats.tx_frames += k as u64;
+        for i in k..batch.n {
+            self.drop_tx(StackDrop::TxRingFull);
+            self.release(batch.d[i]);
+        }
+        batch.n = 0;
     }
 
     /// Sends what `l` has to send (SYN-ACKs, cookie SYN-ACKs, RSTs, ACKs
@@ -454,11 +490,48 @@ impl<N: Nic> Out<N> {
                 self.spare = Some(b);
                 break;
             };
-            let _ = self.tcp_emit(b, src, *remote.ip(), &repr, 0, now);
+            let _ = self.tcp_emit(b, src, *remote.ip(), &repr, 0, now, None);
             sent += 1;
         }
         sent
     }
+}
+
+/// Segments of one output call, sent to the NIC together (in groups of
+/// [`TX_BATCH`]).
+struct TxBatch {
+    d: [Desc; TX_BATCH],
+    n: usize,
+}
+
+/// Segments handed to the NIC per call on the output path.
+const TX_BATCH: usize = 16;
+
+impl TxBatch {
+    fn new() -> Self {
+        TxBatch {
+            d: [Desc::default(); TX_BATCH],
+            n: 0,
+        }
+    }
+}
+
+/// True if, right after segment `sent` went out, `conn` certainly has
+/// nothing more to send: ESTABLISHED (no SYN or FIN to send), not in loss
+/// recovery (no retransmission pending) and every queued byte sent. `sent`
+/// was an ACK and not an RST, so it carried the current ACK and window: no
+/// pure ACK is due either.
+#[inline]
+fn all_sent(conn: &Connection, sent: &TcpRepr) -> bool {
+    if !sent.flags.contains(TcpFlags::ACK)
+        || sent.flags.contains(TcpFlags::RST)
+        || conn.state() != State::Established
+        || conn.in_recovery()
+    {
+        return false;
+    }
+    let flight = conn.snd_nxt().diff(conn.snd_una()).max(0) as usize;
+    conn.send_queue() <= flight
 }
 
 fn conn_error(e: ConnError) -> SocketError {
@@ -911,7 +984,11 @@ impl<N: Nic> Stack<N> {
             self.out.drop_tx(StackDrop::TxNoBuffer);
             return;
         };
-        if self.out.tcp_emit(b, seg.dst, seg.src, &r, 0, now).is_ok() {
+        if self
+            .out
+            .tcp_emit(b, seg.dst, seg.src, &r, 0, now, None)
+            .is_ok()
+        {
             self.tcp.stats.resets_sent += 1;
         }
     }
@@ -925,7 +1002,7 @@ impl<N: Nic> Stack<N> {
             };
             if self
                 .out
-                .tcp_emit(b, *key.local.ip(), *key.remote.ip(), &r, 0, now)
+                .tcp_emit(b, *key.local.ip(), *key.remote.ip(), &r, 0, now, None)
                 .is_ok()
             {
                 self.tcp.stats.segments_out += 1;

@@ -1,0 +1,1131 @@
+//! TCP benchmarks on the in-memory wire: lazynet against smoltcp, both
+//! driven by the same loops over the same [`WirePair`].
+//!
+//! * `tcp-bulk`: one connection, the client writes as fast as it can, the
+//!   server reads and discards; goodput counted at the server.
+//! * `tcp-rr`: one connection, 1-byte request, 1-byte echo, repeat; the
+//!   client times each round trip.
+//!
+//! Each stack runs on its own pinned thread and busy-polls. smoltcp is the
+//! peer only with the `smoltcp-bench` feature (see `smol`); without it
+//! `--stack smoltcp` is refused.
+
+use std::fmt::Write as _;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use lazynet::nic::wirepair::{WireConfig, WireEnd, WirePair};
+use lazynet::proto::tcp::{Config, State};
+use lazynet::socket::SocketError;
+use lazynet::stack::{ListenHandle, Stack, StackConfig, TcpHandle};
+
+use crate::util::{cpus, pin_to};
+
+pub const CLIENT_ADDR: Ipv4Addr = Ipv4Addr::new(10, 202, 0, 1);
+pub const SERVER_ADDR: Ipv4Addr = Ipv4Addr::new(10, 202, 0, 2);
+pub const PORT: u16 = 5001;
+/// Receive buffer of each connection, both stacks (and the default send
+/// buffer).
+pub const BUF: usize = 256 * 1024;
+/// Send buffer of each connection, both stacks (`tcp-bulk --send-buf`).
+static SEND_BUF: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(BUF);
+
+/// Run the benchmark threads SCHED_FIFO (`--fifo`).
+static FIFO: AtomicBool = AtomicBool::new(false);
+
+/// Pins the calling benchmark thread to `cpu`, SCHED_FIFO if asked.
+fn bench_thread(cpu: usize) {
+    pin_to(cpu);
+    if FIFO.load(Ordering::Relaxed) {
+        let p = libc::sched_param { sched_priority: 10 };
+        // SAFETY: plain syscall on the calling thread with a valid param.
+        let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) };
+        if r != 0 {
+            eprintln!("SCHED_FIFO refused: {}", std::io::Error::last_os_error());
+        }
+    }
+}
+
+/// Sets whether benchmark threads run SCHED_FIFO.
+pub fn set_fifo(on: bool) {
+    FIFO.store(on, Ordering::Relaxed);
+}
+
+/// lazynet's header-predicted fast path (`Config::fast_path`), for on/off
+/// comparisons (`tcp-rr-single --fast-path off`).
+static FAST_PATH: AtomicBool = AtomicBool::new(true);
+
+/// Switches lazynet's TCP fast path for the connections made from now on.
+pub fn set_fast_path(on: bool) {
+    FAST_PATH.store(on, Ordering::Relaxed);
+}
+
+fn fifo_flag() -> &'static str {
+    if FIFO.load(Ordering::Relaxed) {
+        " --fifo"
+    } else {
+        ""
+    }
+}
+
+fn send_buf() -> usize {
+    SEND_BUF.load(Ordering::Relaxed)
+}
+/// Warm-up before each measured interval.
+const WARMUP: Duration = Duration::from_millis(300);
+/// Setup (ARP, handshake) must finish within this.
+const SETUP: Duration = Duration::from_secs(5);
+
+/// The wire both stacks use: 1024 buffers of 2048 bytes per end, MTU 1500.
+pub fn wire_config() -> WireConfig {
+    WireConfig {
+        buf_count: 2048,
+        ring_capacity: 512,
+        ..WireConfig::default()
+    }
+}
+
+/// What a benchmark needs from a stack: one connection, driven by polling.
+pub trait Endpoint: Sized {
+    const NAME: &'static str;
+    /// A stack on `end` listening on [`SERVER_ADDR`]:[`PORT`].
+    fn server(end: WireEnd, nodelay: bool) -> Self;
+    /// A stack on `end` connecting to the server.
+    fn client(end: WireEnd, nodelay: bool) -> Self;
+    /// Receives, runs protocol work and timers, transmits.
+    fn poll(&mut self);
+    /// True once the connection is established (the server accepts it).
+    fn connected(&mut self) -> bool;
+    /// Queues bytes; 0 if there is no room.
+    fn send(&mut self, data: &[u8]) -> usize;
+    /// Pushes queued output to the wire if `send` does not do it itself.
+    fn push(&mut self) {}
+    /// Reads bytes; 0 if there are none.
+    fn recv(&mut self, buf: &mut [u8]) -> usize;
+}
+
+// ----- lazynet -----
+
+/// A lazynet stack with one connection.
+pub struct Lazy {
+    stack: Stack<WireEnd>,
+    /// The time of the last `poll`, passed to `send` and `recv` (the
+    /// stack's API takes the time from its caller).
+    now: u64,
+    l: Option<ListenHandle>,
+    c: Option<TcpHandle>,
+}
+
+fn lazy_stack(end: WireEnd, addr: Ipv4Addr, seed: u64, nodelay: bool) -> Stack<WireEnd> {
+    Stack::new(
+        end,
+        StackConfig {
+            addr,
+            prefix_len: 24,
+            seed,
+            tcp: Config {
+                send_buf: send_buf(),
+                fast_path: FAST_PATH.load(Ordering::Relaxed),
+                recv_buf: BUF,
+                nodelay,
+                ..Config::default()
+            },
+            ..StackConfig::default()
+        },
+    )
+}
+
+impl Endpoint for Lazy {
+    const NAME: &'static str = "lazynet";
+
+    fn server(end: WireEnd, nodelay: bool) -> Self {
+        let mut stack = lazy_stack(end, SERVER_ADDR, 2, nodelay);
+        let l = stack
+            .tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT), None, None)
+            .expect("listen");
+        Lazy {
+            now: stack.now(),
+            stack,
+            l: Some(l),
+            c: None,
+        }
+    }
+
+    fn client(end: WireEnd, nodelay: bool) -> Self {
+        let mut stack = lazy_stack(end, CLIENT_ADDR, 1, nodelay);
+        let now = stack.now();
+        let c = stack
+            .tcp_connect(SocketAddrV4::new(SERVER_ADDR, PORT), None, now)
+            .expect("connect");
+        Lazy {
+            now,
+            stack,
+            l: None,
+            c: Some(c),
+        }
+    }
+
+    #[inline]
+    fn poll(&mut self) {
+        let now = self.stack.now();
+        self.now = now;
+        self.stack.poll(now);
+        self.stack.tcp_service(now, 1024);
+    }
+
+    fn connected(&mut self) -> bool {
+        let now = self.stack.now();
+        if self.c.is_none() {
+            if let Some(l) = self.l {
+                self.c = self.stack.tcp_accept(l, now).ok();
+            }
+        }
+        self.c
+            .is_some_and(|c| self.stack.tcp_state(c, now) == Ok(State::Established))
+    }
+
+    #[inline]
+    fn send(&mut self, data: &[u8]) -> usize {
+        let Some(c) = self.c else { return 0 };
+        match self.stack.tcp_send(c, data, self.now) {
+            Ok(n) => n,
+            Err(SocketError::WouldBlock) => 0,
+            Err(e) => panic!("lazynet send: {e}"),
+        }
+    }
+
+    #[inline]
+    fn recv(&mut self, buf: &mut [u8]) -> usize {
+        let Some(c) = self.c else { return 0 };
+        match self.stack.tcp_recv(c, buf, self.now) {
+            Ok(n) => n,
+            Err(SocketError::WouldBlock) => 0,
+            Err(e) => panic!("lazynet recv: {e}"),
+        }
+    }
+}
+
+impl Drop for Lazy {
+    /// `LAZYNET_BENCH_VERBOSE=1`: the stack's and connection's counters.
+    fn drop(&mut self) {
+        if verbose() {
+            eprintln!("--- lazynet {:?}\n{}", self.c, self.stack.stats());
+            if let Some(c) = self.c {
+                eprintln!("{:?}", self.stack.tcp_counters(c));
+            }
+        }
+    }
+}
+
+/// `LAZYNET_BENCH_VERBOSE` set: diagnostics on stderr.
+fn verbose() -> bool {
+    std::env::var_os("LAZYNET_BENCH_VERBOSE").is_some()
+}
+
+// ----- the runs -----
+
+/// Which stack(s) to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Which {
+    Lazynet,
+    Smoltcp,
+    Both,
+}
+
+fn cpu_pair() -> (usize, usize) {
+    if cpus() >= 2 {
+        (0, 1)
+    } else {
+        (0, 0)
+    }
+}
+
+/// Polls until connected or the deadline passes.
+fn establish<E: Endpoint>(e: &mut E, deadline: Instant) -> anyhow::Result<()> {
+    while !e.connected() {
+        anyhow::ensure!(Instant::now() < deadline, "{}: no connection", E::NAME);
+        e.poll();
+    }
+    Ok(())
+}
+
+/// Goodput of one bulk run, in bytes over the measured interval.
+pub struct BulkResult {
+    pub bytes: u64,
+    pub elapsed: Duration,
+}
+
+impl BulkResult {
+    pub fn gbit(&self) -> f64 {
+        self.bytes as f64 * 8.0 / self.elapsed.as_secs_f64() / 1e9
+    }
+}
+
+/// One bulk run: server (receiver) on cpu 1, client (sender) on cpu 0.
+pub fn bulk_run<E: Endpoint>(duration: Duration, nodelay: bool) -> anyhow::Result<BulkResult> {
+    let (a, b) = WirePair::new(wire_config())?;
+    let cp = cpu_pair();
+    let stop = Arc::new(AtomicBool::new(false));
+    let deadline = Instant::now() + SETUP + WARMUP + duration + Duration::from_secs(5);
+    let stop2 = stop.clone();
+    let server = std::thread::spawn(move || -> anyhow::Result<BulkResult> {
+        bench_thread(cp.1);
+        let r = (|| {
+            let mut e = E::server(b, nodelay);
+            establish(&mut e, deadline)?;
+            let mut buf = vec![0u8; 65536];
+            let mut total = 0u64;
+            let mut start: Option<(Instant, u64)> = None;
+            let mut first: Option<Instant> = None;
+            let mut turn = 0u32;
+            let mut idle = 0u64;
+            // Gaps of more than 0.5 ms between arrivals (diagnostics).
+            let (mut seen, mut last_data) = (0u64, Instant::now());
+            let (mut stalls, mut stalled) = (0u32, Duration::ZERO);
+            loop {
+                e.poll();
+                let before = total;
+                for _ in 0..64 {
+                    let n = e.recv(&mut buf);
+                    if n == 0 {
+                        break;
+                    }
+                    total += n as u64;
+                }
+                if total == before {
+                    idle += 1;
+                }
+                // The clock costs ~60 ns here (KVM): read it every 16 turns.
+                turn = turn.wrapping_add(1);
+                if turn % 16 != 0 {
+                    continue;
+                }
+                let now = Instant::now();
+                anyhow::ensure!(now < deadline, "{}: bulk run stalled", E::NAME);
+                if total != seen {
+                    let gap = now - last_data;
+                    if gap > Duration::from_micros(500) {
+                        stalls += 1;
+                        stalled += gap;
+                    }
+                    last_data = now;
+                    seen = total;
+                }
+                match (first, start) {
+                    (None, _) if total > 0 => first = Some(now),
+                    (Some(f), None) if now - f >= WARMUP => start = Some((now, total)),
+                    (_, Some((t0, b0))) if now - t0 >= duration => {
+                        if verbose() {
+                            eprintln!(
+                                "{} receiver: {turn} turns, {idle} without data, {stalls} gaps > 0.5 ms totalling {stalled:?}",
+                                E::NAME
+                            );
+                        }
+                        return Ok(BulkResult {
+                            bytes: total - b0,
+                            elapsed: now - t0,
+                        });
+                    }
+                    _ => {}
+                }
+            }
+        })();
+        stop2.store(true, Ordering::Relaxed);
+        r
+    });
+    let client = std::thread::spawn(move || -> anyhow::Result<()> {
+        bench_thread(cp.0);
+        let mut e = E::client(a, nodelay);
+        establish(&mut e, deadline)?;
+        let data = vec![0x5au8; 65536];
+        let mut turn = 0u32;
+        let (mut sends, mut blocked) = (0u64, 0u64);
+        while !stop.load(Ordering::Relaxed) {
+            sends += 1;
+            if e.send(&data) == 0 {
+                blocked += 1;
+            }
+            e.poll();
+            turn = turn.wrapping_add(1);
+            if turn % 1024 == 0 && Instant::now() >= deadline {
+                break;
+            }
+        }
+        if verbose() {
+            eprintln!(
+                "{} sender: {sends} turns, {blocked} with a full send buffer",
+                E::NAME
+            );
+        }
+        Ok(())
+    });
+    let r = server
+        .join()
+        .map_err(|_| anyhow::anyhow!("server thread panicked"))?;
+    client
+        .join()
+        .map_err(|_| anyhow::anyhow!("client thread panicked"))??;
+    r
+}
+
+/// Round-trip times of one request/response run.
+pub struct RrResult {
+    pub rtt_ns: Histogram<u64>,
+    pub elapsed: Duration,
+}
+
+impl RrResult {
+    pub fn p(&self, q: f64) -> f64 {
+        self.rtt_ns.value_at_quantile(q) as f64 / 1000.0
+    }
+    pub fn rate(&self) -> f64 {
+        self.rtt_ns.len() as f64 / self.elapsed.as_secs_f64()
+    }
+}
+
+/// One request/response run: server (echo) on cpu 1, client on cpu 0.
+pub fn rr_run<E: Endpoint>(duration: Duration) -> anyhow::Result<RrResult> {
+    let (a, b) = WirePair::new(wire_config())?;
+    let cp = cpu_pair();
+    let stop = Arc::new(AtomicBool::new(false));
+    let deadline = Instant::now() + SETUP + WARMUP + duration + Duration::from_secs(5);
+    let stop2 = stop.clone();
+    let server = std::thread::spawn(move || -> anyhow::Result<()> {
+        bench_thread(cp.1);
+        let mut e = E::server(b, true);
+        establish(&mut e, deadline)?;
+        let mut buf = [0u8; 64];
+        let mut turn = 0u32;
+        while !stop2.load(Ordering::Relaxed) {
+            turn = turn.wrapping_add(1);
+            if turn % 1024 == 0 && Instant::now() >= deadline {
+                break;
+            }
+            e.poll();
+            let n = e.recv(&mut buf);
+            if n > 0 {
+                let mut sent = 0;
+                for _ in 0..1_000_000 {
+                    sent += e.send(&buf[sent..n]);
+                    if sent == n {
+                        break;
+                    }
+                    e.poll();
+                }
+                e.push();
+            }
+        }
+        Ok(())
+    });
+    let client = std::thread::spawn(move || -> anyhow::Result<RrResult> {
+        bench_thread(cp.0);
+        let r = (|| {
+            let mut e = E::client(a, true);
+            establish(&mut e, deadline)?;
+            let mut h = Histogram::new_with_bounds(1, 60_000_000_000, 3)?;
+            let mut buf = [0u8; 64];
+            let t_start = Instant::now();
+            let mut measuring: Option<Instant> = None;
+            loop {
+                let t0 = Instant::now();
+                anyhow::ensure!(t0 < deadline, "{}: rr run stalled", E::NAME);
+                match measuring {
+                    None if t0 - t_start >= WARMUP => {
+                        h.reset();
+                        measuring = Some(t0);
+                    }
+                    Some(m) if t0 - m >= duration => {
+                        return Ok(RrResult {
+                            rtt_ns: h,
+                            elapsed: t0 - m,
+                        });
+                    }
+                    _ => {}
+                }
+                anyhow::ensure!(e.send(b"x") == 1, "{}: no room for 1 byte", E::NAME);
+                e.push();
+                let mut turn = 0u32;
+                loop {
+                    e.poll();
+                    if e.recv(&mut buf) > 0 {
+                        break;
+                    }
+                    turn = turn.wrapping_add(1);
+                    if turn % 1024 == 0 {
+                        anyhow::ensure!(Instant::now() < deadline, "{}: no response", E::NAME);
+                    }
+                }
+                let _ = h.record((t0.elapsed().as_nanos() as u64).max(1));
+            }
+        })();
+        stop.store(true, Ordering::Relaxed);
+        r
+    });
+    let r = client
+        .join()
+        .map_err(|_| anyhow::anyhow!("client thread panicked"))?;
+    server
+        .join()
+        .map_err(|_| anyhow::anyhow!("server thread panicked"))??;
+    r
+}
+
+/// `count` round trips with both stacks in the calling thread, ping-pong
+/// (deterministic work for instruction counts). Returns the round trips
+/// done and the polls they took.
+pub fn rr_single<E: Endpoint>(count: u64) -> anyhow::Result<(u64, u64)> {
+    let (a, b) = WirePair::new(wire_config())?;
+    let mut s = E::server(b, true);
+    let mut c = E::client(a, true);
+    let mut polls = 0u64;
+    let mut up = (false, false);
+    for _ in 0..1_000_000 {
+        c.poll();
+        s.poll();
+        up = (c.connected(), s.connected());
+        if up == (true, true) {
+            break;
+        }
+    }
+    anyhow::ensure!(up == (true, true), "{}: no connection", E::NAME);
+    let mut buf = [0u8; 64];
+    for i in 0..count {
+        anyhow::ensure!(c.send(b"x") == 1, "{}: no room", E::NAME);
+        c.push();
+        let mut echoed = false;
+        for _ in 0..1000 {
+            s.poll();
+            polls += 1;
+            let n = s.recv(&mut buf);
+            if n > 0 {
+                anyhow::ensure!(s.send(&buf[..n]) == n, "{}: no room", E::NAME);
+                s.push();
+                echoed = true;
+                break;
+            }
+        }
+        anyhow::ensure!(echoed, "{}: request {i} not received", E::NAME);
+        let mut got = false;
+        for _ in 0..1000 {
+            c.poll();
+            polls += 1;
+            if c.recv(&mut buf) > 0 {
+                got = true;
+                break;
+            }
+        }
+        anyhow::ensure!(got, "{}: response {i} not received", E::NAME);
+    }
+    Ok((count, polls))
+}
+
+/// Moves `bytes` from client to server with both stacks in the calling
+/// thread (for profiles). Returns the polls it took.
+pub fn bulk_single<E: Endpoint>(bytes: u64) -> anyhow::Result<u64> {
+    let (a, b) = WirePair::new(wire_config())?;
+    let mut s = E::server(b, false);
+    let mut c = E::client(a, false);
+    let mut up = (false, false);
+    for _ in 0..1_000_000 {
+        c.poll();
+        s.poll();
+        up = (c.connected(), s.connected());
+        if up == (true, true) {
+            break;
+        }
+    }
+    anyhow::ensure!(up == (true, true), "{}: no connection", E::NAME);
+    let data = vec![0x5au8; 65536];
+    let mut buf = vec![0u8; 65536];
+    let (mut sent, mut got, mut polls) = (0u64, 0u64, 0u64);
+    while got < bytes {
+        anyhow::ensure!(polls < 100_000_000, "{}: bulk stalled at {got}", E::NAME);
+        if sent < bytes {
+            let n = (bytes - sent).min(data.len() as u64) as usize;
+            sent += c.send(&data[..n]) as u64;
+        }
+        c.poll();
+        s.poll();
+        polls += 1;
+        for _ in 0..64 {
+            let n = s.recv(&mut buf);
+            if n == 0 {
+                break;
+            }
+            got += n as u64;
+        }
+    }
+    Ok(polls)
+}
+
+// ----- dispatch by name -----
+
+fn bulk_by(stack: &str, d: Duration, nodelay: bool) -> anyhow::Result<BulkResult> {
+    match stack {
+        "lazynet" => bulk_run::<Lazy>(d, nodelay),
+        #[cfg(feature = "smoltcp-bench")]
+        "smoltcp" => bulk_run::<smol::Smol>(d, nodelay),
+        _ => Err(no_smoltcp()),
+    }
+}
+
+fn rr_by(stack: &str, d: Duration) -> anyhow::Result<RrResult> {
+    match stack {
+        "lazynet" => rr_run::<Lazy>(d),
+        #[cfg(feature = "smoltcp-bench")]
+        "smoltcp" => rr_run::<smol::Smol>(d),
+        _ => Err(no_smoltcp()),
+    }
+}
+
+fn no_smoltcp() -> anyhow::Error {
+    anyhow::anyhow!("smoltcp peer not built: rebuild with `--features smoltcp-bench`")
+}
+
+fn stacks(which: Which) -> Vec<&'static str> {
+    match which {
+        Which::Lazynet => vec!["lazynet"],
+        Which::Smoltcp => vec!["smoltcp"],
+        Which::Both => vec!["lazynet", "smoltcp"],
+    }
+}
+
+/// Alternation: run `run` takes the stacks in turn, starting with a
+/// different one each run.
+fn order(n: usize, run: usize) -> impl Iterator<Item = usize> {
+    (0..n).map(move |i| (i + run) % n)
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    if v.is_empty() {
+        f64::NAN
+    } else {
+        v[v.len() / 2]
+    }
+}
+
+fn settings() -> String {
+    format!(
+        "settings: in-memory wire ({} buffers of {} B, ring {}, MTU {}), MSS 1460 (1448 with timestamps), \
+         send buffer {} KiB, receive buffer {} KiB, window scaling and timestamps on in both stacks, software checksums \
+         in both, one pinned busy-polling thread per stack (cpus {:?})\n",
+        wire_config().buf_count,
+        wire_config().buf_size,
+        wire_config().ring_capacity,
+        wire_config().mtu,
+        send_buf() / 1024,
+        BUF / 1024,
+        cpu_pair()
+    )
+}
+
+fn write_out(out: &Path, name: &str, cmd: &str, csv: &str, summary: &str) -> anyhow::Result<()> {
+    std::fs::create_dir_all(out)?;
+    std::fs::write(out.join(format!("{name}.csv")), csv)?;
+    let txt = format!(
+        "command: {cmd}\n{}uname: {}\n{}\n{summary}",
+        crate::serve::machine_line(),
+        uname(),
+        settings()
+    );
+    std::fs::write(out.join(format!("{name}.txt")), txt)?;
+    Ok(())
+}
+
+fn uname() -> String {
+    std::process::Command::new("uname")
+        .arg("-a")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
+
+/// `lazynet bench tcp-bulk`.
+pub fn bench_bulk(
+    seconds: f64,
+    runs: usize,
+    which: Which,
+    nodelay: bool,
+    send_kib: usize,
+    out: &Path,
+) -> anyhow::Result<()> {
+    SEND_BUF.store(send_kib.max(4) * 1024, Ordering::Relaxed);
+    let d = Duration::from_secs_f64(seconds);
+    let names = stacks(which);
+    let mut csv = String::from("bench,stack,run,seconds,bytes,gbit_s,p50_us,p99_us,round_trips\n");
+    let mut g: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
+    for run in 0..runs.max(1) {
+        for i in order(names.len(), run) {
+            let name = names[i];
+            let r = bulk_by(name, d, nodelay)?;
+            let line = format!(
+                "tcp-bulk,{name},{run},{:.3},{},{:.3},,,\n",
+                r.elapsed.as_secs_f64(),
+                r.bytes,
+                r.gbit()
+            );
+            print!("{line}");
+            csv.push_str(&line);
+            g[i].push(r.gbit());
+        }
+    }
+    let mut summary = String::new();
+    for (i, name) in names.iter().enumerate() {
+        writeln!(
+            summary,
+            "tcp-bulk {name}: median {:.3} Gbit/s goodput over {} runs, best {:.3} (all: {:?})",
+            median(&g[i]),
+            g[i].len(),
+            g[i].iter().copied().fold(0.0, f64::max),
+            g[i].iter()
+                .map(|x| (x * 1000.0).round() / 1000.0)
+                .collect::<Vec<_>>()
+        )?;
+    }
+    if names.len() == 2 {
+        writeln!(
+            summary,
+            "tcp-bulk ratio lazynet/smoltcp: {:.2}x (goal >= 1.5x)",
+            median(&g[0]) / median(&g[1])
+        )?;
+    }
+    print!("{summary}");
+    let cmd = format!(
+        "lazynet bench tcp-bulk --seconds {seconds} --runs {runs} --stack {} --send-buf {send_kib}{}{}",
+        format!("{which:?}").to_lowercase(),
+        if nodelay { " --nodelay" } else { "" },
+        fifo_flag()
+    );
+    write_out(out, "tcp-bulk", &cmd, &csv, &summary)
+}
+
+/// `lazynet bench tcp-rr`.
+pub fn bench_rr(seconds: f64, runs: usize, which: Which, out: &Path) -> anyhow::Result<()> {
+    let d = Duration::from_secs_f64(seconds);
+    let names = stacks(which);
+    let mut csv = String::from("bench,stack,run,seconds,bytes,gbit_s,p50_us,p99_us,round_trips\n");
+    let mut p50: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
+    let mut p99: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
+    let mut rate: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
+    for run in 0..runs.max(1) {
+        for i in order(names.len(), run) {
+            let name = names[i];
+            let r = rr_by(name, d)?;
+            let line = format!(
+                "tcp-rr,{name},{run},{:.3},,,{:.3},{:.3},{}\n",
+                r.elapsed.as_secs_f64(),
+                r.p(0.5),
+                r.p(0.99),
+                r.rtt_ns.len()
+            );
+            print!("{line}");
+            csv.push_str(&line);
+            p50[i].push(r.p(0.5));
+            p99[i].push(r.p(0.99));
+            rate[i].push(r.rate());
+        }
+    }
+    let mut summary = String::new();
+    for (i, name) in names.iter().enumerate() {
+        writeln!(
+            summary,
+            "tcp-rr {name}: median p50 {:.3} us (best run {:.3}), median p99 {:.3} us, {:.0} round trips/s ({} runs)",
+            median(&p50[i]),
+            p50[i].iter().copied().fold(f64::INFINITY, f64::min),
+            median(&p99[i]),
+            median(&rate[i]),
+            p50[i].len()
+        )?;
+    }
+    if names.len() == 2 {
+        writeln!(
+            summary,
+            "tcp-rr ratio smoltcp/lazynet p50: {:.2}x, p99: {:.2}x (goal: lazynet p50 <= 3 us and below smoltcp)",
+            median(&p50[1]) / median(&p50[0]),
+            median(&p99[1]) / median(&p99[0])
+        )?;
+    }
+    print!("{summary}");
+    let cmd = format!(
+        "lazynet bench tcp-rr --seconds {seconds} --runs {runs} --stack {}{}",
+        format!("{which:?}").to_lowercase(),
+        fifo_flag()
+    );
+    write_out(out, "tcp-rr", &cmd, &csv, &summary)
+}
+
+/// `lazynet bench tcp-bulk-single`: `bytes` in one thread, `runs` times
+/// per stack (alternated); prints each run and the medians.
+pub fn bench_bulk_single(bytes: u64, which: Which, runs: usize) -> anyhow::Result<()> {
+    let names = stacks(which);
+    let mut g: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
+    for run in 0..runs.max(1) {
+        for i in order(names.len(), run) {
+            let name = names[i];
+            let t = Instant::now();
+            let polls = match name {
+                "lazynet" => bulk_single::<Lazy>(bytes)?,
+                #[cfg(feature = "smoltcp-bench")]
+                "smoltcp" => bulk_single::<smol::Smol>(bytes)?,
+                _ => return Err(no_smoltcp()),
+            };
+            let gbit = bytes as f64 * 8.0 / t.elapsed().as_secs_f64() / 1e9;
+            println!("tcp-bulk-single,{name},{run},{bytes},{polls},{gbit:.3}");
+            g[i].push(gbit);
+        }
+    }
+    for (i, name) in names.iter().enumerate() {
+        println!(
+            "tcp-bulk-single {name}: median {:.3} Gbit/s (one thread runs both ends, {} runs)",
+            median(&g[i]),
+            g[i].len()
+        );
+    }
+    if names.len() == 2 {
+        println!(
+            "tcp-bulk-single ratio lazynet/smoltcp: {:.2}x",
+            median(&g[0]) / median(&g[1])
+        );
+    }
+    Ok(())
+}
+
+/// `lazynet bench tcp-rr-single`: `count` round trips in one thread,
+/// `runs` times per stack (alternated); prints each run and the medians.
+pub fn bench_rr_single(count: u64, which: Which, runs: usize) -> anyhow::Result<()> {
+    let names = stacks(which);
+    let mut us: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
+    for run in 0..runs.max(1) {
+        for i in order(names.len(), run) {
+            let name = names[i];
+            let t = Instant::now();
+            let (n, polls) = match name {
+                "lazynet" => rr_single::<Lazy>(count)?,
+                #[cfg(feature = "smoltcp-bench")]
+                "smoltcp" => rr_single::<smol::Smol>(count)?,
+                _ => return Err(no_smoltcp()),
+            };
+            let per = t.elapsed().as_secs_f64() * 1e6 / n.max(1) as f64;
+            println!("tcp-rr-single,{name},{run},{n},{polls},{per:.3}");
+            us[i].push(per);
+        }
+    }
+    for (i, name) in names.iter().enumerate() {
+        println!(
+            "tcp-rr-single {name}: median {:.3} us per round trip (one thread runs both ends, {} runs)",
+            median(&us[i]),
+            us[i].len()
+        );
+    }
+    if names.len() == 2 {
+        println!(
+            "tcp-rr-single ratio smoltcp/lazynet: {:.2}x",
+            median(&us[1]) / median(&us[0])
+        );
+    }
+    Ok(())
+}
+
+#[cfg(feature = "smoltcp-bench")]
+pub mod smol {
+    //! smoltcp as the benchmark peer, over the same [`WireEnd`]. The device
+    //! copies each received frame into a scratch buffer (smoltcp's receive
+    //! token wants a slice while its transmit token may be used inside the
+    //! same call) and builds each outgoing frame directly in a wire buffer.
+    //! Releases and sends are batched like lazynet's and flushed after
+    //! every `poll`.
+
+    use std::sync::OnceLock;
+
+    use lazynet::mem::Desc;
+    use lazynet::nic::wirepair::WireEnd;
+    use lazynet::nic::Nic;
+    use smoltcp::iface::{Config as IfConfig, Interface, SocketHandle, SocketSet};
+    use smoltcp::phy::{self, Device, DeviceCapabilities, Medium};
+    use smoltcp::socket::tcp;
+    use smoltcp::time::Instant as SInstant;
+    use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr};
+
+    use super::{Endpoint, BUF, CLIENT_ADDR, PORT, SERVER_ADDR};
+
+    const BATCH: usize = 32;
+
+    /// smoltcp's [`Device`] over one end of the wire.
+    pub struct WireDev {
+        nic: WireEnd,
+        rxq: [Desc; 64],
+        rx_i: usize,
+        rx_n: usize,
+        rxbuf: Vec<u8>,
+        rel: Vec<Desc>,
+        txq: Vec<Desc>,
+        scratch: Vec<u8>,
+        pub tx_dropped: u64,
+    }
+
+    impl WireDev {
+        pub fn new(nic: WireEnd) -> Self {
+            WireDev {
+                nic,
+                rxq: [Desc::default(); 64],
+                rx_i: 0,
+                rx_n: 0,
+                rxbuf: vec![0; 2048],
+                rel: Vec::with_capacity(BATCH),
+                txq: Vec::with_capacity(BATCH),
+                scratch: Vec::new(),
+                tx_dropped: 0,
+            }
+        }
+
+        /// Sends the batched frames and releases the batched buffers.
+        pub fn flush(&mut self) {
+            flush_tx(&mut self.nic, &mut self.txq, &mut self.tx_dropped);
+            if !self.rel.is_empty() {
+                self.nic.release(&self.rel);
+                self.rel.clear();
+            }
+            self.nic.flush();
+        }
+    }
+
+    fn flush_tx(nic: &mut WireEnd, txq: &mut Vec<Desc>, dropped: &mut u64) {
+        if txq.is_empty() {
+            return;
+        }
+        let n = nic.send(txq);
+        if n < txq.len() {
+            *dropped += (txq.len() - n) as u64;
+            nic.release(&txq[n..]);
+        }
+        txq.clear();
+    }
+
+    pub struct Rx<'a> {
+        frame: &'a [u8],
+    }
+
+    pub struct Tx<'a> {
+        nic: &'a mut WireEnd,
+        txq: &'a mut Vec<Desc>,
+        scratch: &'a mut Vec<u8>,
+        dropped: &'a mut u64,
+    }
+
+    impl phy::RxToken for Rx<'_> {
+        fn consume<R, F: FnOnce(&[u8]) -> R>(self, f: F) -> R {
+            f(self.frame)
+        }
+    }
+
+    impl phy::TxToken for Tx<'_> {
+        fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
+            let mut b = [0u32; 1];
+            if self.nic.alloc(&mut b) == 1 {
+                if let Some(buf) = self.nic.buffers_mut().buf_mut(b[0]) {
+                    if len <= buf.len() {
+                        let r = f(&mut buf[..len]);
+                        self.txq.push(Desc::new(b[0], len as u16));
+                        if self.txq.len() >= BATCH {
+                            flush_tx(self.nic, self.txq, self.dropped);
+                        }
+                        return r;
+                    }
+                }
+                self.nic.release(&[Desc::new(b[0], 0)]);
+            }
+            // No buffer: the frame is built and dropped (counted).
+            *self.dropped += 1;
+            self.scratch.resize(len, 0);
+            f(&mut self.scratch[..len])
+        }
+    }
+
+    impl Device for WireDev {
+        type RxToken<'a> = Rx<'a>;
+        type TxToken<'a> = Tx<'a>;
+
+        fn receive(&mut self, _t: SInstant) -> Option<(Rx<'_>, Tx<'_>)> {
+            if self.rx_i == self.rx_n {
+                self.rx_i = 0;
+                self.rx_n = self.nic.recv(&mut self.rxq);
+                if self.rx_n == 0 {
+                    return None;
+                }
+            }
+            let d = self.rxq[self.rx_i];
+            self.rx_i += 1;
+            let len = match self.nic.buffers().frame(d) {
+                Some(f) => {
+                    let len = f.len().min(self.rxbuf.len());
+                    self.rxbuf[..len].copy_from_slice(&f[..len]);
+                    len
+                }
+                None => 0,
+            };
+            self.rel.push(d);
+            if self.rel.len() >= BATCH {
+                self.nic.release(&self.rel);
+                self.rel.clear();
+            }
+            Some((
+                Rx {
+                    frame: &self.rxbuf[..len],
+                },
+                Tx {
+                    nic: &mut self.nic,
+                    txq: &mut self.txq,
+                    scratch: &mut self.scratch,
+                    dropped: &mut self.tx_dropped,
+                },
+            ))
+        }
+
+        fn transmit(&mut self, _t: SInstant) -> Option<Tx<'_>> {
+            Some(Tx {
+                nic: &mut self.nic,
+                txq: &mut self.txq,
+                scratch: &mut self.scratch,
+                dropped: &mut self.tx_dropped,
+            })
+        }
+
+        fn capabilities(&self) -> DeviceCapabilities {
+            let mut c = DeviceCapabilities::default();
+            c.medium = Medium::Ethernet;
+            // smoltcp counts the Ethernet header in the MTU.
+            c.max_transmission_unit = self.nic.mtu() + 14;
+            c.max_burst_size = None;
+            c
+        }
+    }
+
+    fn clock() -> &'static std::time::Instant {
+        static EPOCH: OnceLock<std::time::Instant> = OnceLock::new();
+        EPOCH.get_or_init(std::time::Instant::now)
+    }
+
+    fn now() -> SInstant {
+        SInstant::from_micros(clock().elapsed().as_micros() as i64)
+    }
+
+    /// TSval clock for smoltcp's timestamp option (milliseconds).
+    fn tsval() -> u32 {
+        clock().elapsed().as_millis() as u32
+    }
+
+    /// A smoltcp interface with one TCP socket.
+    pub struct Smol {
+        iface: Interface,
+        dev: WireDev,
+        sockets: SocketSet<'static>,
+        h: SocketHandle,
+    }
+
+    fn build(end: WireEnd, addr: std::net::Ipv4Addr, seed: u64, nodelay: bool) -> Smol {
+        let mut dev = WireDev::new(end);
+        let mut cfg = IfConfig::new(HardwareAddress::Ethernet(EthernetAddress(dev.nic.mac())));
+        cfg.random_seed = seed;
+        let mut iface = Interface::new(cfg, &mut dev, now());
+        iface.update_ip_addrs(|a| {
+            a.push(IpCidr::new(IpAddress::Ipv4(addr), 24))
+                .expect("one address");
+        });
+        let mut s = tcp::Socket::new(
+            tcp::SocketBuffer::new(vec![0; BUF]),
+            tcp::SocketBuffer::new(vec![0; super::send_buf()]),
+        );
+        s.set_nagle_enabled(!nodelay);
+        s.set_tsval_generator(Some(tsval));
+        let mut sockets = SocketSet::new(Vec::new());
+        let h = sockets.add(s);
+        Smol {
+            iface,
+            dev,
+            sockets,
+            h,
+        }
+    }
+
+    impl Smol {
+        fn sock(&mut self) -> &mut tcp::Socket<'static> {
+            self.sockets.get_mut::<tcp::Socket>(self.h)
+        }
+    }
+
+    impl Endpoint for Smol {
+        const NAME: &'static str = "smoltcp";
+
+        fn server(end: WireEnd, nodelay: bool) -> Self {
+            let mut s = build(end, SERVER_ADDR, 2, nodelay);
+            s.sock().listen(PORT).expect("listen");
+            s
+        }
+
+        fn client(end: WireEnd, nodelay: bool) -> Self {
+            let mut s = build(end, CLIENT_ADDR, 1, nodelay);
+            let cx = s.iface.context();
+            s.sockets
+                .get_mut::<tcp::Socket>(s.h)
+                .connect(cx, (IpAddress::Ipv4(SERVER_ADDR), PORT), 49152)
+                .expect("connect");
+            s
+        }
+
+        #[inline]
+        fn poll(&mut self) {
+            self.iface.poll(now(), &mut self.dev, &mut self.sockets);
+            self.dev.flush();
+        }
+
+        fn connected(&mut self) -> bool {
+            self.sock().state() == tcp::State::Established
+        }
+
+        #[inline]
+        fn send(&mut self, data: &[u8]) -> usize {
+            self.sock().send_slice(data).unwrap_or(0)
+        }
+
+        #[inline]
+        fn push(&mut self) {
+            self.poll();
+        }
+
+        #[inline]
+        fn recv(&mut self, buf: &mut [u8]) -> usize {
+            self.sock().recv_slice(buf).unwrap_or(0)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lazynet_single_thread_round_trips_and_bulk_complete() {
+        assert_eq!(rr_single::<Lazy>(200).unwrap().0, 200);
+        assert!(bulk_single::<Lazy>(4 << 20).unwrap() > 0);
+    }
+
+    #[cfg(feature = "smoltcp-bench")]
+    #[test]
+    fn smoltcp_single_thread_round_trips_and_bulk_complete() {
+        assert_eq!(rr_single::<smol::Smol>(200).unwrap().0, 200);
+        assert!(bulk_single::<smol::Smol>(4 << 20).unwrap() > 0);
+    }
+
+    #[test]
+    fn runs_alternate_which_stack_goes_first() {
+        assert_eq!(order(2, 0).collect::<Vec<_>>(), vec![0, 1]);
+        assert_eq!(order(2, 1).collect::<Vec<_>>(), vec![1, 0]);
+        assert_eq!(order(1, 3).collect::<Vec<_>>(), vec![0]);
+    }
+}
