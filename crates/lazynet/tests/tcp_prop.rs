@@ -1,5 +1,6 @@
 //! Random segment sequences and user calls against one connection: never
-//! panics, and `check_invariants` holds after every step.
+//! panics, and `check_invariants` holds after every step; `wants_output`
+//! is false only when `poll_transmit` would send nothing.
 
 mod tcp_util;
 use proptest::prelude::*;
@@ -163,7 +164,32 @@ fn run(kind: u8, opts: u8, ops: Vec<Op>) {
             }
         }
         c.check_invariants().unwrap();
+        check_wants_output(&c, now);
+        if let Some(t) = c.poll_timeout() {
+            check_wants_output(&c, t);
+        }
+        check_wants_output(&c, now + 1_000_000_000);
     }
+}
+
+/// `!wants_output(t)` ⇒ `poll_transmit(t)` returns `None`, and
+/// `skip_transmit(t)` leaves the connection exactly as that empty call does
+/// (timers included).
+fn check_wants_output(c: &Conn, t: u64) {
+    if c.wants_output(t) {
+        return;
+    }
+    let mut a = c.clone();
+    let mut b = c.clone();
+    let mut buf = vec![0u8; 65536];
+    let r = a.poll_transmit(t, &mut buf);
+    assert!(
+        r.is_none(),
+        "wants_output false but poll_transmit sent {r:?}"
+    );
+    b.skip_transmit(t);
+    assert_eq!(format!("{a:?}"), format!("{b:?}"), "skip_transmit differs");
+    assert_eq!(a.poll_timeout(), b.poll_timeout());
 }
 
 proptest! {

@@ -56,7 +56,7 @@ use crate::proto::tcp::{
 };
 use crate::wire::ethernet::{EthernetAddress, EthernetRepr, ETHERTYPE_IPV4, HEADER_LEN as ETH_LEN};
 use crate::wire::ipv4::PROTO_TCP;
-use crate::wire::tcp::{TcpFlags, TcpPacket, TcpRepr};
+use crate::wire::tcp::{TcpPacket, TcpRepr};
 use crate::wire::Ipv4Repr;
 
 /// Where a segment's payload starts in a transmit buffer: room for the
@@ -418,6 +418,15 @@ impl<N: Nic> Out<N> {
         let src = *conn.local().ip();
         let dst = *conn.remote().ip();
         while sent < MAX_TX_PER_CALL {
+            if !conn.wants_output(now) {
+                // Nothing to send: skip the empty `poll_transmit` (most
+                // calls on request/response traffic). A `poll_transmit`
+                // that returned a segment already re-armed the timers.
+                if sent == 0 {
+                    conn.skip_transmit(now);
+                }
+                break;
+            }
             let Some(b) = self.take_tx_buf() else {
                 self.drop_tx(StackDrop::TxNoBuffer);
                 break;
@@ -439,12 +448,6 @@ impl<N: Nic> Out<N> {
             *ident = ident.wrapping_add(1);
             let _ = self.tcp_emit(b, src, dst, &repr, *ident, now, Some(&mut batch));
             sent += 1;
-            if all_sent(conn, &repr) {
-                // Nothing left that another call could send: skip the call
-                // that would only say so (one `poll_transmit` per segment
-                // saved on request/response traffic).
-                break;
-            }
         }
         self.send_batch(&mut batch);
         sent
@@ -514,24 +517,6 @@ impl TxBatch {
             n: 0,
         }
     }
-}
-
-/// True if, right after segment `sent` went out, `conn` certainly has
-/// nothing more to send: ESTABLISHED (no SYN or FIN to send), not in loss
-/// recovery (no retransmission pending) and every queued byte sent. `sent`
-/// was an ACK and not an RST, so it carried the current ACK and window: no
-/// pure ACK is due either.
-#[inline]
-fn all_sent(conn: &Connection, sent: &TcpRepr) -> bool {
-    if !sent.flags.contains(TcpFlags::ACK)
-        || sent.flags.contains(TcpFlags::RST)
-        || conn.state() != State::Established
-        || conn.in_recovery()
-    {
-        return false;
-    }
-    let flight = conn.snd_nxt().diff(conn.snd_una()).max(0) as usize;
-    conn.send_queue() <= flight
 }
 
 fn conn_error(e: ConnError) -> SocketError {

@@ -8,7 +8,7 @@ use crate::wire::tcp::SeqNumber;
 /// A byte ring of fixed capacity: `len` readable bytes starting at `head`;
 /// the free space after them may hold out-of-order bytes written with
 /// [`Ring::write_at`] before they become readable with [`Ring::commit`].
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Ring {
     buf: Box<[u8]>,
     head: usize,

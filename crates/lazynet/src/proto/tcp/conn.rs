@@ -318,7 +318,7 @@ enum Timer {
 
 /// One TCP connection. Generic over its [`CongestionControl`]; the
 /// default, [`Cc`], is chosen at run time from [`Config::cc`].
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Connection<C: CongestionControl = Cc> {
     cfg: Config,
     state: State,
@@ -1736,6 +1736,62 @@ impl<C: CongestionControl> Connection<C> {
 
     // ---------------------------------------------------------------
     // Output.
+
+    /// Cheap test whether [`Connection::poll_transmit`]`(now, ..)` could
+    /// return a segment: `false` guarantees it would return `None` (a
+    /// conservative superset of "it returns `Some`": Nagle and SACK
+    /// recovery are not decided here). When it is `false` the caller may
+    /// skip `poll_transmit` and call [`Connection::skip_transmit`] instead,
+    /// which leaves the connection exactly as the empty `poll_transmit`
+    /// would (property-tested in `tests/tcp_prop.rs`).
+    #[inline]
+    pub fn wants_output(&self, now: u64) -> bool {
+        if self.rst_out.is_some()
+            || self.ack_now
+            || self.ka_now
+            || self.ack_deadline.is_some_and(|t| now >= t)
+        {
+            return true;
+        }
+        match self.state {
+            State::Closed | State::FinWait2 | State::TimeWait => false,
+            State::SynSent | State::SynReceived => self.snd_nxt == self.iss,
+            State::Established
+            | State::CloseWait
+            | State::FinWait1
+            | State::Closing
+            | State::LastAck => {
+                if !self.syn_acked {
+                    return false;
+                }
+                if self.rexmit_one || self.probe_now || (self.in_recovery && self.sack_ok) {
+                    return true;
+                }
+                let start = self.data_start();
+                let off = self.snd_nxt.diff(start).max(0) as usize;
+                let buffered = self.tx.len();
+                if off < buffered {
+                    // Unsent bytes: only the windows can hold them back.
+                    let flight = self.snd_nxt.diff(self.snd_una).max(0) as u32;
+                    let win = self.snd_wnd.min(self.cc.window());
+                    if win > flight {
+                        return true;
+                    }
+                }
+                // A FIN still to send (also after an RTO rewound SND.NXT).
+                self.fin_queued && !self.fin_was_acked && self.snd_nxt.diff(self.fin_seq()) <= 0
+            }
+        }
+    }
+
+    /// What an empty [`Connection::poll_transmit`] does besides returning
+    /// `None`: re-arms the timers for the current state (e.g. the persist
+    /// timer after `send` into a zero window). Call it instead of
+    /// `poll_transmit` when [`Connection::wants_output`] is `false`.
+    #[inline]
+    pub fn skip_transmit(&mut self, now: u64) {
+        self.update_timers(now);
+    }
 
     /// The next segment to send, if any: its header is returned and its
     /// payload (`repr.payload_len` bytes) written to the front of
