@@ -25,5 +25,26 @@ fn bench_checksum(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_checksum);
+/// The transmit path's payload copy: `copy_from_slice` then `partial`
+/// (two passes) against the fused `copy_and_partial` (one pass).
+fn bench_copy_sum(c: &mut Criterion) {
+    let mut g = c.benchmark_group("copy_sum");
+    for size in [1usize, 64, 1448, 9000] {
+        let data: Vec<u8> = (0..size).map(|i| (i * 31 + 7) as u8).collect();
+        let mut out = vec![0u8; size];
+        g.throughput(Throughput::Bytes(size as u64));
+        g.bench_function(BenchmarkId::new("copy+partial", size), |b| {
+            b.iter(|| {
+                out.copy_from_slice(black_box(&data));
+                checksum::partial(black_box(&out), 0)
+            })
+        });
+        g.bench_function(BenchmarkId::new("copy_and_partial", size), |b| {
+            b.iter(|| checksum::copy_and_partial(black_box(&data), black_box(&mut out), 0))
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench_checksum, bench_copy_sum);
 criterion_main!(benches);

@@ -3,7 +3,8 @@
 //! updates against full recomputation (including the −0 cases).
 
 use lazynet::wire::checksum::{
-    checksum, combine_at, fold, partial, pseudo_header_ipv4, update, update32, Checksummer,
+    checksum, combine_at, copy_and_partial, fold, partial, pseudo_header_ipv4, update, update32,
+    Checksummer,
 };
 use proptest::prelude::*;
 use std::net::Ipv4Addr;
@@ -32,6 +33,22 @@ fn pieces<'a>(data: &'a [u8], cuts: &[usize]) -> Vec<&'a [u8]> {
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// The fused copy-and-sum copies exactly and sums exactly like
+    /// `partial` (any length, any initial value, dst longer than src).
+    #[test]
+    fn copy_and_partial_equals_copy_then_partial(
+        data in proptest::collection::vec(any::<u8>(), 0..5000),
+        init in any::<u32>(),
+        extra in 0usize..40,
+    ) {
+        let mut out = vec![0xA5u8; data.len() + extra];
+        let s = copy_and_partial(&data, &mut out, init);
+        prop_assert_eq!(&out[..data.len()], &data[..]);
+        prop_assert!(out[data.len()..].iter().all(|&b| b == 0xA5));
+        prop_assert_eq!(fold(s), fold(partial(&data, init)));
+        prop_assert_eq!(s, partial(&data, init));
+    }
 
     #[test]
     fn whole_buffer_matches_oracle(data in proptest::collection::vec(any::<u8>(), 0..3000)) {

@@ -122,6 +122,50 @@ pub fn partial(data: &[u8], initial: u32) -> u32 {
     add32(initial, u32::from(be))
 }
 
+/// Copies `src` to the front of `dst` and returns `initial` plus the partial
+/// sum of `src` (exactly [`partial`]`(src, initial)`), reading `src` once:
+/// the transmit path's payload copy computes its checksum contribution on
+/// the way. Panics if `dst` is shorter than `src`.
+#[inline]
+pub fn copy_and_partial(src: &[u8], dst: &mut [u8], initial: u32) -> u32 {
+    let dst = &mut dst[..src.len()];
+    let mut total: u64 = 0;
+    let mut s_blocks = src.chunks_exact(CHUNK * BLOCK_CHUNKS);
+    let mut d_blocks = dst.chunks_exact_mut(CHUNK * BLOCK_CHUNKS);
+    for (s, d) in (&mut s_blocks).zip(&mut d_blocks) {
+        total += copy_sum_block(s, d);
+    }
+    let (s, d) = (s_blocks.remainder(), d_blocks.into_remainder());
+    total += copy_sum_block(s, d);
+    let whole = s.len() - s.len() % CHUNK;
+    let (s, d) = (&s[whole..], &mut d[whole..]);
+    d.copy_from_slice(s);
+    let mut words = s.chunks_exact(2);
+    for w in &mut words {
+        total += u64::from(u16::from_ne_bytes([w[0], w[1]]));
+    }
+    if let [b] = words.remainder() {
+        total += u64::from(u16::from_ne_bytes([*b, 0]));
+    }
+    add32(initial, u32::from(u16::from_be(fold64(total))))
+}
+
+/// [`sum_block`] that also copies each whole chunk of `src` to `dst` (same
+/// length) as it sums it.
+#[inline]
+fn copy_sum_block(src: &[u8], dst: &mut [u8]) -> u64 {
+    debug_assert!(src.len() <= CHUNK * BLOCK_CHUNKS && src.len() == dst.len());
+    let mut lanes = [0u32; LANES];
+    for (s, d) in src.chunks_exact(CHUNK).zip(dst.chunks_exact_mut(CHUNK)) {
+        let s: &[u8; CHUNK] = s.try_into().unwrap_or(&[0; CHUNK]);
+        d.copy_from_slice(s);
+        for (lane, w) in lanes.iter_mut().zip(s.chunks_exact(2)) {
+            *lane += u32::from(u16::from_ne_bytes([w[0], w[1]]));
+        }
+    }
+    lanes.iter().map(|&l| u64::from(l)).sum()
+}
+
 /// Adds two partial sums of pieces that are both to be taken at even offsets.
 #[inline]
 pub const fn combine(a: u32, b: u32) -> u32 {
