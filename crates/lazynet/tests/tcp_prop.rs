@@ -3,6 +3,7 @@
 //! is false only when `poll_transmit` would send nothing.
 
 mod tcp_util;
+use lazynet::wire::checksum;
 use proptest::prelude::*;
 use tcp_util::*;
 
@@ -155,7 +156,23 @@ fn run(kind: u8, opts: u8, ops: Vec<Op>) {
             }
             Op::Poll(k) => {
                 for _ in 0..k {
-                    if let Some((r, d)) = poll(&mut c, now) {
+                    // The summing variant sends the same segment, and its
+                    // sum is the payload's partial checksum sum.
+                    let mut twin = c.clone();
+                    let mut tbuf = vec![0u8; 65536];
+                    let t = twin.poll_transmit_with_sum(now, &mut tbuf);
+                    let got = poll(&mut c, now);
+                    match (&t, &got) {
+                        (None, None) => {}
+                        (Some((tr, sum)), Some((r, d))) => {
+                            assert_eq!(tr, r);
+                            assert_eq!(&tbuf[..tr.payload_len], &d[..]);
+                            assert_eq!(*sum, checksum::partial(d, 0));
+                        }
+                        _ => panic!("poll_transmit_with_sum differs: {t:?} vs {got:?}"),
+                    }
+                    assert_eq!(format!("{twin:?}"), format!("{c:?}"));
+                    if let Some((r, d)) = got {
                         assert_eq!(r.payload_len, d.len());
                         assert!(r.payload_len <= 1000);
                         assert!(r.header_len().is_ok(), "options must fit: {r:?}");

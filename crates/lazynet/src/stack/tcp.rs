@@ -313,6 +313,8 @@ impl<N: Nic> Out<N> {
     /// Builds Ethernet, IPv4 and TCP headers in front of the payload that
     /// `poll_transmit` wrote at [`TX_PAYLOAD_AT`] of buffer `b`, and sends
     /// the frame (or queues it for ARP). Consumes `b` in every case.
+    /// `payload_sum`, if known, is the payload's partial checksum sum: the
+    /// TCP checksum then reads only the header.
     #[allow(clippy::too_many_arguments)]
     fn tcp_emit(
         &mut self,
@@ -320,6 +322,7 @@ impl<N: Nic> Out<N> {
         src: Ipv4Addr,
         dst: Ipv4Addr,
         repr: &TcpRepr,
+        payload_sum: Option<u32>,
         ident: u16,
         now: u64,
         batch: Option<&mut TxBatch>,
@@ -368,7 +371,12 @@ impl<N: Nic> Out<N> {
                 };
                 eth.emit(f).is_ok()
                     && ip.emit(&mut f[ETH_LEN..]).is_ok()
-                    && repr.emit(&mut f[ETH_LEN + 20..], src, dst).is_ok()
+                    && match payload_sum {
+                        Some(sum) => repr
+                            .emit_header_with_payload_sum(&mut f[ETH_LEN + 20..], src, dst, sum)
+                            .is_ok(),
+                        None => repr.emit(&mut f[ETH_LEN + 20..], src, dst).is_ok(),
+                    }
             }
             _ => false,
         };
@@ -434,19 +442,19 @@ impl<N: Nic> Out<N> {
             let repr = match self.nic.buffers_mut().buf_mut(b) {
                 Some(buf) if buf.len() > TX_PAYLOAD_AT => {
                     let room = (buf.len() - TX_PAYLOAD_AT).min(u16::MAX as usize);
-                    conn.poll_transmit(now, &mut buf[TX_PAYLOAD_AT..TX_PAYLOAD_AT + room])
+                    conn.poll_transmit_with_sum(now, &mut buf[TX_PAYLOAD_AT..TX_PAYLOAD_AT + room])
                 }
                 _ => {
                     self.release(Desc::new(b, 0));
                     break;
                 }
             };
-            let Some(repr) = repr else {
+            let Some((repr, sum)) = repr else {
                 self.spare = Some(b);
                 break;
             };
             *ident = ident.wrapping_add(1);
-            let _ = self.tcp_emit(b, src, dst, &repr, *ident, now, Some(&mut batch));
+            let _ = self.tcp_emit(b, src, dst, &repr, Some(sum), *ident, now, Some(&mut batch));
             sent += 1;
         }
         self.send_batch(&mut batch);
@@ -493,7 +501,7 @@ impl<N: Nic> Out<N> {
                 self.spare = Some(b);
                 break;
             };
-            let _ = self.tcp_emit(b, src, *remote.ip(), &repr, 0, now, None);
+            let _ = self.tcp_emit(b, src, *remote.ip(), &repr, None, 0, now, None);
             sent += 1;
         }
         sent
@@ -971,7 +979,7 @@ impl<N: Nic> Stack<N> {
         };
         if self
             .out
-            .tcp_emit(b, seg.dst, seg.src, &r, 0, now, None)
+            .tcp_emit(b, seg.dst, seg.src, &r, None, 0, now, None)
             .is_ok()
         {
             self.tcp.stats.resets_sent += 1;
@@ -987,7 +995,7 @@ impl<N: Nic> Stack<N> {
             };
             if self
                 .out
-                .tcp_emit(b, *key.local.ip(), *key.remote.ip(), &r, 0, now, None)
+                .tcp_emit(b, *key.local.ip(), *key.remote.ip(), &r, None, 0, now, None)
                 .is_ok()
             {
                 self.tcp.stats.segments_out += 1;

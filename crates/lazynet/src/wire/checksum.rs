@@ -129,7 +129,20 @@ pub fn partial(data: &[u8], initial: u32) -> u32 {
 #[inline]
 pub fn copy_and_partial(src: &[u8], dst: &mut [u8], initial: u32) -> u32 {
     let dst = &mut dst[..src.len()];
+    if src.len() < CHUNK {
+        // Small payloads (request/response): no lanes to fold.
+        return add32(initial, copy_sum_tail(src, dst, 0));
+    }
     let mut total: u64 = 0;
+    if src.len() <= CHUNK * BLOCK_CHUNKS {
+        // Any packet: one block, no block iterators.
+        total += copy_sum_block(src, dst);
+        let whole = src.len() - src.len() % CHUNK;
+        return add32(
+            initial,
+            copy_sum_tail(&src[whole..], &mut dst[whole..], total),
+        );
+    }
     let mut s_blocks = src.chunks_exact(CHUNK * BLOCK_CHUNKS);
     let mut d_blocks = dst.chunks_exact_mut(CHUNK * BLOCK_CHUNKS);
     for (s, d) in (&mut s_blocks).zip(&mut d_blocks) {
@@ -138,7 +151,13 @@ pub fn copy_and_partial(src: &[u8], dst: &mut [u8], initial: u32) -> u32 {
     let (s, d) = (s_blocks.remainder(), d_blocks.into_remainder());
     total += copy_sum_block(s, d);
     let whole = s.len() - s.len() % CHUNK;
-    let (s, d) = (&s[whole..], &mut d[whole..]);
+    add32(initial, copy_sum_tail(&s[whole..], &mut d[whole..], total))
+}
+
+/// Copies the last (less than a chunk) bytes, adds their native-endian
+/// words to `total` and returns the big-endian folded sum.
+#[inline]
+fn copy_sum_tail(s: &[u8], d: &mut [u8], mut total: u64) -> u32 {
     d.copy_from_slice(s);
     let mut words = s.chunks_exact(2);
     for w in &mut words {
@@ -147,7 +166,7 @@ pub fn copy_and_partial(src: &[u8], dst: &mut [u8], initial: u32) -> u32 {
     if let [b] = words.remainder() {
         total += u64::from(u16::from_ne_bytes([*b, 0]));
     }
-    add32(initial, u32::from(u16::from_be(fold64(total))))
+    u32::from(u16::from_be(fold64(total)))
 }
 
 /// [`sum_block`] that also copies each whole chunk of `src` to `dst` (same

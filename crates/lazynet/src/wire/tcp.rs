@@ -743,6 +743,42 @@ impl TcpRepr {
         let total = hl + self.payload_len;
         let len16 = u16::try_from(total).map_err(|_| WireError::BadLength)?;
         let seg = buf.get_mut(..total).ok_or(WireError::BufferTooSmall)?;
+        self.write_header(&mut seg[..hl])?;
+        let ph = checksum::pseudo_header_ipv4(src, dst, PROTO_TCP, len16);
+        let c = !checksum::fold(checksum::partial(seg, ph));
+        put16(seg, 16, c);
+        Ok(total)
+    }
+
+    /// Writes only the header (`header_len()` bytes at the front of `buf`),
+    /// taking the payload's checksum contribution from `payload_sum`, a
+    /// precomputed `checksum::partial(payload, 0)` (e.g. from
+    /// `checksum::copy_and_partial`): the payload is not read. The checksum
+    /// equals [`emit`](Self::emit)'s. Returns the header length.
+    pub fn emit_header_with_payload_sum(
+        &self,
+        buf: &mut [u8],
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        payload_sum: u32,
+    ) -> Result<usize, WireError> {
+        let hl = self.header_len()?;
+        let len16 = u16::try_from(hl + self.payload_len).map_err(|_| WireError::BadLength)?;
+        let h = buf.get_mut(..hl).ok_or(WireError::BufferTooSmall)?;
+        self.write_header(h)?;
+        let ph = checksum::pseudo_header_ipv4(src, dst, PROTO_TCP, len16);
+        // The header length is a multiple of 4: the payload starts at an
+        // even offset, so its sum adds as is.
+        let c = !checksum::fold(checksum::combine(checksum::partial(h, ph), payload_sum));
+        put16(h, 16, c);
+        Ok(hl)
+    }
+
+    /// Writes the header with a zero checksum into `seg` (exactly
+    /// `header_len()` bytes).
+    #[inline(always)]
+    fn write_header(&self, seg: &mut [u8]) -> Result<(), WireError> {
+        let hl = seg.len();
         put16(seg, 0, self.src_port);
         put16(seg, 2, self.dst_port);
         put32(seg, 4, self.seq.0);
@@ -783,10 +819,7 @@ impl TcpRepr {
         for b in opts.get_mut(at..).unwrap_or(&mut []) {
             *b = kind::NOP;
         }
-        let ph = checksum::pseudo_header_ipv4(src, dst, PROTO_TCP, len16);
-        let c = !checksum::fold(checksum::partial(seg, ph));
-        put16(seg, 16, c);
-        Ok(total)
+        Ok(())
     }
 
     /// Copies `payload` (which must be `payload_len` long) after the header,

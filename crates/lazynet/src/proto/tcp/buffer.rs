@@ -3,6 +3,7 @@
 //!
 //! Both allocate only in their constructors.
 
+use crate::wire::checksum;
 use crate::wire::tcp::SeqNumber;
 
 /// A byte ring of fixed capacity: `len` readable bytes starting at `head`;
@@ -77,6 +78,24 @@ impl Ring {
         out[..first].copy_from_slice(&self.buf[start..start + first]);
         out[first..n].copy_from_slice(&self.buf[..n - first]);
         n
+    }
+    /// [`Ring::peek`] that also returns `initial` plus the partial
+    /// checksum sum of the copied bytes (`checksum::partial(out[..n],
+    /// initial)`), computed in the same pass as the copy.
+    pub fn peek_with_sum(&self, off: usize, out: &mut [u8], initial: u32) -> (usize, u32) {
+        if off >= self.len {
+            return (0, initial);
+        }
+        let cap = self.buf.len();
+        let n = out.len().min(self.len - off);
+        let start = (self.head + off) % cap;
+        let first = n.min(cap - start);
+        let a = checksum::copy_and_partial(&self.buf[start..start + first], out, initial);
+        if first == n {
+            return (n, a);
+        }
+        let b = checksum::copy_and_partial(&self.buf[..n - first], &mut out[first..], 0);
+        (n, checksum::combine_at(a, first, b))
     }
     /// Drops up to `n` readable bytes from the head; returns the count.
     pub fn consume(&mut self, n: usize) -> usize {

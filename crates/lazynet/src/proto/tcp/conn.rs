@@ -1797,9 +1797,33 @@ impl<C: CongestionControl> Connection<C> {
     /// payload (`repr.payload_len` bytes) written to the front of
     /// `payload`. Call until `None`.
     pub fn poll_transmit(&mut self, now: u64, payload: &mut [u8]) -> Option<TcpRepr> {
+        self.poll_transmit_inner(now, payload, false)
+            .map(|(r, _)| r)
+    }
+
+    /// [`Connection::poll_transmit`] that also returns the partial checksum
+    /// sum (`wire::checksum::partial(&payload[..repr.payload_len], 0)`) of
+    /// the payload it wrote, computed while copying it: the caller emits
+    /// the header with `TcpRepr::emit_header_with_payload_sum` and the
+    /// payload is read once.
+    pub fn poll_transmit_with_sum(
+        &mut self,
+        now: u64,
+        payload: &mut [u8],
+    ) -> Option<(TcpRepr, u32)> {
+        self.poll_transmit_inner(now, payload, true)
+    }
+
+    #[inline(always)]
+    fn poll_transmit_inner(
+        &mut self,
+        now: u64,
+        payload: &mut [u8],
+        want_sum: bool,
+    ) -> Option<(TcpRepr, u32)> {
         if let Some(r) = self.rst_out.take() {
             self.counters.segs_out += 1;
-            return Some(r);
+            return Some((r, 0));
         }
         if let Some(t) = self.ack_deadline {
             if now >= t {
@@ -1810,10 +1834,10 @@ impl<C: CongestionControl> Connection<C> {
         let r = match self.state {
             State::Closed => None,
             State::SynSent | State::SynReceived if self.snd_nxt == self.iss => {
-                Some(self.emit_syn(now))
+                Some((self.emit_syn(now), 0))
             }
             State::SynSent => None,
-            _ => self.emit_data(now, payload),
+            _ => self.emit_data(now, payload, want_sum),
         };
         if r.is_some() {
             self.counters.segs_out += 1;
@@ -1871,7 +1895,12 @@ impl<C: CongestionControl> Connection<C> {
         r
     }
 
-    fn emit_data(&mut self, now: u64, payload: &mut [u8]) -> Option<TcpRepr> {
+    fn emit_data(
+        &mut self,
+        now: u64,
+        payload: &mut [u8],
+        want_sum: bool,
+    ) -> Option<(TcpRepr, u32)> {
         let can_send = matches!(
             self.state,
             State::Established
@@ -2006,14 +2035,20 @@ impl<C: CongestionControl> Connection<C> {
                 self.ack_now = false;
                 self.ack_deadline = None;
                 self.last_ack_sent = self.rcv_nxt;
-                return Some(r);
+                return Some((r, 0));
             }
         }
         if len == 0 && !fin && !self.ack_now {
             return None;
         }
         let off = seq.diff(start).max(0) as usize;
-        let n = self.tx.peek(off, &mut payload[..len]);
+        let (n, payload_sum) = if len == 0 {
+            (0, 0)
+        } else if want_sum {
+            self.tx.peek_with_sum(off, &mut payload[..len], 0)
+        } else {
+            (self.tx.peek(off, &mut payload[..len]), 0)
+        };
         len = n;
         if len == 0 && !fin {
             // Not the rewound SND.NXT: after an RTO a lower number could
@@ -2089,7 +2124,7 @@ impl<C: CongestionControl> Connection<C> {
         self.ack_deadline = None;
         self.unacked_bytes = 0;
         self.last_ack_sent = self.rcv_nxt;
-        Some(r)
+        Some((r, payload_sum))
     }
 
     // ---------------------------------------------------------------
