@@ -1210,8 +1210,13 @@ impl<N: Nic> Stack<N> {
         let s = self.tcp.conn_mut(h)?;
         let n = s.conn.recv(buf);
         if n > 0 {
-            // A window update may be due (RFC 9293 §3.8.6.2.2).
-            self.conn_after(h.idx, now, false);
+            // A window update may be due (RFC 9293 §3.8.6.2.2). If not,
+            // `recv` changed nothing a timer or `poll_transmit` depends on
+            // (the last `conn_after` already ran after the last change), so
+            // `conn_after` would send nothing and re-arm the same deadline.
+            if s.conn.wants_output(now) {
+                self.conn_after(h.idx, now, false);
+            }
             self.out.flush_release();
             self.out.nic.flush();
             return Ok(n);

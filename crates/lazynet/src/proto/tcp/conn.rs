@@ -808,14 +808,23 @@ impl<C: CongestionControl> Connection<C> {
 
     /// The earliest time at which `handle_timeout` must be called.
     pub fn poll_timeout(&self) -> Option<u64> {
+        // Straight-line min (no iterator): called after every stack event.
+        #[inline(always)]
+        fn min(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+            match (a, b) {
+                (Some(x), Some(y)) => Some(x.min(y)),
+                (x, None) => x,
+                (None, y) => y,
+            }
+        }
         let rtx = match self.rtx {
             Timer::Idle => None,
             Timer::Retransmit(t) | Timer::Persist(t) => Some(t),
         };
-        [rtx, self.ack_deadline, self.tw_deadline, self.ka_deadline]
-            .into_iter()
-            .flatten()
-            .min()
+        min(
+            min(rtx, self.ack_deadline),
+            min(self.tw_deadline, self.ka_deadline),
+        )
     }
 
     /// Runs the timers that expired at `now`.
