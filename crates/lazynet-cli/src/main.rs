@@ -4,6 +4,7 @@
 mod echo;
 mod http;
 mod linux_send;
+mod loadgen;
 mod media;
 mod nlf_cmd;
 mod plot;
@@ -98,6 +99,38 @@ enum Cmd {
     Exp {
         #[command(subcommand)]
         what: ExpCmd,
+    },
+    /// Open-loop load generators (bounded in count and time).
+    Loadgen {
+        #[command(subcommand)]
+        what: LoadgenCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum LoadgenCmd {
+    /// UDP datagrams from a Linux socket (sendmmsg) at an exact rate; run it
+    /// in the peer namespace with `ip netns exec`. Frames the kernel does not
+    /// take at once are counted as dropped, never waited for.
+    Udp {
+        /// Destination ADDR:PORT.
+        #[arg(long)]
+        dst: SocketAddrV4,
+        /// Offered rate, datagrams per second.
+        #[arg(long)]
+        rate: u64,
+        /// Duration bound.
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+        /// Payload bytes (the first 4 are a sequence number).
+        #[arg(long, default_value_t = 18)]
+        size: usize,
+        /// Count bound (default: rate × seconds).
+        #[arg(long)]
+        count: Option<u64>,
+        /// Pin the sender to this CPU.
+        #[arg(long)]
+        cpu: Option<usize>,
     },
 }
 
@@ -428,6 +461,17 @@ fn main() -> anyhow::Result<()> {
         Cmd::Exp {
             what: ExpCmd::Nlf { quick, out },
         } => media::exp(quick, &out),
+        Cmd::Loadgen {
+            what:
+                LoadgenCmd::Udp {
+                    dst,
+                    rate,
+                    seconds,
+                    size,
+                    count,
+                    cpu,
+                },
+        } => loadgen::udp_cmd(dst, rate, seconds, size, count, cpu),
         Cmd::Netns { what } => serve::netns(what),
         Cmd::UdpClient {
             wire,
