@@ -10,7 +10,7 @@ use lazynet::mem::Desc;
 use lazynet::nic::wirepair::{WireConfig, WireEnd, WirePair};
 use lazynet::nic::Nic;
 use lazynet::socket::UdpSocket;
-use lazynet::stack::{Stack, StackConfig};
+use lazynet::stack::{ReceiveMode, Stack, StackConfig};
 use lazynet::wire::checksum;
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -233,6 +233,19 @@ fn drain(end: &mut WireEnd) -> usize {
 
 #[test]
 fn hostile_frames_never_hurt_the_stack() {
+    hostile_frames_in_mode(ReceiveMode::SoftLrp, frames_total());
+}
+
+/// The eager modes run the same protocol code in the receive loop; the
+/// same hostile mix must hold the same invariants there (shorter runs).
+#[test]
+fn hostile_frames_never_hurt_the_stack_in_the_eager_modes() {
+    for mode in [ReceiveMode::Eager, ReceiveMode::EarlyDemux] {
+        hostile_frames_in_mode(mode, frames_total() / 4);
+    }
+}
+
+fn hostile_frames_in_mode(mode: ReceiveMode, total: usize) {
     let (mut a, b) = WirePair::new(WireConfig {
         buf_count: 2048,
         ..WireConfig::default()
@@ -242,6 +255,7 @@ fn hostile_frames_never_hurt_the_stack() {
         addr: B,
         prefix_len: 24,
         seed: 1,
+        mode,
         ..StackConfig::default()
     };
     let mut stack = Stack::new(b, cfg);
@@ -253,7 +267,7 @@ fn hostile_frames_never_hurt_the_stack() {
     let mut buf = vec![0u8; 65536];
     let (mut sent, mut now) = (0usize, 0u64);
     let mut max_queued = 0;
-    while sent < frames_total() {
+    while sent < total {
         for _ in 0..32 {
             for f in frames(&mut rng) {
                 if inject(&mut a, &f) {

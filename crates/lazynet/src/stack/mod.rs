@@ -4,8 +4,12 @@
 //! the reassembler, the UDP socket table, the ICMP rate limiter, the
 //! start-up-seeded RNG for ports and IP identifiers, and every counter.
 //!
-//! **Decides when protocol code runs** — nothing else does. In this build the
-//! receive mode is `soft-lrp` (LRP §3.2–3.3):
+//! **Decides when protocol code runs** — nothing else does. The receive
+//! mode ([`ReceiveMode`], chosen at start-up) says where: `eager` (4.4BSD:
+//! a shared bounded IP queue, then IP/UDP checks, demultiplexing and TCP
+//! input in the receive loop, excess dropped after the work), `early-demux`
+//! (demultiplex first and drop at a full channel, then the same work in the
+//! receive loop), or `soft-lrp`, the default, described here (LRP §3.2–3.3):
 //!
 //! * [`Stack::poll`] receives a bounded batch of frames and only
 //!   demultiplexes them into channels. The two special channels (ARP/ICMP
@@ -72,6 +76,45 @@ pub const MAX_UDP_PAYLOAD: usize = 65507;
 /// Marks a channel entry that names a reassembled datagram in the stack's
 /// datagram store rather than a NIC buffer.
 const REASM_TAG: u32 = 0x8000_0000;
+/// Marks a channel entry whose IP and UDP checks already ran in the receive
+/// loop (`eager` and `early-demux` modes): `recv` does not repeat them.
+const CHECKED_TAG: u32 = 0x4000_0000;
+
+/// Where protocol processing of received packets runs (ARCHITECTURE.md
+/// "Receive modes"; LRP §2–3). Chosen at start-up; all protocol code is
+/// shared, only its place differs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum ReceiveMode {
+    /// 4.4BSD: every frame goes first to one shared, bounded IP queue; the
+    /// receive loop then runs IP and UDP checks and demultiplexes, and runs
+    /// TCP input, at once — so excess is dropped at the IP queue or at a
+    /// full socket channel *after* the work was spent.
+    Eager,
+    /// Demultiplexing first, dropping at a full channel before any work;
+    /// then the receive loop runs IP/UDP checks and TCP input at once.
+    EarlyDemux,
+    /// Lazy receiver processing: the receive loop only demultiplexes; UDP
+    /// checks run inside `recv`, TCP input in the owner's socket calls or
+    /// protocol handler ([`Stack::tcp_service`]).
+    #[default]
+    SoftLrp,
+}
+
+impl ReceiveMode {
+    /// True if the receive loop runs protocol processing itself.
+    pub const fn eager_protocol(self) -> bool {
+        !matches!(self, ReceiveMode::SoftLrp)
+    }
+
+    /// The name used on command lines and in results.
+    pub const fn name(self) -> &'static str {
+        match self {
+            ReceiveMode::Eager => "eager",
+            ReceiveMode::EarlyDemux => "early-demux",
+            ReceiveMode::SoftLrp => "soft-lrp",
+        }
+    }
+}
 
 /// Start-up configuration of a [`Stack`].
 #[derive(Clone, Debug)]
@@ -118,6 +161,11 @@ pub struct StackConfig {
     /// Capacity of the TIME-WAIT table (the oldest entry is evicted when
     /// it is full).
     pub tcp_time_wait_cap: usize,
+    /// Where received packets are processed.
+    pub mode: ReceiveMode,
+    /// Capacity of the shared IP queue of the `eager` mode (4.4BSD's
+    /// `ipintrq` held 50).
+    pub ip_queue_cap: usize,
 }
 
 impl Default for StackConfig {
@@ -147,6 +195,8 @@ impl Default for StackConfig {
             tcp_channel_cap: 256,
             tcp_rst_rate: (1000, 50),
             tcp_time_wait_cap: 8192,
+            mode: ReceiveMode::SoftLrp,
+            ip_queue_cap: 50,
         }
     }
 }
@@ -211,11 +261,13 @@ pub enum StackDrop {
     TcpNoSocket,
     /// A segment for a just-accepted connection found its channel full.
     TcpRedirectFull,
+    /// `eager` mode: the shared IP queue was full.
+    IpQueueFull,
 }
 
 impl StackDrop {
     /// Every reason, in counter order.
-    pub const ALL: [StackDrop; 27] = [
+    pub const ALL: [StackDrop; 28] = [
         StackDrop::BadDescriptor,
         StackDrop::IpHeader,
         StackDrop::IpChecksum,
@@ -243,6 +295,7 @@ impl StackDrop {
         StackDrop::TcpChecksum,
         StackDrop::TcpNoSocket,
         StackDrop::TcpRedirectFull,
+        StackDrop::IpQueueFull,
     ];
 
     /// A short stable name for counters.
@@ -275,6 +328,7 @@ impl StackDrop {
             StackDrop::TcpChecksum => "tcp_checksum",
             StackDrop::TcpNoSocket => "tcp_no_socket",
             StackDrop::TcpRedirectFull => "tcp_redirect_full",
+            StackDrop::IpQueueFull => "ip_queue_full",
         }
     }
 }
@@ -355,6 +409,14 @@ pub struct StackStats {
     pub reassembled: u64,
     /// Received frames dropped by the stack after demultiplexing.
     pub rx_frame_drops: u64,
+    /// UDP frames whose IP and UDP checks ran in the receive loop
+    /// (`eager`, `early-demux`).
+    pub udp_checked_in_poll: u64,
+    /// UDP frames whose IP and UDP checks ran inside `recv` (`soft-lrp`).
+    pub udp_checked_in_recv: u64,
+    /// Checked UDP frames dropped because their socket's channel was full
+    /// (the work was spent; `eager`).
+    pub udp_dropped_after_work: u64,
     /// All stack drops by reason, indexed by `StackDrop as usize`.
     pub drops: [u64; StackDrop::ALL.len()],
     /// ARP cache counters.
@@ -387,7 +449,7 @@ impl StackStats {
 
     /// Writes every non-zero counter as `name value` lines.
     pub fn write_table(&self, out: &mut impl std::fmt::Write) -> std::fmt::Result {
-        let rows: [(&str, u64); 29] = [
+        let rows: [(&str, u64); 32] = [
             ("rx_frames", self.rx_frames),
             ("tx_frames", self.tx_frames),
             ("demux_enqueued", self.demux.enqueued),
@@ -408,6 +470,9 @@ impl StackStats {
             ("frags_absorbed", self.frags_absorbed),
             ("reassembled", self.reassembled),
             ("rx_frame_drops", self.rx_frame_drops),
+            ("udp_checked_in_poll", self.udp_checked_in_poll),
+            ("udp_checked_in_recv", self.udp_checked_in_recv),
+            ("udp_dropped_after_work", self.udp_dropped_after_work),
             ("tcp_segments_in", self.tcp.segments_in),
             ("tcp_segments_out", self.tcp.segments_out),
             ("tcp_redirected", self.tcp.redirected),
@@ -805,6 +870,26 @@ fn parse_udp_frame(frame: &[u8]) -> Result<(SocketAddrV4, Ipv4Addr, &[u8]), Stac
     parse_udp(&bytes[ihl..total], src, dst)
 }
 
+/// [`parse_udp_frame`] for a frame whose checks already ran (the eager
+/// modes): lengths only, no checksums.
+#[inline]
+fn parse_udp_frame_checked(frame: &[u8]) -> Result<(SocketAddrV4, Ipv4Addr, &[u8]), StackDrop> {
+    let ip = Ipv4Packet::new_checked(frame.get(ETH_LEN..).unwrap_or(&[]))
+        .map_err(|_| StackDrop::IpHeader)?;
+    let (src, dst) = (ip.src(), ip.dst());
+    let bytes = ip.into_inner();
+    let ihl = ((bytes[0] & 0x0f) as usize) * 4;
+    let total = u16::from_be_bytes([bytes[2], bytes[3]]) as usize;
+    let udp = UdpPacket::new_checked(&bytes[ihl..total]).map_err(|_| StackDrop::UdpHeader)?;
+    let sport = udp.src_port();
+    let len = udp.len() as usize;
+    Ok((
+        SocketAddrV4::new(src, sport),
+        dst,
+        &bytes[ihl + 8..ihl + len],
+    ))
+}
+
 #[inline]
 fn parse_udp(
     dgram: &[u8],
@@ -840,6 +925,9 @@ pub struct Stack<N: Nic> {
     icmp_limit: RateLimiter,
     ports: PortAllocator,
     tcp: tcp::Tcp,
+    mode: ReceiveMode,
+    ip_queue: std::collections::VecDeque<Desc>,
+    ip_queue_cap: usize,
     rng: ChaCha8Rng,
     rxbuf: Box<[Desc]>,
     rx_batch: usize,
@@ -876,6 +964,9 @@ impl<N: Nic> Stack<N> {
         );
         Stack {
             tcp,
+            mode: cfg.mode,
+            ip_queue: std::collections::VecDeque::with_capacity(cfg.ip_queue_cap.max(1)),
+            ip_queue_cap: cfg.ip_queue_cap.max(1),
             out: Out {
                 nic,
                 mac,
@@ -965,10 +1056,17 @@ impl<N: Nic> Stack<N> {
     /// [`StackStats::frames_accounted`] this accounts for every frame:
     /// `rx_frames == frames_accounted() + queued_frames()`. O(queued).
     pub fn queued_frames(&self) -> usize {
-        self.demux
-            .channels()
-            .map(|c| c.iter().filter(|d| d.buf & REASM_TAG == 0).count())
-            .sum()
+        self.ip_queue.len()
+            + self
+                .demux
+                .channels()
+                .map(|c| c.iter().filter(|d| d.buf & REASM_TAG == 0).count())
+                .sum::<usize>()
+    }
+
+    /// The receive mode chosen at start-up.
+    pub fn mode(&self) -> ReceiveMode {
+        self.mode
     }
 
     #[inline]
@@ -986,17 +1084,48 @@ impl<N: Nic> Stack<N> {
         let n = self.out.nic.recv(&mut self.rxbuf[..self.rx_batch]);
         work.received = n;
         self.stats.rx_frames += n as u64;
-        for i in 0..n {
-            let d = self.rxbuf[i];
-            match self.out.nic.buffers().frame(d) {
-                Some(f) => {
-                    if self.demux.deliver(d, f).is_err() {
-                        self.out.release(d);
+        match self.mode {
+            ReceiveMode::SoftLrp => {
+                for i in 0..n {
+                    let d = self.rxbuf[i];
+                    match self.out.nic.buffers().frame(d) {
+                        Some(f) => {
+                            if self.demux.deliver(d, f).is_err() {
+                                self.out.release(d);
+                            }
+                        }
+                        None => {
+                            // Not a buffer we can name: nothing to release either.
+                            self.drop_rx(StackDrop::BadDescriptor);
+                        }
                     }
                 }
-                None => {
-                    // Not a buffer we can name: nothing to release either.
-                    self.drop_rx(StackDrop::BadDescriptor);
+            }
+            ReceiveMode::EarlyDemux => {
+                for i in 0..n {
+                    let d = self.rxbuf[i];
+                    self.rx_checked(d, true);
+                }
+            }
+            ReceiveMode::Eager => {
+                // The "interrupt": onto the shared IP queue, or dropped.
+                for i in 0..n {
+                    let d = self.rxbuf[i];
+                    if self.ip_queue.len() < self.ip_queue_cap {
+                        self.ip_queue.push_back(d);
+                    } else if self.out.nic.buffers().frame(d).is_some() {
+                        self.rx_fail(d, StackDrop::IpQueueFull);
+                    } else {
+                        self.drop_rx(StackDrop::BadDescriptor);
+                    }
+                }
+                // The "software interrupt": IP and UDP input for the whole
+                // queue (bounded by its capacity), then demultiplexing.
+                for _ in 0..self.ip_queue_cap {
+                    let Some(d) = self.ip_queue.pop_front() else {
+                        break;
+                    };
+                    self.rx_checked(d, false);
                 }
             }
         }
@@ -1018,12 +1147,62 @@ impl<N: Nic> Stack<N> {
             self.timers(now);
             self.next_timer = now + TIMER_INTERVAL_NS;
         }
+        if self.mode.eager_protocol() {
+            // TCP input at once, in the receive loop.
+            work.processed += self.tcp_service(now, 2 * self.rx_batch);
+        }
         if let Some(b) = self.out.spare.take() {
             self.out.release(Desc::new(b, 0));
         }
         self.out.flush_release();
         self.out.nic.flush();
         work
+    }
+
+    /// `eager` and `early-demux`: demultiplexes `d` and, for a UDP socket,
+    /// runs the IP and UDP checks now. With `early_drop`, a full channel
+    /// drops the frame before the checks; otherwise after them.
+    fn rx_checked(&mut self, d: Desc, early_drop: bool) {
+        let Some(f) = self.out.nic.buffers().frame(d) else {
+            self.drop_rx(StackDrop::BadDescriptor);
+            return;
+        };
+        let c = match self.demux.classify(f) {
+            crate::demux::Verdict::Channel(c)
+                if c != CONTROL && c != FRAGMENT && !self.is_tcp_channel(c) =>
+            {
+                c
+            }
+            _ => {
+                if self.demux.deliver(d, f).is_err() {
+                    self.out.release(d);
+                }
+                return;
+            }
+        };
+        let full = self
+            .demux
+            .channel(c)
+            .is_none_or(|ch| ch.len() >= ch.capacity());
+        if early_drop && full {
+            // Counted as an early discard by the classifier.
+            if self.demux.deliver(d, f).is_err() {
+                self.out.release(d);
+            }
+            return;
+        }
+        self.stats.udp_checked_in_poll += 1;
+        if let Err(e) = parse_udp_frame(f) {
+            return self.rx_fail(d, e);
+        }
+        let tagged = Desc {
+            buf: d.buf | CHECKED_TAG,
+            ..d
+        };
+        if self.demux.deliver(tagged, f).is_err() {
+            self.stats.udp_dropped_after_work += 1;
+            self.out.release(d);
+        }
     }
 
     fn timers(&mut self, now: u64) {
@@ -1486,7 +1665,10 @@ impl<N: Nic> Stack<N> {
                 self.store.free(d.buf & !REASM_TAG);
             } else {
                 self.stats.rx_frame_drops += 1;
-                self.out.release(d);
+                self.out.release(Desc {
+                    buf: d.buf & !CHECKED_TAG,
+                    ..d
+                });
             }
         }
         self.out.flush_release();
@@ -1540,11 +1722,23 @@ impl<N: Nic> Stack<N> {
                     }
                 }
             }
+            // Checked in the receive loop already (eager modes)?
+            let checked = d.buf & CHECKED_TAG != 0;
+            let d = Desc {
+                buf: d.buf & !CHECKED_TAG,
+                ..d
+            };
             let Some(frame) = self.out.nic.buffers().frame(d) else {
                 self.drop_rx(StackDrop::BadDescriptor);
                 continue;
             };
-            match parse_udp_frame(frame) {
+            let parsed = if checked {
+                parse_udp_frame_checked(frame)
+            } else {
+                self.stats.udp_checked_in_recv += 1;
+                parse_udp_frame(frame)
+            };
+            match parsed {
                 Ok((from, _, payload)) => {
                     if s.peer.is_some_and(|p| p != from) {
                         self.rx_fail(d, StackDrop::UdpNotFromPeer);

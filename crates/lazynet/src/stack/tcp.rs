@@ -227,6 +227,10 @@ impl Tcp {
         self.owner[i] = o;
     }
 
+    fn owner_of_pub(&self, c: u32) -> bool {
+        self.owner_of(c) != Owner::None
+    }
+
     fn owner_of(&self, c: u32) -> Owner {
         self.owner.get(c as usize).copied().unwrap_or(Owner::None)
     }
@@ -934,6 +938,11 @@ impl<N: Nic> Stack<N> {
             }
         }
         out.append(&mut self.tcp.events);
+    }
+
+    /// True if channel `c` belongs to a TCP connection or listener.
+    pub(super) fn is_tcp_channel(&self, c: ChannelId) -> bool {
+        self.tcp.owner_of_pub(c.0)
     }
 
     /// Counters of the TCP part.

@@ -661,3 +661,140 @@ fn reassembly_timeout_sends_time_exceeded_when_first_fragment_arrived() {
     assert_eq!(ic.data().len(), 28);
     assert_eq!(b.stats().icmp_time_exceeded_sent, 1);
 }
+
+// ----- Receive modes: where the work runs and where packets are dropped -----
+
+fn raw_mode(mode: ReceiveMode, chan_cap: usize, ipq: usize) -> (WireEnd, Stack<WireEnd>) {
+    let (a, b) = WirePair::new(WireConfig::default()).unwrap();
+    let c = StackConfig {
+        mode,
+        udp_channel_cap: chan_cap,
+        ip_queue_cap: ipq,
+        ..cfg(B)
+    };
+    (a, Stack::new(b, c))
+}
+
+fn assert_accounted(b: &Stack<WireEnd>) {
+    let st = b.stats();
+    assert_eq!(
+        st.frames_accounted() + b.queued_frames() as u64,
+        st.rx_frames
+    );
+}
+
+#[test]
+fn soft_lrp_checks_udp_in_recv_not_in_the_receive_loop() {
+    let (mut a, mut b) = raw_mode(ReceiveMode::SoftLrp, 8, 50);
+    let s = UdpSocket::bind(&mut b, SocketAddrV4::new(B, 7)).unwrap();
+    inject(&mut a, &udp_frame(9, 7, b"x"));
+    b.poll(0);
+    assert_eq!(b.stats().udp_checked_in_poll, 0);
+    let mut buf = [0u8; 8];
+    s.recv_from(&mut b, &mut buf).unwrap();
+    assert_eq!(b.stats().udp_checked_in_recv, 1);
+    assert_accounted(&b);
+}
+
+#[test]
+fn early_demux_checks_in_the_receive_loop_and_recv_does_not_repeat_it() {
+    let (mut a, mut b) = raw_mode(ReceiveMode::EarlyDemux, 8, 50);
+    let s = UdpSocket::bind(&mut b, SocketAddrV4::new(B, 7)).unwrap();
+    let mut bad = udp_frame(9, 7, b"bad");
+    let n = bad.len();
+    bad[n - 1] ^= 1;
+    inject(&mut a, &bad);
+    inject(&mut a, &udp_frame(9, 7, b"good"));
+    b.poll(0);
+    let st = b.stats();
+    assert_eq!(st.udp_checked_in_poll, 2);
+    assert_eq!(
+        st.drops_for(StackDrop::UdpChecksum),
+        1,
+        "dropped in the loop"
+    );
+    assert_eq!(s.pending(&b).unwrap(), 1);
+    let mut buf = [0u8; 8];
+    let (n, from) = s.recv_from(&mut b, &mut buf).unwrap();
+    assert_eq!((&buf[..n], from), (&b"good"[..], SocketAddrV4::new(A, 9)));
+    assert_eq!(b.stats().udp_checked_in_recv, 0);
+    assert_accounted(&b);
+}
+
+#[test]
+fn early_demux_drops_at_a_full_channel_before_any_work() {
+    let (mut a, mut b) = raw_mode(ReceiveMode::EarlyDemux, 2, 50);
+    let _s = UdpSocket::bind(&mut b, SocketAddrV4::new(B, 7)).unwrap();
+    for i in 0..5u8 {
+        inject(&mut a, &udp_frame(9, 7, &[i]));
+    }
+    b.poll(0);
+    let st = b.stats();
+    assert_eq!(
+        st.udp_checked_in_poll, 2,
+        "only the frames that fit were checked"
+    );
+    assert_eq!(st.demux.drops_for(crate::demux::DropReason::ChannelFull), 3);
+    assert_eq!(st.udp_dropped_after_work, 0);
+    assert_accounted(&b);
+}
+
+#[test]
+fn eager_checks_everything_then_drops_at_the_full_socket() {
+    let (mut a, mut b) = raw_mode(ReceiveMode::Eager, 2, 50);
+    let s = UdpSocket::bind(&mut b, SocketAddrV4::new(B, 7)).unwrap();
+    for i in 0..5u8 {
+        inject(&mut a, &udp_frame(9, 7, &[i]));
+    }
+    b.poll(0);
+    let st = b.stats();
+    assert_eq!(st.udp_checked_in_poll, 5, "work spent on every frame");
+    assert_eq!(st.udp_dropped_after_work, 3);
+    assert_eq!(s.pending(&b).unwrap(), 2);
+    let mut buf = [0u8; 8];
+    assert_eq!(s.recv_from(&mut b, &mut buf).unwrap().0, 1);
+    assert_eq!(buf[0], 0);
+    assert_accounted(&b);
+}
+
+#[test]
+fn eager_drops_beyond_the_shared_ip_queue() {
+    let (mut a, mut b) = raw_mode(ReceiveMode::Eager, 64, 3);
+    let s = UdpSocket::bind(&mut b, SocketAddrV4::new(B, 7)).unwrap();
+    for i in 0..5u8 {
+        inject(&mut a, &udp_frame(9, 7, &[i]));
+    }
+    b.poll(0);
+    let st = b.stats();
+    assert_eq!(st.drops_for(StackDrop::IpQueueFull), 2);
+    assert_eq!(st.udp_checked_in_poll, 3);
+    assert_eq!(s.pending(&b).unwrap(), 3);
+    assert_accounted(&b);
+}
+
+#[test]
+fn eager_modes_run_tcp_input_in_the_receive_loop_soft_lrp_does_not() {
+    for mode in [
+        ReceiveMode::Eager,
+        ReceiveMode::EarlyDemux,
+        ReceiveMode::SoftLrp,
+    ] {
+        let (a, b) = WirePair::new(WireConfig::default()).unwrap();
+        let mut sa = Stack::new(a, cfg(A));
+        let mut sb = Stack::new(b, StackConfig { mode, ..cfg(B) });
+        let _l = sb.tcp_listen(SocketAddrV4::new(B, 80), None, None).unwrap();
+        sa.tcp_connect(SocketAddrV4::new(B, 80), None, 0).unwrap();
+        for t in 1..4 {
+            sa.poll(t * MS);
+            sa.tcp_service(t * MS, 64);
+            sb.poll(t * MS);
+        }
+        let done = sb.stats().tcp.segments_in;
+        if mode == ReceiveMode::SoftLrp {
+            assert_eq!(done, 0, "{mode:?}: the SYN waits for the owner");
+        } else {
+            assert!(done >= 1, "{mode:?}: the SYN was processed in poll");
+        }
+        assert_accounted(&sb);
+    }
+}
