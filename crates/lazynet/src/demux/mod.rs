@@ -675,8 +675,17 @@ impl Classifier {
     /// still owns `d` and must release it.
     #[inline]
     pub fn deliver(&mut self, d: Desc, frame: &[u8]) -> Result<ChannelId, DropReason> {
+        let v = self.classify(frame);
+        self.deliver_classified(d, v)
+    }
+
+    /// [`Classifier::deliver`] for a frame already classified (by
+    /// [`Classifier::classify`], as the eager receive modes do before their
+    /// protocol work): queues and counts exactly as `deliver` would.
+    #[inline]
+    pub fn deliver_classified(&mut self, d: Desc, v: Verdict) -> Result<ChannelId, DropReason> {
         self.stats.frames += 1;
-        let r = match self.classify(frame) {
+        let r = match v {
             Verdict::Channel(c) => self.push_to(c, d),
             Verdict::Drop(r) => Err(r),
         };

@@ -41,7 +41,7 @@ use std::time::Instant;
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::demux::{BindError, ChannelId, Classifier, DemuxStats, CONTROL, FRAGMENT};
+use crate::demux::{BindError, ChannelId, Classifier, DemuxStats, Verdict, CONTROL, FRAGMENT};
 use crate::mem::Desc;
 use crate::nic::Nic;
 use crate::proto::arp::{ArpCache, ArpConfig, ArpCounters, ArpUpdate, Resolve};
@@ -1167,14 +1167,12 @@ impl<N: Nic> Stack<N> {
             self.drop_rx(StackDrop::BadDescriptor);
             return;
         };
-        let c = match self.demux.classify(f) {
-            crate::demux::Verdict::Channel(c)
-                if c != CONTROL && c != FRAGMENT && !self.is_tcp_channel(c) =>
-            {
-                c
-            }
+        // Classified once; `deliver_classified` queues and counts.
+        let v = self.demux.classify(f);
+        let c = match v {
+            Verdict::Channel(c) if c != CONTROL && c != FRAGMENT && !self.is_tcp_channel(c) => c,
             _ => {
-                if self.demux.deliver(d, f).is_err() {
+                if self.demux.deliver_classified(d, v).is_err() {
                     self.out.release(d);
                 }
                 return;
@@ -1186,7 +1184,7 @@ impl<N: Nic> Stack<N> {
             .is_none_or(|ch| ch.len() >= ch.capacity());
         if early_drop && full {
             // Counted as an early discard by the classifier.
-            if self.demux.deliver(d, f).is_err() {
+            if self.demux.deliver_classified(d, v).is_err() {
                 self.out.release(d);
             }
             return;
@@ -1199,7 +1197,7 @@ impl<N: Nic> Stack<N> {
             buf: d.buf | CHECKED_TAG,
             ..d
         };
-        if self.demux.deliver(tagged, f).is_err() {
+        if self.demux.deliver_classified(tagged, v).is_err() {
             self.stats.udp_dropped_after_work += 1;
             self.out.release(d);
         }

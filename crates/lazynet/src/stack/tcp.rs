@@ -227,7 +227,7 @@ impl Tcp {
         self.owner[i] = o;
     }
 
-    fn owner_of_pub(&self, c: u32) -> bool {
+    fn is_owned(&self, c: u32) -> bool {
         self.owner_of(c) != Owner::None
     }
 
@@ -823,17 +823,17 @@ impl<N: Nic> Stack<N> {
                 }
                 Owner::None => {}
             }
-            if matches!(self.tcp.owner_of(c), Owner::Conn(_) | Owner::Listener(_)) {
-                let full = match self.tcp.owner_of(c) {
-                    Owner::Listener(l) => self.tcp.listeners[l as usize]
-                        .as_ref()
-                        .is_some_and(|s| s.l.accept_queue_full()),
-                    _ => false,
-                };
-                // A full listener stays off the list until accept makes room.
-                if !full {
-                    self.demux.mark_ready(ChannelId(c));
-                }
+            // Frames left over (work bound): back on the list. A full
+            // listener stays off it until accept makes room.
+            let resume = match self.tcp.owner_of(c) {
+                Owner::Conn(_) => true,
+                Owner::Listener(l) => self.tcp.listeners[l as usize]
+                    .as_ref()
+                    .is_some_and(|s| !s.l.accept_queue_full()),
+                Owner::None => false,
+            };
+            if resume {
+                self.demux.mark_ready(ChannelId(c));
             }
         }
         ready.clear();
@@ -942,7 +942,7 @@ impl<N: Nic> Stack<N> {
 
     /// True if channel `c` belongs to a TCP connection or listener.
     pub(super) fn is_tcp_channel(&self, c: ChannelId) -> bool {
-        self.tcp.owner_of_pub(c.0)
+        self.tcp.is_owned(c.0)
     }
 
     /// Counters of the TCP part.
