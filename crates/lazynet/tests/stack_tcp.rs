@@ -510,3 +510,22 @@ fn a_handshake_ack_queued_before_the_synack_deadline_wins_over_the_timer() {
     );
     assert!(sb.tcp_accept(l, now).is_ok());
 }
+
+#[test]
+fn the_timer_heap_stays_bounded_under_connection_churn() {
+    // Each aborted attempt leaves its SYN retransmission deadline (1 s
+    // ahead) in the heap as a stale entry; thousands of attempts within
+    // that second must not grow the heap without bound.
+    let (mut sa, mut sb) = pair();
+    let mut now = 0;
+    let mut max = 0;
+    for _ in 0..5000 {
+        let c = sa.tcp_connect(SocketAddrV4::new(B, 81), None, now).unwrap();
+        sa.tcp_abort(c, now).unwrap();
+        now += 100_000; // 100 µs: all 5000 within 0.5 s
+        pump(&mut sa, &mut sb, now);
+        max = max.max(sa.tcp_timer_entries());
+    }
+    assert_eq!(sa.tcp_connections(), 0);
+    assert!(max <= 4 * 2 + 1024 + 2, "timer heap grew to {max}");
+}

@@ -941,6 +941,8 @@ pub struct Stack<N: Nic> {
 impl<N: Nic> Stack<N> {
     /// A stack on `nic` with configuration `cfg`.
     pub fn new(nic: N, cfg: StackConfig) -> Self {
+        // Channel entries carry tags in the top two bits of the buffer index.
+        debug_assert!(nic.buffers().count() < CHECKED_TAG, "too many NIC buffers");
         let mac = nic.mac();
         let mtu = nic.mtu();
         let mask = if cfg.prefix_len == 0 {

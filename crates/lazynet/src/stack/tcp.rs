@@ -68,6 +68,13 @@ pub const MAX_TX_PER_CALL: usize = 64;
 /// Frames one [`Stack::tcp_service`] processes for one channel before
 /// moving to the next ready channel (fairness between connections).
 pub const SERVICE_PER_CHANNEL: usize = 32;
+/// When output stopped for want of a transmit buffer, the connection is
+/// tried again after this long (buffers come back as the NIC sends).
+const TX_RETRY_NS: u64 = 1_000_000;
+/// The timer heap is rebuilt without stale entries when it holds more
+/// than this many per live slot (plus a constant): lazy deletion stays
+/// bounded whatever the churn.
+const TIMER_HEAP_SLACK: usize = 4;
 
 /// Names a TCP connection of a [`Stack`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -335,6 +342,7 @@ impl<N: Nic> Out<N> {
             Ok(h) => h,
             Err(_) => {
                 self.release(Desc::new(b, 0));
+                self.drop_tx(StackDrop::TxNoBuffer);
                 return Err(StackDrop::TxNoBuffer);
             }
         };
@@ -424,8 +432,12 @@ impl<N: Nic> Out<N> {
     }
 
     /// Sends what `conn` has to send: at most [`MAX_TX_PER_CALL`] segments.
-    fn conn_output(&mut self, conn: &mut Connection, ident: &mut u16, now: u64) -> usize {
-        let mut sent = 0;
+    /// Sends what `conn` has to send: at most [`MAX_TX_PER_CALL`] segments.
+    /// Returns the segments handed on, and whether it stopped for want of a
+    /// transmit buffer with output still pending (the caller retries soon).
+    fn conn_output(&mut self, conn: &mut Connection, ident: &mut u16, now: u64) -> (usize, bool) {
+        let (mut sent, mut ok) = (0, 0);
+        let mut starved = false;
         let mut batch = TxBatch::new();
         let src = *conn.local().ip();
         let dst = *conn.remote().ip();
@@ -441,6 +453,7 @@ impl<N: Nic> Out<N> {
             }
             let Some(b) = self.take_tx_buf() else {
                 self.drop_tx(StackDrop::TxNoBuffer);
+                starved = true;
                 break;
             };
             let repr = match self.nic.buffers_mut().buf_mut(b) {
@@ -464,11 +477,16 @@ impl<N: Nic> Out<N> {
                 break;
             };
             *ident = ident.wrapping_add(1);
-            let _ = self.tcp_emit(b, src, dst, &repr, sum, *ident, now, Some(&mut batch));
+            if self
+                .tcp_emit(b, src, dst, &repr, sum, *ident, now, Some(&mut batch))
+                .is_ok()
+            {
+                ok += 1;
+            }
             sent += 1;
         }
         self.send_batch(&mut batch);
-        sent
+        (ok, starved)
     }
 
     /// Hands the batched segments to the NIC in one call (one ring
@@ -594,6 +612,11 @@ impl<N: Nic> Stack<N> {
         let Some(slot) = self.tcp.conns.get_mut(idx as usize).and_then(|s| s.take()) else {
             return;
         };
+        if slot.in_events {
+            // Keep the event list bounded by live slots.
+            let dead = TcpEvent::Conn(TcpHandle { idx, gen: slot.gen });
+            self.tcp.events.retain(|e| *e != dead);
+        }
         let mut left = Vec::new();
         let _ = self
             .demux
@@ -617,7 +640,7 @@ impl<N: Nic> Stack<N> {
         let Some(Some(s)) = self.tcp.conns.get_mut(idx as usize) else {
             return;
         };
-        let sent = self.out.conn_output(&mut s.conn, &mut s.ip_ident, now);
+        let (sent, starved) = self.out.conn_output(&mut s.conn, &mut s.ip_ident, now);
         self.tcp.stats.segments_out += sent as u64;
         if s.detached && s.conn.state() == State::Closed {
             self.free_conn(idx);
@@ -635,13 +658,14 @@ impl<N: Nic> Stack<N> {
                 return;
             }
         }
-        Tcp::arm(
-            &mut self.tcp.timers,
-            &mut s.armed,
-            s.conn.poll_timeout(),
-            idx,
-            s.gen,
-        );
+        // Out of transmit buffers with output pending (a window update or
+        // an ACK has no timer of its own): try again shortly.
+        let retry = starved.then_some(now + TX_RETRY_NS);
+        let t = match (s.conn.poll_timeout(), retry) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        Tcp::arm(&mut self.tcp.timers, &mut s.armed, t, idx, s.gen);
         if event && !s.detached && !s.in_events {
             s.in_events = true;
             self.tcp
@@ -680,7 +704,7 @@ impl<N: Nic> Stack<N> {
                     // loss would wait for an RTO (found by
                     // stack_tcp_netsim: zero fast retransmits at 1% loss).
                     if !s.conn.ooo_intervals().is_empty() {
-                        let sent = self.out.conn_output(&mut s.conn, &mut s.ip_ident, now);
+                        let (sent, _) = self.out.conn_output(&mut s.conn, &mut s.ip_ident, now);
                         self.tcp.stats.segments_out += sent as u64;
                     }
                 }
@@ -780,6 +804,10 @@ impl<N: Nic> Stack<N> {
     /// work done; a channel left non-empty stays on the ready list.
     pub fn tcp_service(&mut self, now: u64, budget: usize) -> usize {
         let mut work = 0;
+        let live = self.tcp.conns.len() + self.tcp.listeners.len();
+        if self.tcp.timers.len() > TIMER_HEAP_SLACK * live + 1024 {
+            self.compact_timers();
+        }
         if self.tcp.tw.poll_timeout().is_some_and(|t| t <= now) {
             work += self.tcp.tw.poll_expired(now, budget);
         }
@@ -841,6 +869,25 @@ impl<N: Nic> Stack<N> {
         self.out.flush_release();
         self.out.nic.flush();
         work
+    }
+
+    /// Rebuilds the timer heap with only the entries a slot still has armed
+    /// (control path: O(entries), amortized over the pushes that made them
+    /// stale).
+    fn compact_timers(&mut self) {
+        let tcp = &mut self.tcp;
+        let (conns, listeners) = (&tcp.conns, &tcp.listeners);
+        let live = |&Reverse((t, id, gen)): &Reverse<(u64, u32, u32)>| {
+            if id & LISTENER_BIT != 0 {
+                matches!(listeners.get((id & !LISTENER_BIT) as usize),
+                    Some(Some(s)) if s.gen == gen && s.armed == Some(t))
+            } else {
+                matches!(conns.get(id as usize),
+                    Some(Some(s)) if s.gen == gen && s.armed == Some(t))
+            }
+        };
+        let kept: Vec<_> = tcp.timers.drain().filter(live).collect();
+        tcp.timers = BinaryHeap::from(kept);
     }
 
     /// Handles one popped timer entry; false if it was stale.
@@ -910,6 +957,12 @@ impl<N: Nic> Stack<N> {
         }
     }
 
+    /// Entries in the timer heap, stale ones included (for tests of its
+    /// bound).
+    pub fn tcp_timer_entries(&self) -> usize {
+        self.tcp.timers.len()
+    }
+
     /// Entries in the TIME-WAIT table.
     pub fn tcp_time_wait_len(&self) -> usize {
         self.tcp.tw.len()
@@ -923,21 +976,26 @@ impl<N: Nic> Stack<N> {
     /// Moves the connections and listeners that had something happen since
     /// the last call to `out` (each at most once).
     pub fn tcp_take_events(&mut self, out: &mut Vec<TcpEvent>) {
-        for e in &self.tcp.events {
-            match *e {
-                TcpEvent::Conn(h) => {
-                    if let Some(Some(s)) = self.tcp.conns.get_mut(h.idx as usize) {
-                        s.in_events = false;
-                    }
+        let tcp = &mut self.tcp;
+        let (conns, listeners) = (&mut tcp.conns, &mut tcp.listeners);
+        // Events of handles freed meanwhile are dropped here.
+        tcp.events.retain(|e| match *e {
+            TcpEvent::Conn(h) => match conns.get_mut(h.idx as usize) {
+                Some(Some(s)) if s.gen == h.gen => {
+                    s.in_events = false;
+                    true
                 }
-                TcpEvent::Listener(h) => {
-                    if let Some(Some(s)) = self.tcp.listeners.get_mut(h.idx as usize) {
-                        s.in_events = false;
-                    }
+                _ => false,
+            },
+            TcpEvent::Listener(h) => match listeners.get_mut(h.idx as usize) {
+                Some(Some(s)) if s.gen == h.gen => {
+                    s.in_events = false;
+                    true
                 }
-            }
-        }
-        out.append(&mut self.tcp.events);
+                _ => false,
+            },
+        });
+        out.append(&mut tcp.events);
     }
 
     /// True if channel `c` belongs to a TCP connection or listener.
@@ -970,7 +1028,11 @@ impl<N: Nic> Stack<N> {
     /// A segment to no connection and no listener (RFC 9293 §3.10.7.1,
     /// CLOSED): RST unless it is a RST, rate limited.
     pub(super) fn tcp_no_socket(&mut self, d: Desc, now: u64) {
-        let frame = self.out.nic.buffers().frame(d).unwrap_or(&[]);
+        let Some(frame) = self.out.nic.buffers().frame(d) else {
+            // Not a buffer we can name: nothing to release either.
+            self.drop_rx(StackDrop::BadDescriptor);
+            return;
+        };
         let seg = match parse_tcp_frame(frame) {
             Ok(s) => s,
             Err(e) => return self.rx_fail(d, e),
