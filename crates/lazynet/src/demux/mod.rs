@@ -254,6 +254,15 @@ fn key(addr: u32, port: u16) -> u64 {
     ((addr as u64) << 16) | port as u64
 }
 
+/// True if (`addr`, `port`) overlaps a binding in `map`: the same pair,
+/// the wildcard on that port, or — for the wildcard — our address `ours`.
+fn port_bound(map: &FxMap<u64, u32>, ours: u32, addr: Ipv4Addr, port: u16) -> bool {
+    let a = u32::from(addr);
+    map.contains_key(&key(a, port))
+        || map.contains_key(&key(0, port))
+        || (a == 0 && map.contains_key(&key(ours, port)))
+}
+
 /// The early-demultiplexing classifier.
 #[derive(Debug)]
 pub struct Classifier {
@@ -397,10 +406,13 @@ impl Classifier {
     /// True if UDP `port` is bound on `addr` or on the wildcard address
     /// (or, for the wildcard, on any address).
     pub fn udp_port_used(&self, addr: Ipv4Addr, port: u16) -> bool {
-        let a = u32::from(addr);
-        self.udp.contains_key(&key(a, port))
-            || self.udp.contains_key(&key(0, port))
-            || (a == 0 && self.udp.contains_key(&key(self.addr, port)))
+        port_bound(&self.udp, self.addr, addr, port)
+    }
+
+    /// Frames queued on channel `c` (0 if it does not exist).
+    #[inline]
+    pub fn queued(&self, c: ChannelId) -> usize {
+        self.channel(c).map_or(0, |ch| ch.len())
     }
 
     /// Binds UDP (`addr`, `port`) to a new channel of `cap` frames.
@@ -473,10 +485,7 @@ impl Classifier {
     /// True if TCP `port` has a listener on `addr` or on the wildcard
     /// address (or, for the wildcard, on our address).
     pub fn tcp_listen_used(&self, addr: Ipv4Addr, port: u16) -> bool {
-        let a = u32::from(addr);
-        self.tcp_listen.contains_key(&key(a, port))
-            || self.tcp_listen.contains_key(&key(0, port))
-            || (a == 0 && self.tcp_listen.contains_key(&key(self.addr, port)))
+        port_bound(&self.tcp_listen, self.addr, addr, port)
     }
 
     /// True if a TCP connection `local`–`remote` has a channel.

@@ -754,11 +754,6 @@ impl<N: Nic> Out<N> {
                 self.drop_tx(StackDrop::TxNoBuffer);
                 return Err(StackDrop::TxNoBuffer);
             }
-            let eth = EthernetRepr {
-                src: EthernetAddress(my_mac),
-                dst: EthernetAddress(mac.unwrap_or([0; 6])),
-                ethertype: ETHERTYPE_IPV4,
-            };
             let ip = Ipv4Repr {
                 src,
                 dst,
@@ -770,8 +765,7 @@ impl<N: Nic> Out<N> {
                 frag_offset: off as u16,
                 payload_len: len,
             };
-            let _ = eth.emit(buf);
-            let _ = ip.emit(&mut buf[ETH_LEN..]);
+            let _ = emit_eth_ipv4(buf, my_mac, mac.unwrap_or([0; 6]), &ip);
             copy_range(parts, off, &mut buf[ETH_LEN + 20..frame_len]);
             let d = Desc::new(b, frame_len as u16);
             match mac {
@@ -810,6 +804,18 @@ impl<N: Nic> Out<N> {
             }
         }
     }
+}
+
+/// Writes the Ethernet header (from `src_mac` to `dst_mac`, IPv4) and the
+/// IPv4 header `ip` at the start of `f`. False if `f` is too short.
+#[inline]
+fn emit_eth_ipv4(f: &mut [u8], src_mac: [u8; 6], dst_mac: [u8; 6], ip: &Ipv4Repr) -> bool {
+    let eth = EthernetRepr {
+        src: EthernetAddress(src_mac),
+        dst: EthernetAddress(dst_mac),
+        ethertype: ETHERTYPE_IPV4,
+    };
+    eth.emit(f).is_ok() && ip.emit(f.get_mut(ETH_LEN..).unwrap_or(&mut [])).is_ok()
 }
 
 /// Copies bytes `off..off + out.len()` of the concatenation of `parts`.
@@ -1649,7 +1655,7 @@ impl<N: Nic> Stack<N> {
     /// Frames waiting in a socket's channel (not yet processed).
     pub fn udp_pending(&self, h: UdpHandle) -> Result<usize, SocketError> {
         let s = self.sock(h)?;
-        Ok(self.demux.channel(s.chan).map_or(0, |c| c.len()))
+        Ok(self.demux.queued(s.chan))
     }
 
     /// Closes a socket; frames still queued are released and counted.
@@ -1688,7 +1694,7 @@ impl<N: Nic> Stack<N> {
         f: impl FnOnce(&[u8], SocketAddrV4) -> R,
     ) -> Result<R, SocketError> {
         let s = self.sock(h)?;
-        let mut budget = self.demux.channel(s.chan).map_or(0, |c| c.len());
+        let mut budget = self.demux.queued(s.chan);
         while budget > 0 {
             budget -= 1;
             let Some(d) = self.demux.channel_mut(s.chan).and_then(|c| c.pop()) else {

@@ -45,7 +45,9 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 
 use rand::RngCore;
 
-use super::{checked_ipv4, Out, SocketError, Stack, StackDrop, MAX_BATCH, REASM_TAG};
+use super::{
+    checked_ipv4, emit_eth_ipv4, Out, SocketError, Stack, StackDrop, MAX_BATCH, REASM_TAG,
+};
 use crate::demux::{BindError, ChannelId};
 use crate::mem::Desc;
 use crate::nic::Nic;
@@ -54,7 +56,7 @@ use crate::proto::tcp::{
     reset_for, Config, ConnError, Connection, EphemeralPorts, ListenConfig, Listener, Secret,
     State, TimeWaitConfig, TimeWaitTable, TwAction, TwKey,
 };
-use crate::wire::ethernet::{EthernetAddress, EthernetRepr, ETHERTYPE_IPV4, HEADER_LEN as ETH_LEN};
+use crate::wire::ethernet::HEADER_LEN as ETH_LEN;
 use crate::wire::ipv4::PROTO_TCP;
 use crate::wire::tcp::{TcpPacket, TcpRepr};
 use crate::wire::Ipv4Repr;
@@ -365,11 +367,6 @@ impl<N: Nic> Out<N> {
         let ok = match self.nic.buffers_mut().buf_mut(b) {
             Some(buf) if buf.len() >= end => {
                 let f = &mut buf[start..end];
-                let eth = EthernetRepr {
-                    src: EthernetAddress(my_mac),
-                    dst: EthernetAddress(mac.unwrap_or([0; 6])),
-                    ethertype: ETHERTYPE_IPV4,
-                };
                 let ip = Ipv4Repr {
                     src,
                     dst,
@@ -381,8 +378,7 @@ impl<N: Nic> Out<N> {
                     frag_offset: 0,
                     payload_len: hl + repr.payload_len,
                 };
-                eth.emit(f).is_ok()
-                    && ip.emit(&mut f[ETH_LEN..]).is_ok()
+                emit_eth_ipv4(f, my_mac, mac.unwrap_or([0; 6]), &ip)
                     && match payload_sum {
                         Some(sum) => repr
                             .emit_header_with_payload_sum(&mut f[ETH_LEN + 20..], src, dst, sum)
@@ -906,7 +902,7 @@ impl<N: Nic> Stack<N> {
             // instead of a SYN-ACK being retransmitted (or the half-open
             // entry expiring) first.
             let chan = s.chan;
-            let queued = self.demux.channel(chan).map_or(0, |c| c.len());
+            let queued = self.demux.queued(chan);
             if queued > 0 {
                 self.listen_input(idx, now, queued.min(MAX_BATCH));
             }
@@ -933,7 +929,7 @@ impl<N: Nic> Stack<N> {
         // interval (found by stack_tcp_netsim: an RTO every 200 ms on a
         // steady 100 ms path, the ACK queued at the deadline).
         let chan = s.chan;
-        let queued = self.demux.channel(chan).map_or(0, |c| c.len());
+        let queued = self.demux.queued(chan);
         if queued > 0 {
             self.conn_input(id, now, queued.min(MAX_BATCH));
         }
@@ -1160,7 +1156,7 @@ impl<N: Nic> Stack<N> {
     pub fn tcp_accept(&mut self, h: ListenHandle, now: u64) -> Result<TcpHandle, SocketError> {
         let s = self.tcp.listener(h)?;
         let chan = s.chan;
-        let queued = self.demux.channel(chan).map_or(0, |c| c.len());
+        let queued = self.demux.queued(chan);
         if self.listen_input(h.idx, now, queued.min(MAX_BATCH)) > 0 {
             self.listen_after(h.idx, now);
         }
@@ -1194,7 +1190,7 @@ impl<N: Nic> Stack<N> {
     /// Frames waiting in a listener's channel (not yet processed).
     pub fn tcp_listen_pending(&self, h: ListenHandle) -> Result<usize, SocketError> {
         let s = self.tcp.listener(h)?;
-        Ok(self.demux.channel(s.chan).map_or(0, |c| c.len()))
+        Ok(self.demux.queued(s.chan))
     }
 
     /// The address a listener was bound to.
@@ -1277,7 +1273,7 @@ impl<N: Nic> Stack<N> {
     /// queued at entry and [`MAX_BATCH`]) in the caller's context.
     fn conn_catch_up(&mut self, h: TcpHandle, now: u64) -> Result<(), SocketError> {
         let chan = self.tcp.conn(h)?.chan;
-        let queued = self.demux.channel(chan).map_or(0, |c| c.len());
+        let queued = self.demux.queued(chan);
         if queued > 0 {
             self.conn_input(h.idx, now, queued.min(MAX_BATCH));
             self.conn_after(h.idx, now, false);
@@ -1444,7 +1440,7 @@ impl<N: Nic> Stack<N> {
     /// Frames waiting in a connection's channel (not yet processed).
     pub fn tcp_pending(&self, h: TcpHandle) -> Result<usize, SocketError> {
         let s = self.tcp.conn(h)?;
-        Ok(self.demux.channel(s.chan).map_or(0, |c| c.len()))
+        Ok(self.demux.queued(s.chan))
     }
 
     /// Runs `f` on the connection (read-only), for tests and tools.
