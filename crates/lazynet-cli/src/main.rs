@@ -2,6 +2,7 @@
 //! and benchmarks. Programs live here, not in the library.
 
 mod echo;
+mod exp;
 mod http;
 mod linux_send;
 mod loadgen;
@@ -166,6 +167,50 @@ enum ExpCmd {
         #[arg(long, default_value = "results/nlf")]
         out: PathBuf,
     },
+    /// LRP Fig. 3: delivered vs offered UDP rate to 10x saturation, per
+    /// receive mode, Linux beside them.
+    Livelock(ExpArgs),
+    /// LRP Fig. 4: ping-pong latency on one socket while another is blasted.
+    LatencyUnderLoad(ExpArgs),
+    /// LRP Table 2: a compute worker's CPU share beside two RPC servers.
+    Fairness(ExpArgs),
+    /// LRP Fig. 5: HTTP transfers/s while SYNs flood another port.
+    SynFlood(ExpArgs),
+}
+
+/// Options of the overload experiments.
+#[derive(clap::Args)]
+struct ExpArgs {
+    /// A reduced run for CI (under a minute) that checks the qualitative shape.
+    #[arg(long)]
+    quick: bool,
+    /// Output directory (default: results/NAME).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Modes to run, comma-separated (default: all four).
+    #[arg(long, value_delimiter = ',')]
+    modes: Vec<String>,
+    /// Leave out the Linux series.
+    #[arg(long)]
+    no_linux: bool,
+}
+
+impl ExpArgs {
+    fn opts(self, name: &str) -> anyhow::Result<exp::ExpOpts> {
+        for m in &self.modes {
+            if !exp::MODES.contains(&m.as_str()) {
+                anyhow::bail!("unknown mode {m:?} (modes: {})", exp::MODES.join(", "));
+            }
+        }
+        Ok(exp::ExpOpts {
+            quick: self.quick,
+            out: self
+                .out
+                .unwrap_or_else(|| PathBuf::from(format!("results/{name}"))),
+            modes: self.modes,
+            no_linux: self.no_linux,
+        })
+    }
 }
 
 #[derive(Subcommand)]
@@ -461,6 +506,18 @@ fn main() -> anyhow::Result<()> {
         Cmd::Exp {
             what: ExpCmd::Nlf { quick, out },
         } => media::exp(quick, &out),
+        Cmd::Exp {
+            what: ExpCmd::Livelock(a),
+        } => exp::livelock::run(&a.opts("livelock")?),
+        Cmd::Exp {
+            what: ExpCmd::LatencyUnderLoad(a),
+        } => exp::latency::run(&a.opts("latency-under-load")?),
+        Cmd::Exp {
+            what: ExpCmd::Fairness(a),
+        } => exp::fairness::run(&a.opts("fairness")?),
+        Cmd::Exp {
+            what: ExpCmd::SynFlood(a),
+        } => exp::synflood::run(&a.opts("syn-flood")?),
         Cmd::Loadgen {
             what:
                 LoadgenCmd::Udp {

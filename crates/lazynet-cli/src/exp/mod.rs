@@ -1,0 +1,215 @@
+//! `lazynet exp …`: the overload experiments of the LRP paper (issue 4) —
+//! `livelock` (Fig. 3), `latency-under-load` (Fig. 4), `fairness` (Table 2)
+//! and `syn-flood` (Fig. 5). The NLF experiment lives in `media.rs`.
+//!
+//! **Owns:** what every experiment shares — the options ([`ExpOpts`]), the
+//! results directory and its files ([`Results`]: `NAME.csv`, `NAME.txt`
+//! with the command, machine, date and modes, `NAME.png`), the progress
+//! display ([`progress`]), pinning the host to one core ([`pin_host`]), and
+//! the shape checks that `--quick` turns into a pass/fail for CI
+//! ([`Checks`]).
+//!
+//! **May not touch:** the stack's internals; experiments drive lazynet only
+//! through its public API, as a user program would.
+//!
+//! Placement on this 2-core machine: the host (the server under test) runs
+//! on CPU [`HOST_CPU`]; load generators, clients and — in `ni-lrp` — the NI
+//! thread run on the other CPU ([`LOAD_CPU`]). Every load is bounded in
+//! count and time.
+
+// Until the four experiments land (this session), parts are unused.
+#![allow(dead_code)]
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use indicatif::{ProgressBar, ProgressStyle};
+
+pub mod fairness;
+pub mod latency;
+pub mod livelock;
+pub mod synflood;
+
+/// The CPU the host (server under test) is pinned to.
+pub const HOST_CPU: usize = 1;
+/// The CPU for generators, clients and the NI thread.
+pub const LOAD_CPU: usize = 0;
+
+/// The receive modes, in the order results list them.
+pub const MODES: [&str; 4] = ["eager", "early-demux", "soft-lrp", "ni-lrp"];
+
+/// Options every experiment takes.
+#[derive(Clone, Debug)]
+pub struct ExpOpts {
+    /// The reduced run for CI (under a minute), with shape checks that fail
+    /// the command when the qualitative result is not there.
+    pub quick: bool,
+    /// Output directory (`results/NAME` by default).
+    pub out: PathBuf,
+    /// Modes to run (default: all of [`MODES`]).
+    pub modes: Vec<String>,
+    /// Leave out the Linux series (e.g. without root).
+    pub no_linux: bool,
+}
+
+impl ExpOpts {
+    /// True if `mode` was asked for.
+    pub fn wants(&self, mode: &str) -> bool {
+        self.modes.is_empty() || self.modes.iter().any(|m| m == mode)
+    }
+
+    /// True if the Linux series should run: asked for, and we are root (it
+    /// needs namespaces). Under `CI=true` a missing root is an error, never
+    /// a silent skip.
+    pub fn linux(&self) -> anyhow::Result<bool> {
+        if self.no_linux {
+            return Ok(false);
+        }
+        if is_root() {
+            return Ok(true);
+        }
+        if std::env::var("CI").as_deref() == Ok("true") {
+            bail!("the Linux series needs root (CI=true: not skipping)");
+        }
+        eprintln!("skipped: Linux series needs root");
+        Ok(false)
+    }
+}
+
+/// True if we run as root.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no memory effects.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Pins the calling (host) thread to [`HOST_CPU`] if the machine has it.
+/// Returns the CPU it is pinned to, if any.
+pub fn pin_host() -> Option<usize> {
+    (crate::util::cpus() > HOST_CPU && crate::util::pin_to(HOST_CPU)).then_some(HOST_CPU)
+}
+
+/// Pins the calling thread (generator, clients, NI) to [`LOAD_CPU`].
+pub fn pin_load() -> Option<usize> {
+    crate::util::pin_to(LOAD_CPU).then_some(LOAD_CPU)
+}
+
+/// A progress bar over `len` steps (points of a sweep), drawn on stderr.
+pub fn progress(len: u64, what: &str) -> ProgressBar {
+    let bar = ProgressBar::new(len);
+    if let Ok(style) =
+        ProgressStyle::with_template("{msg:>24} [{bar:30}] {pos}/{len} ({elapsed}, eta {eta})")
+    {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.set_message(what.to_string());
+    bar.enable_steady_tick(Duration::from_millis(500));
+    bar
+}
+
+/// The files of one experiment run.
+pub struct Results {
+    dir: PathBuf,
+    name: &'static str,
+    header: &'static str,
+    rows: Vec<String>,
+    notes: String,
+}
+
+impl Results {
+    /// Results of experiment `name` into `dir`, CSV columns `header`
+    /// (comma-separated, no newline).
+    pub fn new(dir: &Path, name: &'static str, header: &'static str) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        Ok(Results {
+            dir: dir.to_path_buf(),
+            name,
+            header,
+            rows: Vec::new(),
+            notes: String::new(),
+        })
+    }
+
+    /// Adds a CSV row (fields already formatted, comma-separated); prints it.
+    pub fn row(&mut self, row: String) {
+        println!("  {row}");
+        self.rows.push(row);
+    }
+
+    /// Adds a line to the summary (`NAME.txt`); prints it.
+    pub fn note(&mut self, line: impl AsRef<str>) {
+        println!("{}", line.as_ref());
+        self.notes.push_str(line.as_ref());
+        self.notes.push('\n');
+    }
+
+    /// The path of `NAME.EXT` in the results directory.
+    pub fn path(&self, ext: &str) -> PathBuf {
+        self.dir.join(format!("{}.{ext}", self.name))
+    }
+
+    /// Writes `NAME.csv` and `NAME.txt` (the command line, machine, date,
+    /// `opts`, then the notes).
+    pub fn write(&self, opts: &ExpOpts) -> anyhow::Result<()> {
+        let mut csv = String::new();
+        csv.push_str(self.header);
+        csv.push('\n');
+        for r in &self.rows {
+            csv.push_str(r);
+            csv.push('\n');
+        }
+        std::fs::write(self.path("csv"), csv)?;
+        let mut txt = String::new();
+        let args: Vec<String> = std::env::args().collect();
+        let _ = writeln!(txt, "command: {}", args.join(" "));
+        txt.push_str(&crate::serve::machine_line());
+        let _ = writeln!(
+            txt,
+            "quick: {}; modes: {}; host CPU {HOST_CPU}, load CPU {LOAD_CPU}",
+            opts.quick,
+            if opts.modes.is_empty() {
+                MODES.join(",")
+            } else {
+                opts.modes.join(",")
+            }
+        );
+        txt.push('\n');
+        txt.push_str(&self.notes);
+        std::fs::write(self.path("txt"), txt)?;
+        Ok(())
+    }
+}
+
+/// Shape checks: in `--quick` runs a failed check fails the command (CI);
+/// in full runs every check is reported as a goal met or missed.
+#[derive(Default)]
+pub struct Checks {
+    failed: Vec<String>,
+    lines: Vec<String>,
+}
+
+impl Checks {
+    /// Records `what`, met if `ok`.
+    pub fn check(&mut self, ok: bool, what: impl Into<String>) {
+        let what = what.into();
+        self.lines
+            .push(format!("{} {what}", if ok { "met:   " } else { "MISSED:" }));
+        if !ok {
+            self.failed.push(what);
+        }
+    }
+
+    /// Writes the checks into `res`'s notes; in a quick run, fails if any
+    /// check failed.
+    pub fn finish(self, res: &mut Results, quick: bool) -> anyhow::Result<()> {
+        res.note("goals:");
+        for l in &self.lines {
+            res.note(format!("  {l}"));
+        }
+        if quick && !self.failed.is_empty() {
+            bail!("shape checks failed: {}", self.failed.join("; "));
+        }
+        Ok(())
+    }
+}
