@@ -213,3 +213,20 @@ impl Checks {
         Ok(())
     }
 }
+
+/// The fixed work a server spends per request or datagram in the
+/// experiments (and in their Linux counterparts): `iters` rounds of a
+/// xorshift-multiply hash — the same instructions in every mode and in
+/// Linux, registers only, no memory traffic, so it costs the same wherever
+/// it runs. Returns the hash so the compiler cannot drop it.
+#[inline(never)]
+pub fn work(iters: u32, seed: u64) -> u64 {
+    let mut x = seed | 1;
+    for _ in 0..iters {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x = x.wrapping_mul(0x2545_f491_4f6c_dd1d);
+    }
+    std::hint::black_box(x)
+}
