@@ -493,6 +493,12 @@ impl Classifier {
         self.channels.get_mut(id.0 as usize)?.as_mut()
     }
 
+    /// Number of channel slots (ids `0..channel_slots()`; freed ones are
+    /// empty).
+    pub fn channel_slots(&self) -> usize {
+        self.channels.len()
+    }
+
     /// Every existing channel.
     pub fn channels(&self) -> impl Iterator<Item = &Channel> + '_ {
         self.channels.iter().flatten()
@@ -696,7 +702,7 @@ impl Classifier {
     /// consumer that stopped at its work bound).
     pub fn mark_ready(&mut self, c: ChannelId) {
         if let Some(Some(ch)) = self.channels.get_mut(c.0 as usize) {
-            if ch.notify && !ch.in_ready && ch.len() > 0 {
+            if ch.notify && !ch.in_ready && !ch.is_empty() {
                 ch.in_ready = true;
                 self.ready.push(c.0);
             }

@@ -65,6 +65,7 @@ impl ReadyFlag {
     #[cfg(loom)]
     #[doc(hidden)]
     pub fn disarm_weak(&self) {
-        self.armed.store(false, std::sync::atomic::Ordering::Relaxed);
+        self.armed
+            .store(false, std::sync::atomic::Ordering::Relaxed);
     }
 }
