@@ -44,7 +44,7 @@ fn pair() -> (Stack<WireEnd>, Stack<NiNic>, NiEngine<WireEnd>) {
 
 /// Drives the engine: stepped on this thread, or already running on its own.
 enum Ni {
-    Stepped(NiEngine<WireEnd>),
+    Stepped(Box<NiEngine<WireEnd>>),
     Threaded(std::thread::JoinHandle<WireEnd>, Arc<AtomicBool>),
 }
 
@@ -61,7 +61,7 @@ impl Ni {
                 .expect("NI thread");
             Ni::Threaded(h, stop)
         } else {
-            Ni::Stepped(e)
+            Ni::Stepped(Box::new(e))
         }
     }
 
