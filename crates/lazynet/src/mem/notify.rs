@@ -33,9 +33,15 @@ use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::AcqRel;
 
 /// One channel's armed flag.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ReadyFlag {
     armed: AtomicBool,
+}
+
+impl Default for ReadyFlag {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl ReadyFlag {
@@ -58,6 +64,11 @@ impl ReadyFlag {
     #[inline]
     pub fn disarm(&self) {
         self.armed.swap(false, AcqRel);
+    }
+
+    /// True while armed (for diagnostics; racy by nature).
+    pub fn is_armed(&self) -> bool {
+        self.armed.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Test knob (loom builds only): disarm with a plain `Relaxed` store,
