@@ -90,6 +90,10 @@ pub const NI_CMDS_PER_STEP: usize = 64;
 pub const NI_RELEASES_PER_STEP: usize = 4 * MAX_BATCH;
 /// Steps the NI retries frames the real NIC refused before it drops them.
 pub const NI_TX_RETRY_STEPS: u32 = 1024;
+/// Idle steps after which [`NiEngine::run`] yields its CPU between steps.
+const NI_IDLE_YIELD_AFTER: u32 = 1 << 10;
+/// Idle steps after which [`NiEngine::run`] naps 20 µs between steps.
+const NI_IDLE_NAP_AFTER: u32 = 1 << 16;
 /// Capacity of the ready ring (channels notified at once; more wait on the NI).
 const READY_RING: u32 = 1024;
 
@@ -809,8 +813,12 @@ impl<N: Nic> NiEngine<N> {
             if self.step() == 0 {
                 idle = idle.saturating_add(1);
                 // A spinning NI core is the model; still let a shared core
-                // breathe when there has been nothing to do for a while.
-                if idle > 1024 {
+                // breathe when there has been nothing to do for a while:
+                // yield after ~1k idle steps, nap briefly after ~64k (a
+                // long idle period; the nap bounds the added latency).
+                if idle > NI_IDLE_NAP_AFTER {
+                    std::thread::sleep(std::time::Duration::from_micros(20));
+                } else if idle > NI_IDLE_YIELD_AFTER {
                     std::thread::yield_now();
                 }
             } else {
