@@ -671,6 +671,14 @@ impl<N: Nic> NiEngine<N> {
             self.leftover.clear();
         }
         if n > 0 {
+            // Room for every channel in the notification lists, reserved
+            // here on the control path so that `notify` never allocates.
+            let want = self.demux.channel_slots() + 2;
+            for v in [&mut self.ready_ids, &mut self.ready_pend] {
+                if v.capacity() < want {
+                    v.reserve(want - v.len());
+                }
+            }
             self.applied += n as u64;
             // Release: every push onto a ring unbound by these commands
             // happened before; the host drains it after an Acquire load.
