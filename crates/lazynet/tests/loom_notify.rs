@@ -68,3 +68,29 @@ fn disarm_with_a_plain_store_strands_a_frame() {
         "expected the stranded-frame assertion, got: {msg}"
     );
 }
+
+/// Retiring an unbound channel's ring: the NI pushes its last frames, then
+/// publishes that it applied the unbind; the host drains the ring once it
+/// reads the count, and must find every frame.
+#[test]
+fn a_retired_ring_is_drained_completely() {
+    use lazynet::mem::Applied;
+    loom::model(|| {
+        let (mut p, mut c) = ring::heap::<u32>(2);
+        let applied = Arc::new(Applied::new());
+        let ni_applied = applied.clone();
+        let ni = loom::thread::spawn(move || {
+            assert!(p.push(&[1, 2]) == 2);
+            ni_applied.publish(1);
+        });
+        while applied.get() < 1 {
+            loom::thread::yield_now();
+        }
+        let mut got = Vec::new();
+        while let Some(v) = c.pop_one() {
+            got.push(v);
+        }
+        assert_eq!(got, [1, 2], "the drain missed a frame");
+        ni.join().unwrap();
+    });
+}

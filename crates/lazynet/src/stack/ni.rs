@@ -72,7 +72,7 @@
 //! it is kept alive by every clone of the area).
 
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
@@ -81,7 +81,7 @@ use std::thread::JoinHandle;
 use super::{ReceiveMode, Stack, StackConfig, StackDrop, MAX_BATCH};
 use crate::demux::{ChannelId, Classifier, DemuxStats, DropReason, Link, CONTROL, FRAGMENT};
 use crate::mem::ring::{self, Consumer, Producer};
-use crate::mem::{BufArea, Desc, ReadyFlag};
+use crate::mem::{Applied, BufArea, Desc, ReadyFlag};
 use crate::nic::Nic;
 
 /// Commands the NI applies per step (the rest wait for the next one).
@@ -133,7 +133,7 @@ pub(super) enum Cmd {
 
 /// Counters the NI publishes (running totals, single writer).
 struct Shared {
-    applied: AtomicU64,
+    applied: Applied,
     rx_frames: AtomicU64,
     demux_frames: AtomicU64,
     demux_enqueued: AtomicU64,
@@ -148,7 +148,7 @@ struct Shared {
 impl Shared {
     fn new() -> Self {
         Shared {
-            applied: AtomicU64::new(0),
+            applied: Applied::new(),
             rx_frames: AtomicU64::new(0),
             demux_frames: AtomicU64::new(0),
             demux_enqueued: AtomicU64::new(0),
@@ -199,7 +199,7 @@ fn snapshot(s: &Shared) -> NiStats {
         tx_forwarded: s.tx_forwarded.load(Relaxed),
         tx_dropped: s.tx_dropped.load(Relaxed),
         tx_retries: s.tx_retries.load(Relaxed),
-        commands_applied: s.applied.load(Acquire),
+        commands_applied: s.applied.get(),
         command_errors: s.cmd_errors.load(Relaxed),
     }
 }
@@ -281,7 +281,7 @@ impl NiHost {
     }
 
     fn applied(&self) -> u64 {
-        self.shared.applied.load(Acquire)
+        self.shared.applied.get()
     }
 }
 
@@ -680,9 +680,9 @@ impl<N: Nic> NiEngine<N> {
                 }
             }
             self.applied += n as u64;
-            // Release: every push onto a ring unbound by these commands
-            // happened before; the host drains it after an Acquire load.
-            self.shared.applied.store(self.applied, Release);
+            // Every push onto a ring unbound by these commands happened
+            // before: the host may drain it (mem::notify::Applied).
+            self.shared.applied.publish(self.applied);
         }
         n
     }
