@@ -58,9 +58,12 @@ use crate::wire::icmp::{self, IcmpPacket};
 use crate::wire::ipv4::{PROTO_ICMP, PROTO_UDP};
 use crate::wire::{ArpOperation, ArpPacket, ArpRepr, Ipv4Packet, Ipv4Repr, UdpPacket, UdpRepr};
 
+mod ni;
 mod tcp;
 #[cfg(test)]
 mod tests;
+
+pub use ni::{NiEngine, NiNic, NiStats, NI_CMDS_PER_STEP, NI_RELEASES_PER_STEP, NI_TX_RETRY_STEPS};
 
 pub use tcp::{
     ListenHandle, TcpEvent, TcpHandle, TcpStats, MAX_TX_PER_CALL, SERVICE_PER_CHANNEL,
@@ -98,12 +101,32 @@ pub enum ReceiveMode {
     /// protocol handler ([`Stack::tcp_service`]).
     #[default]
     SoftLrp,
+    /// Lazy receiver processing with NI demux (LRP §3.2): demultiplexing
+    /// and early discard run on a separate NI thread ([`NiEngine`], built by
+    /// [`Stack::new_ni_lrp`]); the host spends nothing on a frame until its
+    /// owner takes it; protocol work is placed as in `SoftLrp`. Given to
+    /// [`Stack::new`], which has no NI thread to run it on, it means
+    /// `SoftLrp` (and [`Stack::mode`] says so).
+    NiLrp,
 }
 
 impl ReceiveMode {
     /// True if the receive loop runs protocol processing itself.
     pub const fn eager_protocol(self) -> bool {
-        !matches!(self, ReceiveMode::SoftLrp)
+        !matches!(self, ReceiveMode::SoftLrp | ReceiveMode::NiLrp)
+    }
+
+    /// Every mode, in the order of the table in ARCHITECTURE.md.
+    pub const ALL: [ReceiveMode; 4] = [
+        ReceiveMode::Eager,
+        ReceiveMode::EarlyDemux,
+        ReceiveMode::SoftLrp,
+        ReceiveMode::NiLrp,
+    ];
+
+    /// The mode named `s` (as [`ReceiveMode::name`] writes it).
+    pub fn from_name(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|m| m.name() == s)
     }
 
     /// The name used on command lines and in results.
@@ -112,6 +135,7 @@ impl ReceiveMode {
             ReceiveMode::Eager => "eager",
             ReceiveMode::EarlyDemux => "early-demux",
             ReceiveMode::SoftLrp => "soft-lrp",
+            ReceiveMode::NiLrp => "ni-lrp",
         }
     }
 }
@@ -946,6 +970,8 @@ pub struct Stack<N: Nic> {
     next_timer: u64,
     epoch: Instant,
     stats: StackStats,
+    /// `ni-lrp`: the link to the NI thread.
+    ni: Option<Box<ni::NiHost>>,
 }
 
 impl<N: Nic> Stack<N> {
@@ -976,7 +1002,11 @@ impl<N: Nic> Stack<N> {
         );
         Stack {
             tcp,
-            mode: cfg.mode,
+            // Without an NI thread, NI demux is soft demux (documented rule).
+            mode: match cfg.mode {
+                ReceiveMode::NiLrp => ReceiveMode::SoftLrp,
+                m => m,
+            },
             ip_queue: std::collections::VecDeque::with_capacity(cfg.ip_queue_cap.max(1)),
             ip_queue_cap: cfg.ip_queue_cap.max(1),
             out: Out {
@@ -1014,6 +1044,7 @@ impl<N: Nic> Stack<N> {
             next_timer: 0,
             epoch: Instant::now(),
             stats: StackStats::default(),
+            ni: None,
         }
     }
 
@@ -1060,6 +1091,7 @@ impl<N: Nic> Stack<N> {
         s.arp = self.out.arp.counters();
         s.reasm = self.reasm.counters();
         s.tcp = self.tcp.stats.clone();
+        self.ni_merge(&mut s);
         s
     }
 
@@ -1072,8 +1104,9 @@ impl<N: Nic> Stack<N> {
             + self
                 .demux
                 .channels()
-                .map(|c| c.iter().filter(|d| d.buf & REASM_TAG == 0).count())
+                .map(|c| c.iter().filter(|d| d.buf & REASM_TAG == 0).count() + c.inbound_len())
                 .sum::<usize>()
+            + self.ni_retired_frames()
     }
 
     /// The receive mode chosen at start-up.
@@ -1097,7 +1130,8 @@ impl<N: Nic> Stack<N> {
         work.received = n;
         self.stats.rx_frames += n as u64;
         match self.mode {
-            ReceiveMode::SoftLrp => {
+            // ni-lrp: the proxy NIC delivers nothing; frames are on channels.
+            ReceiveMode::SoftLrp | ReceiveMode::NiLrp => {
                 for i in 0..n {
                     let d = self.rxbuf[i];
                     match self.out.nic.buffers().frame(d) {
@@ -1165,6 +1199,9 @@ impl<N: Nic> Stack<N> {
         }
         if let Some(b) = self.out.spare.take() {
             self.out.release(Desc::new(b, 0));
+        }
+        if self.ni.is_some() {
+            self.ni_retire();
         }
         self.out.flush_release();
         self.out.nic.flush();
@@ -1614,6 +1651,8 @@ impl<N: Nic> Stack<N> {
                 BindError::AddrInUse => SocketError::AddrInUse,
                 BindError::NoChannel => SocketError::BadHandle,
             })?;
+        let cap = cap.unwrap_or(self.udp_channel_cap);
+        self.ni_bind(chan, cap, ni::BindKind::Udp(addr, port));
         let s = UdpSock {
             local: SocketAddrV4::new(addr, port),
             chan,
@@ -1669,6 +1708,7 @@ impl<N: Nic> Stack<N> {
         let _ = self
             .demux
             .unbind_udp(*s.local.ip(), s.local.port(), &mut left);
+        self.ni_unbind(ni::BindKind::Udp(*s.local.ip(), s.local.port()));
         for d in left {
             self.stats.drops[StackDrop::SocketClosed as usize] += 1;
             if d.buf & REASM_TAG != 0 {

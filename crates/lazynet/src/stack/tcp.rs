@@ -606,6 +606,8 @@ impl<N: Nic> Stack<N> {
                 BindError::AddrInUse => SocketError::AddrInUse,
                 BindError::NoChannel => SocketError::BadHandle,
             })?;
+        let cap = self.tcp.chan_cap;
+        self.ni_bind(chan, cap, super::ni::BindKind::Conn(local, remote));
         let idx = match self.tcp.free_conns.pop() {
             Some(i) => i,
             None => {
@@ -642,6 +644,10 @@ impl<N: Nic> Stack<N> {
         let _ = self
             .demux
             .unbind_tcp_conn(slot.conn.local(), slot.conn.remote(), &mut left);
+        self.ni_unbind(super::ni::BindKind::Conn(
+            slot.conn.local(),
+            slot.conn.remote(),
+        ));
         self.tcp.set_owner(slot.chan, Owner::None);
         for d in left {
             self.stats.drops[StackDrop::SocketClosed as usize] += 1;
@@ -1222,6 +1228,7 @@ impl<N: Nic> Stack<N> {
             .demux
             .bind_tcp_listen(addr, local.port(), cap)
             .map_err(|_| SocketError::AddrInUse)?;
+        self.ni_bind(chan, cap, super::ni::BindKind::Listen(addr, local.port()));
         let cfg = cfg.unwrap_or(self.tcp.cfg);
         let mut cfg = self.fit(cfg);
         // Each passive connection gets its own offset from the listener's
@@ -1312,6 +1319,7 @@ impl<N: Nic> Stack<N> {
         let _ = self
             .demux
             .unbind_tcp_listen(*s.bound.ip(), s.bound.port(), &mut left);
+        self.ni_unbind(super::ni::BindKind::Listen(*s.bound.ip(), s.bound.port()));
         self.tcp.set_owner(s.chan, Owner::None);
         for d in left {
             self.stats.drops[StackDrop::SocketClosed as usize] += 1;

@@ -675,7 +675,7 @@ fn raw_mode(mode: ReceiveMode, chan_cap: usize, ipq: usize) -> (WireEnd, Stack<W
     (a, Stack::new(b, c))
 }
 
-fn assert_accounted(b: &Stack<WireEnd>) {
+fn assert_accounted<N: Nic>(b: &Stack<N>) {
     let st = b.stats();
     assert_eq!(
         st.frames_accounted() + b.queued_frames() as u64,
@@ -796,5 +796,174 @@ fn eager_modes_run_tcp_input_in_the_receive_loop_soft_lrp_does_not() {
             assert!(done >= 1, "{mode:?}: the SYN was processed in poll");
         }
         assert_accounted(&sb);
+    }
+}
+
+// ----- ni-lrp: demultiplexing on the NI, nothing on the host -----
+
+/// Raw wire end A, and stack B in `ni-lrp` with its engine (stepped here).
+fn raw_ni(chan_cap: usize) -> (WireEnd, Stack<NiNic>, NiEngine<WireEnd>) {
+    let (a, b) = WirePair::new(WireConfig::default()).unwrap();
+    let c = StackConfig {
+        udp_channel_cap: chan_cap,
+        ..cfg(B)
+    };
+    let (s, e) = Stack::new_ni_lrp(b, c);
+    (a, s, e)
+}
+
+/// Gives everything back (quiesce, last NI pass) and checks that every
+/// buffer of both ends is free again: none was lost on the way.
+fn assert_all_buffers_back(mut a: WireEnd, mut b: Stack<NiNic>, mut e: NiEngine<WireEnd>) {
+    let mut done = false;
+    for _ in 0..8 {
+        e.step();
+        if b.ni_quiesce() {
+            done = true;
+            break;
+        }
+    }
+    assert!(done, "quiesce acknowledged");
+    assert_eq!(b.nic().lost_releases(), 0);
+    let mut nic = e.finish();
+    capture(&mut a);
+    a.reclaim();
+    nic.reclaim();
+    assert_eq!(a.free_buffers(), 512, "A's buffers all came back");
+    assert_eq!(nic.free_buffers(), 512, "B's buffers all came back");
+    assert_accounted(&b);
+}
+
+#[test]
+fn ni_lrp_frames_reach_the_channel_without_the_host_polling() {
+    let (mut a, mut b, mut e) = raw_ni(8);
+    assert_eq!(b.mode(), ReceiveMode::NiLrp);
+    let s = UdpSocket::bind(&mut b, SocketAddrV4::new(B, 7)).unwrap();
+    e.step(); // applies the bind
+    inject(&mut a, &udp_frame(9, 7, b"x"));
+    inject(&mut a, &udp_frame(9, 7, b"y"));
+    e.step();
+    // No b.poll(): the frames are on the socket's channel already.
+    assert_eq!(s.pending(&b).unwrap(), 2);
+    assert_eq!(b.demux().stats().frames, 0, "the host classified nothing");
+    let st = b.stats();
+    assert_eq!(
+        (st.rx_frames, st.demux.frames, st.demux.enqueued),
+        (2, 2, 2)
+    );
+    assert_eq!((st.udp_checked_in_poll, st.udp_checked_in_recv), (0, 0));
+    assert_accounted(&b);
+    let mut buf = [0u8; 8];
+    let (n, from) = s.recv_from(&mut b, &mut buf).unwrap();
+    assert_eq!((&buf[..n], from), (&b"x"[..], SocketAddrV4::new(A, 9)));
+    assert_eq!(b.stats().udp_checked_in_recv, 1, "checked in recv");
+    assert_eq!(b.demux().stats().frames, 0);
+    assert_accounted(&b);
+    assert_all_buffers_back(a, b, e);
+}
+
+#[test]
+fn ni_lrp_drops_at_the_full_channel_on_the_ni() {
+    let (mut a, mut b, mut e) = raw_ni(2);
+    let s = UdpSocket::bind(&mut b, SocketAddrV4::new(B, 7)).unwrap();
+    e.step();
+    for i in 0..5u8 {
+        inject(&mut a, &udp_frame(9, 7, &[i]));
+    }
+    e.step();
+    let st = b.stats();
+    assert_eq!(st.demux.drops_for(crate::demux::DropReason::ChannelFull), 3);
+    assert_eq!(
+        b.ni_stats()
+            .unwrap()
+            .demux
+            .drops_for(crate::demux::DropReason::ChannelFull),
+        3,
+        "counted on the NI"
+    );
+    assert_eq!(b.demux().stats().dropped(), 0, "no drop work on the host");
+    assert_eq!(st.udp_checked_in_poll + st.udp_checked_in_recv, 0);
+    assert_eq!(s.pending(&b).unwrap(), 2);
+    assert_accounted(&b);
+    let mut buf = [0u8; 8];
+    assert_eq!(s.recv_from(&mut b, &mut buf).unwrap().0, 1);
+    assert_eq!(buf[0], 0, "the first frames were kept");
+    assert_accounted(&b);
+    assert_all_buffers_back(a, b, e);
+}
+
+#[test]
+fn ni_lrp_control_traffic_is_served_by_the_host_poll() {
+    let (mut a, mut b, mut e) = raw_ni(8);
+    inject(&mut a, &arp_request_from_a());
+    inject(&mut a, &echo_request(1, 2, b"ping"));
+    e.step();
+    assert_eq!(b.queued_frames(), 2, "on the control channel");
+    b.poll(0);
+    e.step(); // forwards the replies
+    let out = capture(&mut a);
+    assert_eq!(out.len(), 2, "ARP reply and echo reply");
+    assert_eq!(b.stats().icmp_echo_replies, 1);
+    assert_accounted(&b);
+    assert_all_buffers_back(a, b, e);
+}
+
+#[test]
+fn ni_lrp_bind_and_unbind_with_frames_in_flight_lose_no_buffers() {
+    let (mut a, mut b, mut e) = raw_ni(64);
+    // Port unreachables must not wait for ARP (A is a raw end that never
+    // answers): frames waiting for ARP are held by the host.
+    b.set_neighbor(A, MAC_A);
+    let mut now = 0;
+    for round in 0..20u16 {
+        let port = 7 + round % 3;
+        let s = UdpSocket::bind(&mut b, SocketAddrV4::new(B, port)).unwrap();
+        // Frames injected before the NI applied the bind go to the control
+        // channel (port unreachable); after it, to the socket's ring.
+        for i in 0..5u8 {
+            inject(&mut a, &udp_frame(9, port, &[i]));
+        }
+        e.step();
+        for i in 0..5u8 {
+            inject(&mut a, &udp_frame(9, port, &[i]));
+        }
+        e.step();
+        if round % 2 == 0 {
+            let mut buf = [0u8; 8];
+            let _ = s.recv_from(&mut b, &mut buf);
+        }
+        // Closed on the host while its ring still holds frames, and before
+        // the NI knows: more frames still reach the old ring.
+        s.close(&mut b).unwrap();
+        inject(&mut a, &udp_frame(9, port, b"late"));
+        assert_accounted(&b);
+        now += MS;
+        b.poll(now);
+        assert_accounted(&b);
+        e.step();
+        b.poll(now);
+        capture(&mut a);
+        assert_accounted(&b);
+    }
+    let st = b.stats();
+    assert!(st.drops_for(StackDrop::SocketClosed) > 0);
+    assert_eq!(b.ni_stats().unwrap().command_errors, 0);
+    assert_all_buffers_back(a, b, e);
+}
+
+#[test]
+fn stack_new_with_ni_lrp_runs_soft_lrp() {
+    let (a, _b) = WirePair::new(WireConfig::default()).unwrap();
+    let s = Stack::new(
+        a,
+        StackConfig {
+            mode: ReceiveMode::NiLrp,
+            ..cfg(A)
+        },
+    );
+    assert_eq!(s.mode(), ReceiveMode::SoftLrp);
+    assert!(s.ni_stats().is_none());
+    for m in ReceiveMode::ALL {
+        assert_eq!(ReceiveMode::from_name(m.name()), Some(m));
     }
 }
