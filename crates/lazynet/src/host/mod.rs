@@ -88,8 +88,11 @@ pub struct HostConfig {
 }
 
 impl HostConfig {
-    /// The placement of `mode` (a stack in that mode runs the receive task).
+    /// The placement of `mode` (see the module table).
     pub fn for_mode(mode: ReceiveMode) -> Self {
+        if mode == ReceiveMode::NiLrp {
+            return Self::ni_lrp();
+        }
         HostConfig {
             sched: SchedConfig::default(),
             receive_task: true,
