@@ -29,7 +29,7 @@
 //! |---|---|---|---|---|
 //! | `eager` | IP queue, IP/UDP checks, demux, TCP input ([`Stack::poll`]) | in the receive task, charged to whoever was interrupted | in the receive task | — |
 //! | `early-demux` | demux, then IP/UDP checks and TCP input | in the receive task, charged to the interrupted owner | in the receive task | — |
-//! | `soft-lrp` | demux only (small, still charged as an interrupt) | in the owner's `recv`, at its priority | the owner's protocol handler ([`Stack::tcp_service_tag`]), charged to it | checks queued datagrams nobody is reading ([`Stack::udp_prepare`]), each socket's work charged to its owner ([`Cx::charge_to`]); untagged TCP |
+//! | `soft-lrp` | demux only (small, still charged as an interrupt), within a CPU budget ([`RxBudget`]) | in the owner's `recv`, at its priority | the owner's protocol handler ([`Stack::tcp_service_tag`]), charged to it | checks queued datagrams nobody is reading ([`Stack::udp_prepare`]), each socket's work charged to its owner ([`Cx::charge_to`]); untagged TCP |
 //! | `ni-lrp` ([`HostConfig::ni_lrp`]) | none: the NI engine demultiplexes on another core | as `soft-lrp` | as `soft-lrp` | — (the channels' producer is the NI core) |
 //!
 //! # Ownership and wake-ups
@@ -85,6 +85,37 @@ pub struct HostConfig {
     pub tcp_budget: usize,
     /// Datagrams per socket the idle drain checks per iteration.
     pub prepare_budget: usize,
+    /// A CPU budget for the receive task (`None`: unbounded, as 4.4BSD's
+    /// interrupts). See [`RxBudget`].
+    pub rx_budget: Option<RxBudget>,
+}
+
+/// The bounded budget of `soft-lrp`'s demultiplexing (ARCHITECTURE.md,
+/// "Receive modes": "in the receive loop, at top priority, bounded budget";
+/// the RTU reactive class: "rate-limited by a token bucket so it cannot
+/// monopolize the core"). A token bucket of CPU time: it fills at `share`
+/// of the clock (ppm) up to `burst_ns`; each receive-task iteration spends
+/// what it ran. While the bucket is empty the receive task is not woken:
+/// frames wait on the NIC's ring and, if it overflows, are dropped there —
+/// at the NIC, before the host spent anything on them — so the host keeps
+/// at least `1 − share` of the core for the owners whatever the offered
+/// load (soft LRP no longer only postpones livelock, LRP §4.2). An idle
+/// core does not need the budget: when nothing else is runnable the
+/// receive task runs anyway.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RxBudget {
+    /// Share of the core, parts per million.
+    pub share_ppm: u32,
+    /// Largest saving, ns.
+    pub burst_ns: u64,
+}
+
+impl RxBudget {
+    /// The default of `soft-lrp`: 15% of the core, 200 µs of burst.
+    pub const SOFT_LRP: RxBudget = RxBudget {
+        share_ppm: 150_000,
+        burst_ns: 200_000,
+    };
 }
 
 impl HostConfig {
@@ -99,6 +130,7 @@ impl HostConfig {
             idle_drain: !mode.eager_protocol(),
             tcp_budget: 64,
             prepare_budget: 32,
+            rx_budget: (mode == ReceiveMode::SoftLrp).then_some(RxBudget::SOFT_LRP),
         }
     }
 
@@ -281,6 +313,10 @@ pub struct Host<N: Nic, A> {
     net: OwnerId,
     idle_owner: Option<OwnerId>,
     next_tick: u64,
+    /// Receive budget: tokens (ns, may go negative after an iteration)
+    /// and when they were last refilled.
+    rx_tokens: i64,
+    rx_refilled: u64,
     stats: HostReport,
 }
 
@@ -338,6 +374,8 @@ impl<N: Nic + 'static, A: 'static> Host<N, A> {
             net,
             idle_owner,
             next_tick: 0,
+            rx_tokens: cfg.rx_budget.map_or(0, |b| b.burst_ns as i64),
+            rx_refilled: 0,
             stats: HostReport::default(),
         })
     }
@@ -466,11 +504,21 @@ impl<N: Nic + 'static, A: 'static> Host<N, A> {
         let st = &mut self.st;
         match st.reg.rx {
             Some(rx) => {
-                if st.stack.nic_mut().rx_ready() {
+                let now = exec.now_ns();
+                let allowed = match self.cfg.rx_budget {
+                    None => true,
+                    Some(b) => {
+                        let dt = now.saturating_sub(self.rx_refilled);
+                        self.rx_refilled = now;
+                        let add = (u128::from(dt) * u128::from(b.share_ppm) / 1_000_000) as i64;
+                        self.rx_tokens = self.rx_tokens.saturating_add(add).min(b.burst_ns as i64);
+                        self.rx_tokens > 0
+                    }
+                };
+                if allowed && st.stack.nic_mut().rx_ready() {
                     exec.wake(rx);
                     self.stats.interrupts += 1;
                 }
-                let now = exec.now_ns();
                 if now >= self.next_tick {
                     self.next_tick = now + TICK_NS;
                     exec.wake(rx);
@@ -498,7 +546,22 @@ impl<N: Nic + 'static, A: 'static> Host<N, A> {
     /// iteration. Returns the task that ran, `None` if the core was idle.
     pub fn step(&mut self) -> Option<TaskId> {
         self.pre_step();
-        let ran = self.exec.run_once(&mut self.st);
+        let before = self.exec.usage(self.net).task_ns;
+        let mut ran = self.exec.run_once(&mut self.st);
+        if ran.is_none() && self.cfg.rx_budget.is_some() {
+            // Idle core: the budget protects owners, and there are none
+            // waiting; receive now if frames wait.
+            if let Some(rx) = self.st.reg.rx {
+                if self.st.stack.nic_mut().rx_ready() {
+                    self.exec.wake(rx);
+                    ran = self.exec.run_once(&mut self.st);
+                }
+            }
+        }
+        if ran.is_some() && ran == self.st.reg.rx {
+            let spent = self.exec.usage(self.net).task_ns.saturating_sub(before);
+            self.rx_tokens = self.rx_tokens.saturating_sub(spent as i64);
+        }
         match ran {
             Some(_) => self.stats.iterations += 1,
             None => self.stats.idle_steps += 1,

@@ -28,6 +28,8 @@ impl Clock for StepClock {
 struct App {
     got: u64,
     burned: u64,
+    /// The host's clock: a burner iteration "spends" 1 µs on it.
+    clock: StepClock,
 }
 
 type H = Host<WireEnd, App>;
@@ -45,18 +47,21 @@ fn cfg(addr: Ipv4Addr, mode: ReceiveMode) -> StackConfig {
 
 /// A client stack (polled by hand) and a host in `mode`, neighbours known.
 fn setup(mode: ReceiveMode) -> (Stack<WireEnd>, H) {
+    setup_with(mode, HostConfig::for_mode(mode))
+}
+
+fn setup_with(mode: ReceiveMode, hcfg: HostConfig) -> (Stack<WireEnd>, H) {
     let (a, b) = WirePair::new(WireConfig::default()).unwrap();
     let mut client = Stack::new(a, cfg(A, ReceiveMode::SoftLrp));
     let mut server = Stack::new(b, cfg(B, mode));
     client.set_neighbor(B, server.mac());
     server.set_neighbor(A, client.mac());
-    let host = Host::new(
-        server,
-        App::default(),
-        StepClock::default(),
-        HostConfig::for_mode(mode),
-    )
-    .unwrap();
+    let clock = StepClock::default();
+    let app = App {
+        clock: clock.clone(),
+        ..App::default()
+    };
+    let host = Host::new(server, app, clock, hcfg).unwrap();
     (client, host)
 }
 
@@ -103,6 +108,7 @@ fn burner(host: &mut H, n: u64) -> (OwnerId, TaskId) {
     let t = host
         .spawn(o, move |_cx: &mut Cx<'_>, st: &mut St| {
             st.app.burned += 1;
+            st.app.clock.0.fetch_add(1_000, Ordering::Relaxed);
             left -= 1;
             if left == 0 {
                 Status::Done
@@ -309,4 +315,54 @@ fn without_a_receive_task_owners_are_woken_by_their_channels() {
     host.state_mut().stack.poll(now); // the "NI"
     host.run_until_idle(100);
     assert_eq!(host.app().got, 1);
+}
+
+/// Floods the host's ring (8 frames before every step, 2000 steps) beside
+/// an always-ready burner; returns (receive-task ns, burner iterations,
+/// elapsed ns).
+fn flood(mode: ReceiveMode, hcfg: HostConfig) -> (u64, u64, u64) {
+    let (mut client, mut host) = setup_with(mode, hcfg);
+    let (_srv, _) = udp_server(&mut host, 7000, false);
+    let (burn, _) = burner(&mut host, u64::MAX);
+    host.run_until(u64::MAX, 10);
+    host.reset_usage();
+    let t0 = host.now_ns();
+    let s = client
+        .udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0), None)
+        .unwrap();
+    for _ in 0..2_000 {
+        for _ in 0..8 {
+            let _ = client.udp_send_to(s, b"x", SocketAddrV4::new(B, 7000), 0);
+        }
+        client.poll(0);
+        host.step();
+    }
+    let net = host.usage(host.net_owner());
+    (net.task_ns, host.usage(burn).iterations, host.now_ns() - t0)
+}
+
+#[test]
+fn soft_lrp_receive_budget_keeps_the_core_for_owners_and_leaves_frames_on_the_ring() {
+    // A small burst, so that the share shows within the test.
+    let budget = RxBudget {
+        burst_ns: 1_000,
+        ..RxBudget::SOFT_LRP
+    };
+    let soft = HostConfig {
+        rx_budget: Some(budget),
+        ..HostConfig::for_mode(ReceiveMode::SoftLrp)
+    };
+    let (rx_ns, burner_iters, elapsed) = flood(ReceiveMode::SoftLrp, soft);
+    let share = budget.share_ppm as f64 / 1e6;
+    assert!(
+        rx_ns as f64 <= share * elapsed as f64 + budget.burst_ns as f64 + 1_000.0,
+        "receive task ran {rx_ns} of {elapsed} ns"
+    );
+    assert!(
+        burner_iters >= 50,
+        "the burner ran while frames waited: {burner_iters}"
+    );
+    // Eager has no budget: the flood keeps the receive task running.
+    let (_, eager_burner, _) = flood(ReceiveMode::Eager, HostConfig::for_mode(ReceiveMode::Eager));
+    assert_eq!(eager_burner, 0, "livelocked");
 }
