@@ -123,8 +123,8 @@ pub(crate) fn udp_gen(a: &WireEnd, b_mac: [u8; 6], port: u16) -> anyhow::Result<
 
 /// The host side of a point, whatever its NIC (`WireEnd`, or the NI proxy).
 pub(crate) enum HostStack {
-    Wire(Stack<WireEnd>),
-    Ni(Stack<lazynet::stack::NiNic>),
+    Wire(Box<Stack<WireEnd>>),
+    Ni(Box<Stack<lazynet::stack::NiNic>>),
 }
 
 /// Builds the host's stack on wire end `b`; in `ni-lrp` also the NI engine,
@@ -134,9 +134,9 @@ pub(crate) fn host_stack(b: WireEnd, mode: Mode) -> (HostStack, Option<NiEngine<
     match mode {
         Mode::NiLrp => {
             let (s, e) = Stack::new_ni_lrp(b, cfg);
-            (HostStack::Ni(s), Some(e))
+            (HostStack::Ni(Box::new(s)), Some(e))
         }
-        _ => (HostStack::Wire(Stack::new(b, cfg)), None),
+        _ => (HostStack::Wire(Box::new(Stack::new(b, cfg))), None),
     }
 }
 
@@ -326,8 +326,8 @@ fn point(
         let h = sc.spawn(move || {
             pin_host();
             let r = match stack {
-                HostStack::Wire(s) => serve(s, w, warmup, window, ready, load_done),
-                HostStack::Ni(s) => serve(s, w, warmup, window, ready, load_done),
+                HostStack::Wire(s) => serve(*s, w, warmup, window, ready, load_done),
+                HostStack::Ni(s) => serve(*s, w, warmup, window, ready, load_done),
             };
             host_done.store(true, Ordering::Release);
             r
