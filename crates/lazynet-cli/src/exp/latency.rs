@@ -34,8 +34,8 @@ use lazynet::sched::{Class, Cx, Status, TscClock};
 use lazynet::stack::{Stack, StackConfig};
 
 use super::livelock::{
-    generator_max, host_stack, host_thread, load_thread, log_rates, ni_tail, udp_gen, wire,
-    HostStack, Mode, HOST_IP, LOAD_IP,
+    generator_max, host_config, host_stack, host_thread, load_thread, log_rates, ni_tail, udp_gen,
+    wire, HostStack, Mode, HOST_IP, LOAD_IP,
 };
 use super::{progress, Checks, ExpOpts, Results};
 use crate::loadgen::{BlastStepper, PacerConfig};
@@ -254,7 +254,15 @@ fn point(mode: Mode, blast_pps: u64, warmup: Duration, window: Duration) -> anyh
     );
     cstack.set_neighbor(HOST_IP, host_mac);
     let client_mac = cstack.mac();
-    let (mut hstack, mut engine) = host_stack(b, mode);
+    // The NI engine shares the client's thread: its batch is kept small
+    // (twice a blast batch) so one engine step, like one blast step, adds
+    // little to the client's polling delay. The host's own receive batch
+    // (the other modes) stays the stack's default.
+    let mut cfg = host_config(mode);
+    if mode == Mode::NiLrp {
+        cfg.rx_batch = 2 * BLAST_BATCH;
+    }
+    let (mut hstack, mut engine) = host_stack(b, mode, cfg);
     match &mut hstack {
         HostStack::Wire(s) => s.set_neighbor(LOAD_IP, client_mac),
         HostStack::Ni(s) => s.set_neighbor(LOAD_IP, client_mac),

@@ -131,10 +131,14 @@ pub(crate) enum HostStack {
     Ni(Box<Stack<lazynet::stack::NiNic>>),
 }
 
-/// Builds the host's stack on wire end `b`; in `ni-lrp` also the NI engine,
-/// which the load thread steps.
-pub(crate) fn host_stack(b: WireEnd, mode: Mode) -> (HostStack, Option<NiEngine<WireEnd>>) {
-    let cfg = host_config(mode);
+/// Builds the host's stack on wire end `b` with `cfg` (from
+/// [`host_config`]); in `ni-lrp` also the NI engine, which the load thread
+/// steps.
+pub(crate) fn host_stack(
+    b: WireEnd,
+    mode: Mode,
+    cfg: StackConfig,
+) -> (HostStack, Option<NiEngine<WireEnd>>) {
     match mode {
         Mode::NiLrp => {
             let (s, e) = Stack::new_ni_lrp(b, cfg);
@@ -372,7 +376,7 @@ fn point(
 ) -> anyhow::Result<Point> {
     let (mut a, b) = wire()?;
     let gen = udp_gen(&a, b.mac(), PORT)?;
-    let (stack, mut engine) = host_stack(b, mode);
+    let (stack, mut engine) = host_stack(b, mode, host_config(mode));
     let ready = AtomicBool::new(false);
     let load_done = AtomicBool::new(false);
     let host_done = AtomicBool::new(false);
