@@ -64,7 +64,7 @@ use rustc_hash::FxHashMap;
 use crate::nic::Nic;
 use crate::sched::{
     Charge, Class, Clock, Cx, Executor, OwnerId, OwnerUsage, SchedConfig, SchedError, Status, Task,
-    TaskId, UsageReport,
+    TaskId, TaskState, UsageReport,
 };
 use crate::stack::{ListenHandle, ReceiveMode, Stack, TcpEvent, TcpHandle, UdpHandle};
 
@@ -524,9 +524,28 @@ impl<N: Nic + 'static, A: 'static> Host<N, A> {
                     exec.wake(rx);
                 }
             }
-            // ni-lrp: the NI core filled the channels; look at them.
+            // ni-lrp: the NI core filled the channels; look at them — but
+            // not at those whose task is queued anyway: a channel's length
+            // is a cache line the NI core keeps writing, and a busy owner
+            // would pay a miss per step for nothing.
             None => {
-                st.notify(&mut |t| exec.wake(t));
+                let mut any = false;
+                for r in &st.reg.udp {
+                    if exec.task_state(r.task) == Some(TaskState::Queued) {
+                        continue;
+                    }
+                    if st.stack.udp_pending(r.h).unwrap_or(0) > 0 {
+                        exec.wake(r.task);
+                        any = true;
+                    }
+                }
+                if let (true, Some(t)) = (any, st.reg.idle) {
+                    exec.wake(t);
+                }
+                let mask = st.stack.tcp_ready_tags();
+                if mask != 0 {
+                    st.wake_tags(mask, &mut |t| exec.wake(t));
+                }
             }
         }
         let now = st.stack.now();
