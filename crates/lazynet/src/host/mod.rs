@@ -515,7 +515,12 @@ impl<N: Nic + 'static, A: 'static> Host<N, A> {
                         self.rx_tokens > 0
                     }
                 };
-                if allowed && st.stack.nic_mut().rx_ready() {
+                // (A queued receive task runs next anyway: no need to
+                // touch the ring's index, a line the sender keeps writing.)
+                if allowed
+                    && exec.task_state(rx) != Some(TaskState::Queued)
+                    && st.stack.nic_mut().rx_ready()
+                {
                     exec.wake(rx);
                     self.stats.interrupts += 1;
                 }
