@@ -28,6 +28,25 @@
 //! frames it received) is reported beside W: it is what makes `eager`
 //! collapse.
 //!
+//! **Soft-LRP's budget.** The soft-lrp host demultiplexes within a CPU
+//! budget ([`lazynet::host::RxBudget`], 15% of the core): beyond it frames
+//! wait on the NIC ring and overflow there, so soft LRP does not merely
+//! postpone livelock (LRP §4.2) — the "NIC ring" drops in the summary.
+//! `eager` and `early-demux` receive without a budget, as 4.4BSD's
+//! interrupts.
+//!
+//! **A shared machine.** Host and load threads run at nice −20 (root; see
+//! [`boost`]) and the summary gives the share of its core the host thread
+//! really had (`CLOCK_THREAD_CPUTIME_ID` over the window). Quick runs judge
+//! the shape on delivered datagrams per second of host-thread CPU time,
+//! which is the plain curve on a quiet machine and stays meaningful on a
+//! busy one; eager's collapse is judged only if the generator really
+//! offered ten times saturation (else reported as unchecked). Full runs
+//! report every goal met or missed on the raw curve.
+//!
+//! **Linux** (root, unless `--no-linux`): the same W and target rates
+//! through [`super::linux::livelock_point`] (rows with mode `linux`).
+//!
 //! **May not touch:** stack internals; the host runtime and loadgen are used
 //! through their public APIs.
 
