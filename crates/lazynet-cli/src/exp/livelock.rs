@@ -29,7 +29,7 @@
 //! collapse.
 //!
 //! **Soft-LRP's budget.** The soft-lrp host demultiplexes within a CPU
-//! budget ([`lazynet::host::RxBudget`], 15% of the core): beyond it frames
+//! budget ([`lazynet::host::RxBudget`], 10% of the core): beyond it frames
 //! wait on the NIC ring and overflow there, so soft LRP does not merely
 //! postpone livelock (LRP §4.2) — the "NIC ring" drops in the summary.
 //! `eager` and `early-demux` receive without a budget, as 4.4BSD's
