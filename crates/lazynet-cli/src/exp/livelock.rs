@@ -636,6 +636,14 @@ pub fn run(opts: &ExpOpts) -> anyhow::Result<()> {
         }
     ));
     let mut checks = Checks::default();
+    let measured_sat = series
+        .iter()
+        .flat_map(|(_, p)| p.iter().map(|q| q.1))
+        .fold(0.0, f64::max);
+    res.note(format!(
+        "measured saturation (the highest delivered rate of any mode): {measured_sat:.0} pps; the generator's max is {:.1}× that",
+        gen_max / measured_sat.max(1.0)
+    ));
     let frac = |m: Mode| {
         summaries
             .iter()
