@@ -30,7 +30,7 @@
 //! | `eager` | IP queue, IP/UDP checks, demux, TCP input ([`Stack::poll`]) | in the receive task, charged to whoever was interrupted | in the receive task | — |
 //! | `early-demux` | demux, then IP/UDP checks and TCP input | in the receive task, charged to the interrupted owner | in the receive task | — |
 //! | `soft-lrp` | demux only (small, still charged as an interrupt), within a CPU budget ([`RxBudget`]) | in the owner's `recv`, at its priority | the owner's protocol handler ([`Stack::tcp_service_tag`]), charged to it | checks queued datagrams nobody is reading ([`Stack::udp_prepare`]), each socket's work charged to its owner ([`Cx::charge_to`]); untagged TCP |
-//! | `ni-lrp` ([`HostConfig::ni_lrp`]) | none: the NI engine demultiplexes on another core | as `soft-lrp` | as `soft-lrp` | — (the channels' producer is the NI core) |
+//! | `ni-lrp` ([`HostConfig::ni_lrp`]) | none: the NI engine demultiplexes on another core; a `net` control task serves the ARP/ICMP and fragment channels and the timers when they hold frames (LRP §3.5) | as `soft-lrp` | as `soft-lrp` | — (the channels' producer is the NI core) |
 //!
 //! # Ownership and wake-ups
 //!
@@ -61,6 +61,7 @@ mod tests;
 
 use rustc_hash::FxHashMap;
 
+use crate::demux::{CONTROL, FRAGMENT};
 use crate::nic::Nic;
 use crate::sched::{
     Charge, Class, Clock, Cx, Executor, OwnerId, OwnerUsage, SchedConfig, SchedError, Status, Task,
@@ -172,6 +173,10 @@ struct Registry {
     idle: Option<TaskId>,
     /// The receive task, if any.
     rx: Option<TaskId>,
+    /// Without a receive task (`ni-lrp`): the task that serves the control
+    /// and fragment channels and the stack's timers ([`Stack::poll`]; LRP
+    /// §3.5's proxy daemons), owned by `net`.
+    control: Option<TaskId>,
     eager: bool,
 }
 
@@ -359,6 +364,17 @@ impl<N: Nic + 'static, A: 'static> Host<N, A> {
             // An interrupt in every mode: charged to whoever it interrupted
             // (LRP §2.1); in soft-lrp it only demultiplexes, so it is small.
             reg.rx = Some(exec.spawn_with(net, Charge::Interrupted, receive_task::<N, A>)?);
+        } else {
+            // ni-lrp: the NI queues ARP, ICMP and fragments on their
+            // channels; the host serves them (and the timers) in a task of
+            // its own, woken when they hold frames and on the tick.
+            reg.control = Some(
+                exec.spawn(net, |_cx: &mut Cx<'_>, st: &mut HostState<N, A>| {
+                    let now = st.stack.now();
+                    st.stack.poll(now);
+                    Status::Wait
+                })?,
+            );
         }
         let mut idle_owner = None;
         if cfg.idle_drain {
@@ -540,6 +556,16 @@ impl<N: Nic + 'static, A: 'static> Host<N, A> {
             // is a cache line the NI core keeps writing, and a busy owner
             // would pay a miss per step for nothing.
             None => {
+                if let Some(c) = st.reg.control {
+                    let now = exec.now_ns();
+                    let d = st.stack.demux();
+                    if now >= self.next_tick {
+                        self.next_tick = now + TICK_NS;
+                        exec.wake(c);
+                    } else if d.queued(CONTROL) > 0 || d.queued(FRAGMENT) > 0 {
+                        exec.wake(c);
+                    }
+                }
                 let mut any = false;
                 for r in &st.reg.udp {
                     if exec.task_state(r.task) == Some(TaskState::Queued) {
