@@ -24,3 +24,6 @@ cargo clippy --workspace --all-targets -q -- -D warnings
 cargo test --workspace
 # The loom model of the SPSC ring (it also proves a weakened ordering is caught).
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p lazynet --release --test loom_ring
+# The loom model of the ni-lrp channel notification (it also proves that a
+# weakened disarm strands a frame).
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p lazynet --release --test loom_notify

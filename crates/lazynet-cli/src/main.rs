@@ -18,6 +18,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use lazynet::stack::ReceiveMode;
 
 #[derive(Parser)]
 #[command(
@@ -426,8 +427,21 @@ pub struct NetArgs {
     /// (probabilities per frame). For tests over links without netem.
     #[arg(long)]
     pub fault: Option<String>,
+    /// Receive mode: eager (4.4BSD), early-demux, soft-lrp, or ni-lrp
+    /// (demultiplexing on a separate NI thread, pinned to another CPU when
+    /// there are two or more; `serve media` runs ni-lrp as soft-lrp).
+    #[arg(long, value_parser = parse_mode, default_value = "soft-lrp")]
+    pub mode: ReceiveMode,
     #[command(flatten)]
     pub ns: NsArgs,
+}
+
+/// Parses a receive mode name (`eager`, `early-demux`, `soft-lrp`, `ni-lrp`).
+pub fn parse_mode(s: &str) -> Result<ReceiveMode, String> {
+    ReceiveMode::from_name(s).ok_or_else(|| {
+        let names: Vec<_> = ReceiveMode::ALL.iter().map(|m| m.name()).collect();
+        format!("unknown mode `{s}` (one of: {})", names.join(", "))
+    })
 }
 
 /// Parses `a.b.c.d/len`.
@@ -466,6 +480,7 @@ fn main() -> anyhow::Result<()> {
                 addr,
                 pcap,
                 fault,
+                mode: ReceiveMode::SoftLrp,
                 ns,
             },
         ),

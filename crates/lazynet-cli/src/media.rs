@@ -64,11 +64,14 @@ pub fn serve(a: &MediaArgs, net: &NetArgs) -> anyhow::Result<()> {
         addr,
         prefix_len,
         seed: crate::serve::seed_from_os(),
+        // The streamer mostly sends; `ni-lrp` runs as `soft-lrp` here
+        // (`Stack::new`'s rule).
+        mode: net.mode,
         ..StackConfig::default()
     };
     let mut owned_ns = None;
     let mut sink = None;
-    let nic: Box<dyn Nic> = match net.nic {
+    let nic: crate::serve::DynNic = match net.nic {
         crate::NicKind::Wire => {
             let (a_end, b_end) = WirePair::new(WireConfig {
                 ext_bytes: media.bytes().len() as u64,

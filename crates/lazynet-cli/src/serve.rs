@@ -3,6 +3,9 @@
 use std::io::Write;
 use std::net::SocketAddrV4;
 use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use lazynet::nic::fault::{FaultConfig, FaultNic, FaultSpec};
 use lazynet::nic::netns::{Ownership, PeerNs, PeerNsConfig};
@@ -11,7 +14,7 @@ use lazynet::nic::tap::TapConfig;
 use lazynet::nic::wirepair::{WireConfig, WirePair};
 use lazynet::nic::Nic;
 use lazynet::socket::UdpSocket;
-use lazynet::stack::{Stack, StackConfig};
+use lazynet::stack::{ReceiveMode, Stack, StackConfig};
 
 use crate::{parse_cidr, NetArgs, NetnsCmd, NicKind, NsArgs};
 
@@ -49,7 +52,7 @@ pub fn machine_line() -> String {
 /// The TAP device whose kernel side is in the peer namespace: attached if
 /// the namespace exists (left in place), else created (removed by the
 /// returned guard). `ext_bytes`: the driver's area for by-reference payloads.
-pub fn tap_nic(net: &NetArgs, ext_bytes: usize) -> anyhow::Result<(Box<dyn Nic>, Ownership)> {
+pub fn tap_nic(net: &NetArgs, ext_bytes: usize) -> anyhow::Result<(DynNic, Ownership)> {
     let ns = PeerNs::new(ns_config(&net.ns));
     let (tap, own) = ns.attach_or_create(&TapConfig {
         name: net.ns.dev.clone(),
@@ -70,8 +73,8 @@ pub fn tap_nic(net: &NetArgs, ext_bytes: usize) -> anyhow::Result<(Box<dyn Nic>,
 
 /// `nic`, with faults from `--fault SPEC` injected and recording to
 /// `--pcap FILE`, if given (the capture sees what the stack sees).
-pub fn with_pcap(nic: Box<dyn Nic>, net: &NetArgs) -> anyhow::Result<Box<dyn Nic>> {
-    let nic: Box<dyn Nic> = match &net.fault {
+pub fn with_pcap(nic: DynNic, net: &NetArgs) -> anyhow::Result<DynNic> {
+    let nic: DynNic = match &net.fault {
         Some(spec) => {
             let (spec, seed) = parse_fault(spec)?;
             let t0 = std::time::Instant::now();
@@ -139,7 +142,7 @@ pub fn udp_echo(port: u16, net: &NetArgs) -> anyhow::Result<()> {
     };
     // The namespace we created, if any: removed on exit.
     let mut owned_ns = None;
-    let nic: Box<dyn Nic> = match net.nic {
+    let nic: DynNic = match net.nic {
         NicKind::Wire => {
             let (a, b) = WirePair::new(WireConfig::default())?;
             // Another process attaches as side B through /proc/PID/fd/N.
@@ -155,19 +158,92 @@ pub fn udp_echo(port: u16, net: &NetArgs) -> anyhow::Result<()> {
         }
     };
     let nic = with_pcap(nic, net)?;
-    let mut stack = Stack::new(nic, cfg);
-    let sock = UdpSocket::bind(&mut stack, SocketAddrV4::new(addr, port))?;
-    eprintln!("serving UDP echo on {addr}:{port}");
-    println!("ready");
-    std::io::stdout().flush()?;
-    crate::echo::serve_echo(&mut stack, &sock, &stop);
-    let stats = stack.stats();
-    println!("counters:\n{stats}");
-    drop(stack); // flushes the pcap file before the namespace goes
+    struct Echo {
+        addr: std::net::Ipv4Addr,
+        port: u16,
+        stop: Arc<AtomicBool>,
+    }
+    impl OnStack for Echo {
+        type Out = anyhow::Result<()>;
+        fn run<N: Nic>(self, stack: &mut Stack<N>) -> Self::Out {
+            let (addr, port) = (self.addr, self.port);
+            let sock = UdpSocket::bind(stack, SocketAddrV4::new(addr, port))?;
+            eprintln!(
+                "serving UDP echo on {addr}:{port} ({})",
+                stack.mode().name()
+            );
+            println!("ready");
+            std::io::stdout().flush()?;
+            crate::echo::serve_echo(stack, &sock, &self.stop);
+            let stats = stack.stats();
+            println!("counters:\n{stats}");
+            Ok(())
+        }
+    }
+    // The stack is dropped inside: the pcap file is flushed before the
+    // namespace goes.
+    run_on_stack(nic, cfg, net.mode, Echo { addr, port, stop })??;
     if let Some(Ownership::Created(g)) = owned_ns {
         g.cleanup()?;
     }
     Ok(())
+}
+
+/// A NIC chosen at run time; `Send`, so that the `ni-lrp` engine can own
+/// it on its thread.
+pub type DynNic = Box<dyn Nic + Send>;
+
+/// Work to run on a stack of whatever NIC type the receive mode needs.
+pub trait OnStack {
+    /// What the work returns.
+    type Out;
+    /// Runs on the stack (the caller's thread).
+    fn run<N: Nic>(self, stack: &mut Stack<N>) -> Self::Out;
+}
+
+/// Builds the stack on `nic` in receive mode `mode` and runs `job` on it.
+/// In `ni-lrp` the NI engine runs on a thread of its own, pinned to another
+/// CPU than this thread (which is pinned to the one it is on) when there are
+/// two or more; when `job` returns, the host hands every buffer back
+/// through the NI (bounded wait), the engine is stopped and joined, and the
+/// NIC dropped. Both are dropped before this returns.
+pub fn run_on_stack<T: OnStack>(
+    nic: DynNic,
+    cfg: StackConfig,
+    mode: ReceiveMode,
+    job: T,
+) -> anyhow::Result<T::Out> {
+    if mode != ReceiveMode::NiLrp {
+        let mut stack = Stack::new(nic, StackConfig { mode, ..cfg });
+        return Ok(job.run(&mut stack));
+    }
+    let (mut stack, engine) = Stack::new_ni_lrp(nic, cfg);
+    let n = crate::util::cpus();
+    let ni_cpu = match crate::util::current_cpu() {
+        Some(me) if n >= 2 => {
+            crate::util::pin_to(me);
+            Some((me + 1) % n)
+        }
+        _ => None,
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let handle = engine.spawn(ni_cpu, stop.clone())?;
+    eprintln!(
+        "ni-lrp: NI thread on CPU {}",
+        ni_cpu.map_or("any".to_string(), |c| c.to_string())
+    );
+    let out = job.run(&mut stack);
+    let t0 = Instant::now();
+    while !stack.ni_quiesce() && t0.elapsed() < Duration::from_secs(2) {
+        std::thread::yield_now();
+    }
+    stop.store(true, Ordering::Release);
+    let nic = handle
+        .join()
+        .map_err(|_| anyhow::anyhow!("the NI thread panicked"))?;
+    drop(stack);
+    drop(nic);
+    Ok(out)
 }
 
 /// A start-up seed for ISNs, ports and identifiers.

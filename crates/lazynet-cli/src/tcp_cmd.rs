@@ -222,8 +222,8 @@ pub fn serve_sessions<N: Nic, S: Session>(
 
 /// Opens the NIC `net` names. For `wire`, prints the path another process
 /// attaches to. The namespace we created, if any, comes back for cleanup.
-pub fn open_nic(net: &NetArgs) -> anyhow::Result<(Box<dyn Nic>, Option<Ownership>)> {
-    let (nic, own): (Box<dyn Nic>, _) = match net.nic {
+pub fn open_nic(net: &NetArgs) -> anyhow::Result<(crate::serve::DynNic, Option<Ownership>)> {
+    let (nic, own): (crate::serve::DynNic, _) = match net.nic {
         NicKind::Wire => {
             use std::os::fd::AsRawFd;
             let (a, b) = WirePair::new(WireConfig::default())?;
@@ -266,25 +266,45 @@ pub fn serve<S: Session>(
     let addr = cfg.addr;
     let stop = crate::util::stop_flag()?;
     let (nic, owned_ns) = open_nic(net)?;
-    let mut stack = Stack::new(nic, cfg);
-    let listener = TcpListener::bind(&mut stack, SocketAddrV4::new(addr, port), 1024)?;
-    eprintln!("serving {what} on {addr}:{port}");
-    println!("ready");
-    std::io::stdout().flush()?;
-    let (served, open) = serve_sessions(&mut stack, &listener, make, &stop);
-    println!("connections: {served}, open at exit: {open}");
-    let states = stack.tcp_states();
-    let tw = states
-        .iter()
-        .filter(|s| **s == lazynet::proto::tcp::State::TimeWait)
-        .count();
-    println!(
-        "connections left: {} in TIME-WAIT, {} other",
-        tw,
-        states.len() - tw
-    );
-    println!("counters:\n{}", stack.stats());
-    drop(stack);
+    struct Serve<'a, M> {
+        what: &'a str,
+        addr: Ipv4Addr,
+        port: u16,
+        make: M,
+        stop: &'a AtomicBool,
+    }
+    impl<S: Session, M: FnMut() -> S> crate::serve::OnStack for Serve<'_, M> {
+        type Out = anyhow::Result<()>;
+        fn run<N: Nic>(self, stack: &mut Stack<N>) -> Self::Out {
+            let (what, addr, port) = (self.what, self.addr, self.port);
+            let listener = TcpListener::bind(stack, SocketAddrV4::new(addr, port), 1024)?;
+            eprintln!("serving {what} on {addr}:{port} ({})", stack.mode().name());
+            println!("ready");
+            std::io::stdout().flush()?;
+            let (served, open) = serve_sessions(stack, &listener, self.make, self.stop);
+            println!("connections: {served}, open at exit: {open}");
+            let states = stack.tcp_states();
+            let tw = states
+                .iter()
+                .filter(|s| **s == lazynet::proto::tcp::State::TimeWait)
+                .count();
+            println!(
+                "connections left: {} in TIME-WAIT, {} other",
+                tw,
+                states.len() - tw
+            );
+            println!("counters:\n{}", stack.stats());
+            Ok(())
+        }
+    }
+    let job = Serve {
+        what,
+        addr,
+        port,
+        make,
+        stop: &stop,
+    };
+    crate::serve::run_on_stack(nic, cfg, net.mode, job)??;
     if let Some(Ownership::Created(g)) = owned_ns {
         g.cleanup()?;
     }

@@ -18,6 +18,13 @@ pub fn pin_to(cpu: usize) -> bool {
     }
 }
 
+/// The CPU the calling thread runs on now, if the kernel says.
+pub fn current_cpu() -> Option<usize> {
+    // SAFETY: sched_getcpu has no memory effects; it returns -1 on error.
+    let c = unsafe { libc::sched_getcpu() };
+    usize::try_from(c).ok()
+}
+
 /// Number of CPUs online (not the affinity mask).
 pub fn cpus() -> usize {
     // SAFETY: sysconf has no memory effects.

@@ -22,7 +22,7 @@ pub mod ring;
 pub mod tsc;
 
 pub use file::MappedFile;
-pub use notify::ReadyFlag;
+pub use notify::{Applied, ReadyFlag};
 pub use region::{BufArea, Region};
 pub use ring::{Consumer, Pod, Producer, Ring, RingError};
 

@@ -3,7 +3,9 @@
 //! the flag, so the id is on the ring at most once; the consumer (the host)
 //! disarms it before it looks at the channel.
 //!
-//! **Owns:** the flag and the orderings of its two operations.
+//! **Owns:** the flag and the orderings of its two operations; and the
+//! [`Applied`] counter by which the NI tells the host how many control
+//! commands it has applied.
 //!
 //! **May not touch:** the rings themselves (their protocol is [`super::ring`]'s).
 //!
@@ -27,15 +29,21 @@
 //! (`tests/loom_notify.rs`) shows that variant strands a frame.
 
 #[cfg(loom)]
-use loom::sync::atomic::AtomicBool;
+use loom::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
 #[cfg(not(loom))]
-use std::sync::atomic::AtomicBool;
-use std::sync::atomic::Ordering::AcqRel;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 
 /// One channel's armed flag.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ReadyFlag {
     armed: AtomicBool,
+}
+
+impl Default for ReadyFlag {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl ReadyFlag {
@@ -60,6 +68,11 @@ impl ReadyFlag {
         self.armed.swap(false, AcqRel);
     }
 
+    /// True while armed (for diagnostics; racy by nature).
+    pub fn is_armed(&self) -> bool {
+        self.armed.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Test knob (loom builds only): disarm with a plain `Relaxed` store,
     /// which is wrong; loom must find the stranded frame.
     #[cfg(loom)]
@@ -67,5 +80,43 @@ impl ReadyFlag {
     pub fn disarm_weak(&self) {
         self.armed
             .store(false, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// How many control commands the NI has applied (a running count, single
+/// writer). The host retires a channel's inbound ring once the count
+/// covers the unbind: the NI's last push onto that ring (published with
+/// `Release` on the ring) happened before its [`Applied::publish`]
+/// (`Release`), which the host's [`Applied::get`] (`Acquire`) reads, so the
+/// host's drain sees every frame (loom model: `tests/loom_notify.rs`).
+#[derive(Debug)]
+pub struct Applied {
+    n: AtomicU64,
+}
+
+impl Default for Applied {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Applied {
+    /// Zero commands applied.
+    pub fn new() -> Self {
+        Applied {
+            n: AtomicU64::new(0),
+        }
+    }
+
+    /// NI side: `n` commands are applied, with all their effects.
+    #[inline]
+    pub fn publish(&self, n: u64) {
+        self.n.store(n, Release);
+    }
+
+    /// Host side: commands applied so far.
+    #[inline]
+    pub fn get(&self) -> u64 {
+        self.n.load(Acquire)
     }
 }

@@ -99,6 +99,13 @@ pub struct BufArea {
 
 // SAFETY: BufArea only hands out byte slices inside its region under the
 // ownership protocol above; the region mapping itself is valid on any thread.
+// Clones used on two threads at once (the `ni-lrp` NI and host) are sound
+// under the same protocol, provided a buffer's ownership passes from one
+// thread to the other only through a synchronizing hand-over: every queue
+// between them is an SPSC ring whose push publishes with `Release` and whose
+// pop loads with `Acquire`, so the previous owner's accesses to the buffer
+// happen before the next owner's, and no two threads hold slices of the
+// same buffer at the same time.
 unsafe impl Send for BufArea {}
 // SAFETY: shared references give read access to buffers the caller owns.
 unsafe impl Sync for BufArea {}

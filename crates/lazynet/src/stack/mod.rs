@@ -9,7 +9,11 @@
 //! a shared bounded IP queue, then IP/UDP checks, demultiplexing and TCP
 //! input in the receive loop, excess dropped after the work), `early-demux`
 //! (demultiplex first and drop at a full channel, then the same work in the
-//! receive loop), or `soft-lrp`, the default, described here (LRP §3.2–3.3):
+//! receive loop), `ni-lrp` (as `soft-lrp`, but the demultiplexing and the
+//! early discard run on a separate NI thread that owns the real NIC: see
+//! the `ni` submodule, [`Stack::new_ni_lrp`] and [`NiEngine`]; the host's
+//! `poll` then only serves the control and fragment channels and timers),
+//! or `soft-lrp`, the default, described here (LRP §3.2–3.3):
 //!
 //! * [`Stack::poll`] receives a bounded batch of frames and only
 //!   demultiplexes them into channels. The two special channels (ARP/ICMP
@@ -33,7 +37,9 @@
 //!
 //! Accounting: every frame the NIC delivers ends in exactly one of the
 //! counters named by [`StackStats::frames_accounted`], or is still queued in
-//! a channel — a test checks this for random and hostile traffic.
+//! a channel — a test checks this for random and hostile traffic. In
+//! `ni-lrp` the NI's counters are merged in (exact when the engine is
+//! quiescent) and channels' inbound rings count as queued.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Instant;

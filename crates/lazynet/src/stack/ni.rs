@@ -72,7 +72,7 @@
 //! it is kept alive by every clone of the area).
 
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
@@ -81,7 +81,7 @@ use std::thread::JoinHandle;
 use super::{ReceiveMode, Stack, StackConfig, StackDrop, MAX_BATCH};
 use crate::demux::{ChannelId, Classifier, DemuxStats, DropReason, Link, CONTROL, FRAGMENT};
 use crate::mem::ring::{self, Consumer, Producer};
-use crate::mem::{BufArea, Desc, ReadyFlag};
+use crate::mem::{Applied, BufArea, Desc, ReadyFlag};
 use crate::nic::Nic;
 
 /// Commands the NI applies per step (the rest wait for the next one).
@@ -90,6 +90,10 @@ pub const NI_CMDS_PER_STEP: usize = 64;
 pub const NI_RELEASES_PER_STEP: usize = 4 * MAX_BATCH;
 /// Steps the NI retries frames the real NIC refused before it drops them.
 pub const NI_TX_RETRY_STEPS: u32 = 1024;
+/// Idle steps after which [`NiEngine::run`] yields its CPU between steps.
+const NI_IDLE_YIELD_AFTER: u32 = 1 << 10;
+/// Idle steps after which [`NiEngine::run`] naps 20 µs between steps.
+const NI_IDLE_NAP_AFTER: u32 = 1 << 16;
 /// Capacity of the ready ring (channels notified at once; more wait on the NI).
 const READY_RING: u32 = 1024;
 
@@ -129,7 +133,7 @@ pub(super) enum Cmd {
 
 /// Counters the NI publishes (running totals, single writer).
 struct Shared {
-    applied: AtomicU64,
+    applied: Applied,
     rx_frames: AtomicU64,
     demux_frames: AtomicU64,
     demux_enqueued: AtomicU64,
@@ -144,7 +148,7 @@ struct Shared {
 impl Shared {
     fn new() -> Self {
         Shared {
-            applied: AtomicU64::new(0),
+            applied: Applied::new(),
             rx_frames: AtomicU64::new(0),
             demux_frames: AtomicU64::new(0),
             demux_enqueued: AtomicU64::new(0),
@@ -195,7 +199,7 @@ fn snapshot(s: &Shared) -> NiStats {
         tx_forwarded: s.tx_forwarded.load(Relaxed),
         tx_dropped: s.tx_dropped.load(Relaxed),
         tx_retries: s.tx_retries.load(Relaxed),
-        commands_applied: s.applied.load(Acquire),
+        commands_applied: s.applied.get(),
         command_errors: s.cmd_errors.load(Relaxed),
     }
 }
@@ -277,7 +281,7 @@ impl NiHost {
     }
 
     fn applied(&self) -> u64 {
-        self.shared.applied.load(Acquire)
+        self.shared.applied.get()
     }
 }
 
@@ -667,10 +671,18 @@ impl<N: Nic> NiEngine<N> {
             self.leftover.clear();
         }
         if n > 0 {
+            // Room for every channel in the notification lists, reserved
+            // here on the control path so that `notify` never allocates.
+            let want = self.demux.channel_slots() + 2;
+            for v in [&mut self.ready_ids, &mut self.ready_pend] {
+                if v.capacity() < want {
+                    v.reserve(want - v.len());
+                }
+            }
             self.applied += n as u64;
-            // Release: every push onto a ring unbound by these commands
-            // happened before; the host drains it after an Acquire load.
-            self.shared.applied.store(self.applied, Release);
+            // Every push onto a ring unbound by these commands happened
+            // before: the host may drain it (mem::notify::Applied).
+            self.shared.applied.publish(self.applied);
         }
         n
     }
@@ -809,8 +821,12 @@ impl<N: Nic> NiEngine<N> {
             if self.step() == 0 {
                 idle = idle.saturating_add(1);
                 // A spinning NI core is the model; still let a shared core
-                // breathe when there has been nothing to do for a while.
-                if idle > 1024 {
+                // breathe when there has been nothing to do for a while:
+                // yield after ~1k idle steps, nap briefly after ~64k (a
+                // long idle period; the nap bounds the added latency).
+                if idle > NI_IDLE_NAP_AFTER {
+                    std::thread::sleep(std::time::Duration::from_micros(20));
+                } else if idle > NI_IDLE_YIELD_AFTER {
                     std::thread::yield_now();
                 }
             } else {

@@ -1020,3 +1020,54 @@ fn tagged_tcp_service_processes_only_its_owners_listeners_and_connections() {
     assert_eq!(sb.tcp_recv_queue(c2).unwrap(), 0);
     assert_accounted(&sb);
 }
+
+#[test]
+fn ni_lrp_tcp_input_waits_for_the_owner_and_is_found_through_the_ready_ring() {
+    let (a, b) = WirePair::new(WireConfig::default()).unwrap();
+    let mut sa = Stack::new(a, cfg(A));
+    let (mut sb, mut e) = Stack::new_ni_lrp(b, cfg(B));
+    let l = sb.tcp_listen(SocketAddrV4::new(B, 80), None, None).unwrap();
+    e.step(); // the listener's binding reaches the NI
+    let c = sa.tcp_connect(SocketAddrV4::new(B, 80), None, 0).unwrap();
+    for t in 1..4 {
+        sa.poll(t * MS);
+        sa.tcp_service(t * MS, 64);
+        e.step();
+        sb.poll(t * MS);
+    }
+    // The SYN (and the ARP exchange's control frames) went past the host's
+    // receive loop: the SYN waits on the listener's channel.
+    assert_eq!(sb.stats().tcp.segments_in, 0, "the SYN waits for the owner");
+    assert_eq!(sb.tcp_listen_pending(l).unwrap(), 1);
+    assert_eq!(sb.demux().stats().frames, 0);
+    // The owner's protocol handler finds the listener on the ready list
+    // the NI fed, without scanning.
+    assert!(sb.tcp_service(4 * MS, 64) >= 1);
+    assert_eq!(sb.stats().tcp.segments_in, 1);
+    let mut s = None;
+    for t in 5..20 {
+        e.step();
+        sa.poll(t * MS);
+        sa.tcp_service(t * MS, 64);
+        e.step();
+        sb.poll(t * MS);
+        sb.tcp_service(t * MS, 64);
+        if let Ok(h) = sb.tcp_accept(l, t * MS) {
+            s = Some(h);
+            break;
+        }
+    }
+    let s = s.expect("accepted");
+    assert_eq!(
+        sa.tcp_state(c, 20 * MS),
+        Ok(crate::proto::tcp::State::Established)
+    );
+    // Data to the accepted connection arrives on its own ring.
+    sa.tcp_send(c, b"hello", 21 * MS).unwrap();
+    sa.poll(21 * MS);
+    e.step();
+    let mut buf = [0u8; 16];
+    assert_eq!(sb.tcp_recv(s, &mut buf, 22 * MS), Ok(5));
+    assert_eq!(&buf[..5], b"hello");
+    assert_accounted(&sb);
+}
