@@ -613,6 +613,20 @@ pub struct SoftirqShare {
 }
 
 impl SoftirqShare {
+    /// A short phrase for notes.
+    pub fn summary(&self) -> String {
+        if self.all_ticks == 0 {
+            return "no softirq time sampled".into();
+        }
+        format!(
+            "softirq time on CPU {HOST_CPU}: {:.0}% ({} of {} ticks), NET_RX runs there: {:.0}%",
+            self.time_on_host * 100.0,
+            self.host_ticks,
+            self.all_ticks,
+            self.net_rx_on_host * 100.0
+        )
+    }
+
     fn between(a: &CpuSnap, b: &CpuSnap) -> Self {
         let t = deltas(&a.softirq_ticks, &b.softirq_ticks);
         let r = deltas(&a.net_rx, &b.net_rx);
@@ -724,13 +738,15 @@ pub struct LivelockPoint {
     /// Datagrams the generator's kernel refused at once (its socket buffer
     /// or qdisc was full) plus the generator's shortfall.
     pub gen_dropped: u64,
-    /// Drops at the socket queue after full protocol work (Linux:
-    /// `RcvbufErrors` in the host namespace; TAP: the stack's channel drops).
+    /// Drops at the socket queue (Linux: `RcvbufErrors` in the host
+    /// namespace, after full protocol work; TAP: the stack's channel-full
+    /// drops).
     pub sink_drops: u64,
     /// Other receive errors (Linux: `InErrors` − `RcvbufErrors`).
     pub other_errors: u64,
-    /// Drops at a full per-CPU backlog (`/proc/net/softnet_stat`, all CPUs;
-    /// TAP: frames the TAP device dropped).
+    /// Drops before protocol work: a full per-CPU backlog
+    /// (`/proc/net/softnet_stat`, all CPUs; TAP: frames the TAP device's
+    /// queue dropped, plus `eager`'s IP-queue drops).
     pub backlog_drops: u64,
     /// Where the softirq time went.
     pub softirq: SoftirqShare,
@@ -740,7 +756,7 @@ impl LivelockPoint {
     /// A one-line summary for notes and logs.
     pub fn summary(&self) -> String {
         format!(
-            "offered {:.0} pps, delivered {:.0} pps ({} of {} in {:.3} s); drops: socket queue {}, backlog {}, sender {}, other {}; softirq time on CPU {HOST_CPU}: {:.0}% ({} of {} ticks), NET_RX runs there: {:.0}%",
+            "offered {:.0} pps, delivered {:.0} pps ({} of {} in {:.3} s); drops: socket queue {}, backlog {}, sender {}, other {}; {}",
             self.offered_pps,
             self.delivered_pps,
             self.delivered,
@@ -750,10 +766,7 @@ impl LivelockPoint {
             self.backlog_drops,
             self.gen_dropped,
             self.other_errors,
-            self.softirq.time_on_host * 100.0,
-            self.softirq.host_ticks,
-            self.softirq.all_ticks,
-            self.softirq.net_rx_on_host * 100.0,
+            self.softirq.summary(),
         )
     }
 }
@@ -971,6 +984,259 @@ pub fn latency_point(
     })
 }
 
+// ---------------------------------------------------------------- TAP (part 2)
+
+/// lazynet's address on the TAP link of [`tap_livelock_point`].
+pub const TAP_OURS: Ipv4Addr = Ipv4Addr::new(10, 204, 0, 2);
+/// The kernel side's address (in the peer namespace).
+pub const TAP_PEER: Ipv4Addr = Ipv4Addr::new(10, 204, 0, 1);
+
+/// What the lazynet server of [`tap_livelock_point`] keeps.
+#[derive(Debug, Default)]
+struct TapServer {
+    work_iters: u32,
+    got: u64,
+    hash: u64,
+}
+
+/// What the host thread of [`tap_livelock_point`] reports.
+#[derive(Debug, Default)]
+struct TapRun {
+    got: u64,
+    channel_full: u64,
+    ip_queue_full: u64,
+    other_drops: u64,
+}
+
+/// The host thread: raises its stop flag and joins it when dropped, so it
+/// never outlives the point (it also stops by itself at its own bound).
+struct HostThread {
+    stop: std::sync::Arc<AtomicBool>,
+    th: Option<JoinHandle<anyhow::Result<TapRun>>>,
+}
+
+impl HostThread {
+    fn join(mut self) -> anyhow::Result<TapRun> {
+        self.stop.store(true, Ordering::Relaxed);
+        match self.th.take().map(JoinHandle::join) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => bail!("the lazynet host thread panicked"),
+            None => bail!("the lazynet host thread is gone"),
+        }
+    }
+}
+
+impl Drop for HostThread {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.th.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The UDP port of the TAP series' server.
+const TAP_PORT: u16 = 9000;
+
+/// One livelock point of lazynet in `mode` fed by *real kernel traffic*:
+/// `lazynet loadgen udp` in a Linux peer namespace (pinned to
+/// [`LOAD_CPU`]) sends through a TAP device whose other end is a lazynet
+/// stack run by the host runtime ([`lazynet::host::Host`], the placement
+/// of `mode`) on a thread pinned to [`HOST_CPU`]; its server task receives
+/// each datagram and spends `work(work_iters)` on it.
+///
+/// What this series measures besides the stack: a TAP device costs one
+/// `read()` system call per frame on the host core (~0.77 Mpps at most on
+/// this machine, machine facts), and the host polls it — every receive-task
+/// iteration is at least one `read()`, `EAGAIN` when idle. Excess the host
+/// does not read in time is dropped by the TAP device's queue in the kernel;
+/// it and `eager`'s IP queue drops are [`LivelockPoint::backlog_drops`]
+/// (the device's `tx_dropped` seen from the peer namespace, plus
+/// `StackDrop::IpQueueFull`): drops before protocol work, as Linux's backlog.
+/// Datagrams dropped at a full socket channel are
+/// [`LivelockPoint::sink_drops`] (after the checks in `eager` and
+/// `early-demux`, before them in `soft-lrp`). Offered = delivered + these
+/// two + other drops + what the generator's kernel refused. `ni-lrp` is not offered here (its NI
+/// engine would need the TAP device on the load core): an error.
+pub fn tap_livelock_point(
+    mode: lazynet::stack::ReceiveMode,
+    rate_pps: u64,
+    seconds: f64,
+    work_iters: u32,
+) -> anyhow::Result<LivelockPoint> {
+    use lazynet::nic::netns::{Ownership, PeerNs, PeerNsConfig};
+    use lazynet::nic::tap::TapConfig;
+    use lazynet::stack::ReceiveMode;
+
+    check_seconds(seconds)?;
+    if rate_pps == 0 {
+        bail!("rate must be > 0");
+    }
+    if mode == ReceiveMode::NiLrp {
+        bail!("ni-lrp is not offered over TAP (its NI engine would own the TAP device)");
+    }
+    if !super::is_root() {
+        bail!("the TAP series needs root (network namespaces)");
+    }
+    let exe = std::env::current_exe().context("cannot find our own binary")?;
+    let mut cfg = PeerNsConfig::unique(204);
+    cfg.peer_addr = format!("{TAP_PEER}/24");
+    let peer = PeerNs::new(cfg.clone());
+    let tap_cfg = TapConfig {
+        name: cfg.dev.clone(),
+        ..TapConfig::default()
+    };
+    let (tap, own) = peer.attach_or_create(&tap_cfg)?;
+    if matches!(own, Ownership::Attached) {
+        bail!("{} already existed in {}: not ours", cfg.dev, cfg.ns);
+    }
+    // `own` removes the namespace when this function returns, after the
+    // host thread (and with it the TAP descriptor) is gone.
+    let ours_mac = tap_cfg.mac;
+    let mac = ours_mac
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":");
+    run(
+        "ip",
+        &[
+            "-n",
+            &cfg.ns,
+            "neigh",
+            "replace",
+            &TAP_OURS.to_string(),
+            "lladdr",
+            &mac,
+            "dev",
+            &cfg.dev,
+            "nud",
+            "permanent",
+        ],
+    )?;
+
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let bound = Duration::from_secs_f64(seconds + 30.0);
+    let th = {
+        let stop = stop.clone();
+        std::thread::spawn(move || -> anyhow::Result<TapRun> {
+            use lazynet::host::{Host, HostConfig, HostState};
+            use lazynet::sched::{Class, Cx, Status, TscClock};
+            use lazynet::stack::{Stack, StackConfig};
+            type St = HostState<lazynet::nic::tap::TapNic, TapServer>;
+
+            let _ = super::pin_host();
+            let stack = Stack::new(
+                tap,
+                StackConfig {
+                    addr: TAP_OURS,
+                    prefix_len: 24,
+                    mode,
+                    ..StackConfig::default()
+                },
+            );
+            let app = TapServer {
+                work_iters,
+                ..TapServer::default()
+            };
+            let mut host = Host::new(stack, app, TscClock::new(), HostConfig::for_mode(mode))
+                .map_err(|e| anyhow::anyhow!("host: {e:?}"))?;
+            let o = host
+                .add_owner("server", Class::BestEffort)
+                .map_err(|e| anyhow::anyhow!("host: {e:?}"))?;
+            let h = host
+                .state_mut()
+                .stack
+                .udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, TAP_PORT), None)
+                .map_err(|e| anyhow::anyhow!("bind: {e:?}"))?;
+            let t = host
+                .spawn(o, move |_cx: &mut Cx<'_>, st: &mut St| {
+                    let seq = st.stack.udp_recv_with(h, |p, _| {
+                        p.get(..4)
+                            .map_or(0, |s| u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
+                    });
+                    match seq {
+                        Ok(seq) => {
+                            let a = &mut st.app;
+                            a.hash ^= work(a.work_iters, seq as u64 ^ a.got);
+                            a.got += 1;
+                            Status::Ready
+                        }
+                        Err(_) => Status::Wait,
+                    }
+                })
+                .map_err(|e| anyhow::anyhow!("host: {e:?}"))?;
+            host.state_mut().register_udp(h, o, t);
+            let _ = ready_tx.send(());
+            let end = Instant::now() + bound;
+            while !stop.load(Ordering::Relaxed) && Instant::now() < end {
+                host.run_for(2_000_000);
+            }
+            let s = host.stack().stats();
+            if std::env::var_os("LAZYNET_TAP_DEBUG").is_some() {
+                let mut t = String::new();
+                let _ = s.write_table(&mut t);
+                eprintln!("{t}\n{:?}\n{}", host.stats(), host.report());
+            }
+            let full = s.demux.drops_for(lazynet::demux::DropReason::ChannelFull);
+            Ok(TapRun {
+                got: host.app().got,
+                channel_full: full,
+                ip_queue_full: s.drops_for(lazynet::stack::StackDrop::IpQueueFull),
+                other_drops: s.demux.dropped() - full,
+            })
+        })
+    };
+    let host = HostThread { stop, th: Some(th) };
+    if ready_rx.recv_timeout(READY_TIMEOUT).is_err() {
+        return match host.join() {
+            Err(e) => Err(e.context("the lazynet host did not start")),
+            Ok(_) => bail!("the lazynet host did not start"),
+        };
+    }
+    peer.wait_oper_up(Duration::from_secs(2));
+    let dst = SocketAddrV4::new(TAP_OURS, TAP_PORT);
+    let cpu0 = CpuSnap::now();
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", &cfg.ns])
+        .arg(&exe)
+        .args(loadgen_args(dst, rate_pps, seconds));
+    let mut gen = Proc::spawn("loadgen", cmd)?;
+    gen.finish(Duration::from_secs_f64(seconds + 10.0))?;
+    std::thread::sleep(DRAIN);
+    let cpu1 = CpuSnap::now();
+    let tx_dropped: u64 = run(
+        "ip",
+        &[
+            "netns",
+            "exec",
+            &cfg.ns,
+            "cat",
+            &format!("/sys/class/net/{}/statistics/tx_dropped", cfg.dev),
+        ],
+    )?
+    .trim()
+    .parse()
+    .context("tx_dropped")?;
+    let r = host.join()?;
+    drop(own);
+    let g = parse_loadgen(&gen.lines.join("\n"))?;
+    let secs = g.seconds.max(1e-9);
+    Ok(LivelockPoint {
+        offered_pps: g.offered as f64 / secs,
+        delivered_pps: r.got as f64 / secs,
+        offered: g.offered,
+        delivered: r.got,
+        seconds: g.seconds,
+        gen_dropped: g.dropped + g.shortfall,
+        sink_drops: r.channel_full,
+        other_errors: r.other_drops,
+        backlog_drops: tx_dropped + r.ip_queue_full,
+        softirq: SoftirqShare::between(&cpu0, &cpu1),
+    })
+}
+
 // ---------------------------------------------------------------- helpers (child side)
 
 /// The hidden `lazynet exp-helper …` subcommands: the programs the Linux
@@ -1047,6 +1313,26 @@ pub enum HelperCmd {
         #[arg(long)]
         no_rps: bool,
     },
+    /// One livelock point of lazynet over TAP, fed from a Linux peer
+    /// namespace ([`tap_livelock_point`]); prints it.
+    TapPoint {
+        /// Receive mode: eager, early-demux or soft-lrp.
+        #[arg(long, default_value = "soft-lrp", value_parser = parse_mode)]
+        mode: lazynet::stack::ReceiveMode,
+        /// Offered rate.
+        #[arg(long, default_value_t = 50_000)]
+        rate: u64,
+        /// Seconds.
+        #[arg(long, default_value_t = 1.0)]
+        seconds: f64,
+        /// Work per datagram.
+        #[arg(long, default_value_t = 1000)]
+        work_iters: u32,
+    },
+}
+
+fn parse_mode(s: &str) -> Result<lazynet::stack::ReceiveMode, String> {
+    lazynet::stack::ReceiveMode::from_name(s).ok_or_else(|| format!("unknown mode {s:?}"))
 }
 
 /// Runs a helper subcommand.
@@ -1074,6 +1360,20 @@ pub fn helper(cmd: HelperCmd) -> anyhow::Result<()> {
             work_iters,
             no_rps,
         } => linux_points(rate, blast, seconds, work_iters, !no_rps),
+        HelperCmd::TapPoint {
+            mode,
+            rate,
+            seconds,
+            work_iters,
+        } => {
+            let p = tap_livelock_point(mode, rate, seconds, work_iters)?;
+            println!("tap {}: {}", mode.name(), p.summary());
+            println!(
+                "tap offered={} delivered={} sink_drops={} tap_drops={}",
+                p.offered, p.delivered, p.sink_drops, p.backlog_drops
+            );
+            Ok(())
+        }
     }
 }
 
