@@ -135,18 +135,24 @@ fn linux_livelock_and_latency_points_run_and_clean_up() {
 }
 
 /// Part 2: the same traffic from a Linux peer namespace over TAP into a
-/// lazynet host (soft-lrp), one short point; the namespace is gone after.
+/// lazynet host, one short point per receive mode; no namespace is left.
 #[test]
-fn tap_livelock_point_runs_and_cleans_up() {
+fn tap_livelock_points_run_and_clean_up() {
     if needs_root() {
         return;
     }
+    for mode in ["eager", "early-demux", "soft-lrp", "ni-lrp"] {
+        tap_point(mode);
+    }
+}
+
+fn tap_point(mode: &str) {
     let child = Command::new(BIN)
         .args([
             "exp-helper",
             "tap-point",
             "--mode",
-            "soft-lrp",
+            mode,
             "--rate",
             "20000",
             "--seconds",
@@ -174,23 +180,23 @@ fn tap_livelock_point_runs_and_cleans_up() {
         }
         if Instant::now() > end {
             g.child = Some(c);
-            panic!("tap-point still running after 40 s");
+            panic!("tap-point {mode} still running after 40 s");
         }
         std::thread::sleep(Duration::from_millis(20));
     };
     let mut out = String::new();
     std::io::Read::read_to_string(&mut c.stdout.take().unwrap(), &mut out).unwrap();
     println!("{out}");
-    assert!(status.success(), "{status}");
+    assert!(status.success(), "{mode}: {status}");
     let l = out
         .lines()
         .find(|l| l.starts_with("tap offered="))
-        .unwrap_or_else(|| panic!("no result line: {out}"));
+        .unwrap_or_else(|| panic!("{mode}: no result line: {out}"));
     let (offered, delivered) = (kv(l, "offered"), kv(l, "delivered"));
-    assert!(offered > 10_000.0, "{l}");
-    assert!(delivered > 0.0 && delivered <= offered, "{l}");
+    assert!(offered > 10_000.0, "{mode}: {l}");
+    assert!(delivered > 0.0 && delivered <= offered, "{mode}: {l}");
     assert!(
         !netns_list().contains(&prefix),
-        "namespace {prefix}* left behind"
+        "{mode}: namespace {prefix}* left behind"
     );
 }

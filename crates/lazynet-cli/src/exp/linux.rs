@@ -8,7 +8,9 @@
 //!   server under test, on [`HOST_CPU`]) and "gen" (generator and client,
 //!   on [`LOAD_CPU`]), joined by a veth pair, with RPS steering each side's
 //!   kernel receive work to its own core. Dropping it removes both
-//!   namespaces (and so the veth pair), on every path.
+//!   namespaces (and so the veth pair), on every path. [`LinuxNet::notes`]
+//!   says what was set up (for `NAME.txt`); [`LinuxNet::up_with`]`(false)`
+//!   leaves RPS off (a comparison, not the series).
 //! - [`livelock_point`]`(&net, rate_pps, seconds, work_iters)` →
 //!   [`LivelockPoint`]: offered vs delivered rate of a UDP sink that spends
 //!   `work(work_iters)` per datagram, plus the kernel's drop counters and
@@ -20,6 +22,9 @@
 //!   [`LivelockPoint`]: the livelock traffic from a Linux peer namespace,
 //!   through a TAP device, into a lazynet stack in `mode` (part 2: real
 //!   kernel traffic instead of the emulated NIC).
+//!
+//! Every point's [`LivelockPoint::summary`] / [`LatencyPoint::summary`] is
+//! one line for the results' notes, including where the softirq time went.
 //!
 //! Each point is bounded in time (`seconds` ≤ [`MAX_SECONDS`], plus fixed
 //! start-up and drain bounds) and count (the generator's rate × seconds).
@@ -38,6 +43,23 @@
 //! from `/proc/stat`, `NET_RX` counts from `/proc/softirqs`) and reports
 //! the share on [`HOST_CPU`] ([`SoftirqShare`]). Socket buffers, backlog
 //! length (`netdev_max_backlog`) and qdiscs are left at Linux's defaults.
+//!
+//! Reading those counters: this kernel has no `CONFIG_IRQ_TIME_ACCOUNTING`,
+//! so softirq time is *sampled* by the 250 Hz tick (a short point has few
+//! samples). `NET_RX` runs are counted on the sender's core too, because
+//! with RPS the sender raises `NET_RX` to send the IPIs
+//! (`net_rps_action`): the counts show activity, the time shows where the
+//! work is. Without RPS the receive work runs inside the sender's
+//! `sendmmsg` (softirq processed at `local_bh_enable`, in process context)
+//! and is charged as the *sender's* system time — it then hardly shows as
+//! softirq time at all. The counters are global: other load on the machine
+//! shows up in them. Measured here (release build, 2 s at 200 kpps asked,
+//! busy machine): with RPS 67–72% of the sampled softirq time was on CPU 1
+//! (58 of 86, 79 of 109 ticks); without RPS 0 of 3 ticks.
+//!
+//! In the latency point the ping-pong client and the blast generator share
+//! [`LOAD_CPU`] (as the lazynet series' client and load do); the generator
+//! spins close to its deadlines, so the client's wake-ups compete with it.
 //!
 //! The servers and clients are hidden subcommands of our own binary
 //! (`lazynet exp-helper …`, [`HelperCmd`]) run with `ip netns exec`, which
@@ -1035,6 +1057,82 @@ impl Drop for HostThread {
     }
 }
 
+type TapHost<N> = lazynet::host::Host<N, TapServer>;
+
+/// Builds the lazynet host of the TAP series on `stack` (one best-effort
+/// owner whose task receives a datagram and spends `work(work_iters)` on
+/// it), says `ready`, and runs it until `stop` or `bound`.
+fn tap_host<N: lazynet::nic::Nic + 'static>(
+    stack: lazynet::stack::Stack<N>,
+    hcfg: lazynet::host::HostConfig,
+    work_iters: u32,
+    stop: &AtomicBool,
+    bound: Duration,
+    ready: mpsc::Sender<()>,
+) -> anyhow::Result<TapHost<N>> {
+    use lazynet::host::{Host, HostState};
+    use lazynet::sched::{Class, Cx, Status, TscClock};
+
+    let app = TapServer {
+        work_iters,
+        ..TapServer::default()
+    };
+    let mut host =
+        Host::new(stack, app, TscClock::new(), hcfg).map_err(|e| anyhow::anyhow!("host: {e:?}"))?;
+    let o = host
+        .add_owner("server", Class::BestEffort)
+        .map_err(|e| anyhow::anyhow!("host: {e:?}"))?;
+    let h = host
+        .state_mut()
+        .stack
+        .udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, TAP_PORT), None)
+        .map_err(|e| anyhow::anyhow!("bind: {e:?}"))?;
+    let t = host
+        .spawn(
+            o,
+            move |_cx: &mut Cx<'_>, st: &mut HostState<N, TapServer>| {
+                let seq = st.stack.udp_recv_with(h, |p, _| {
+                    p.get(..4)
+                        .map_or(0, |s| u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
+                });
+                match seq {
+                    Ok(seq) => {
+                        let a = &mut st.app;
+                        a.hash ^= work(a.work_iters, seq as u64 ^ a.got);
+                        a.got += 1;
+                        Status::Ready
+                    }
+                    Err(_) => Status::Wait,
+                }
+            },
+        )
+        .map_err(|e| anyhow::anyhow!("host: {e:?}"))?;
+    host.state_mut().register_udp(h, o, t);
+    let _ = ready.send(());
+    let end = Instant::now() + bound;
+    while !stop.load(Ordering::Relaxed) && Instant::now() < end {
+        host.run_for(2_000_000);
+    }
+    Ok(host)
+}
+
+/// The counters of a finished TAP-series host.
+fn tap_run<N: lazynet::nic::Nic + 'static>(host: &TapHost<N>) -> TapRun {
+    let s = host.stack().stats();
+    if std::env::var_os("LAZYNET_TAP_DEBUG").is_some() {
+        let mut t = String::new();
+        let _ = s.write_table(&mut t);
+        eprintln!("{t}\n{:?}\n{}", host.stats(), host.report());
+    }
+    let full = s.demux.drops_for(lazynet::demux::DropReason::ChannelFull);
+    TapRun {
+        got: host.app().got,
+        channel_full: full,
+        ip_queue_full: s.drops_for(lazynet::stack::StackDrop::IpQueueFull),
+        other_drops: s.demux.dropped() - full,
+    }
+}
+
 /// The UDP port of the TAP series' server.
 const TAP_PORT: u16 = 9000;
 
@@ -1055,9 +1153,13 @@ const TAP_PORT: u16 = 9000;
 /// `StackDrop::IpQueueFull`): drops before protocol work, as Linux's backlog.
 /// Datagrams dropped at a full socket channel are
 /// [`LivelockPoint::sink_drops`] (after the checks in `eager` and
-/// `early-demux`, before them in `soft-lrp`). Offered = delivered + these
-/// two + other drops + what the generator's kernel refused. `ni-lrp` is not offered here (its NI
-/// engine would need the TAP device on the load core): an error.
+/// `early-demux`, before them in `soft-lrp` and `ni-lrp`). Offered =
+/// delivered + these two + other drops + what the generator's kernel
+/// refused.
+///
+/// In `ni-lrp` the NI engine owns the TAP device on a thread pinned to
+/// [`LOAD_CPU`] (beside the generator, as in the wire series): then the
+/// `read()` per frame is the NI's cost, not the host's.
 pub fn tap_livelock_point(
     mode: lazynet::stack::ReceiveMode,
     rate_pps: u64,
@@ -1071,9 +1173,6 @@ pub fn tap_livelock_point(
     check_seconds(seconds)?;
     if rate_pps == 0 {
         bail!("rate must be > 0");
-    }
-    if mode == ReceiveMode::NiLrp {
-        bail!("ni-lrp is not offered over TAP (its NI engine would own the TAP device)");
     }
     if !super::is_root() {
         bail!("the TAP series needs root (network namespaces)");
@@ -1121,71 +1220,53 @@ pub fn tap_livelock_point(
     let th = {
         let stop = stop.clone();
         std::thread::spawn(move || -> anyhow::Result<TapRun> {
-            use lazynet::host::{Host, HostConfig, HostState};
-            use lazynet::sched::{Class, Cx, Status, TscClock};
+            use lazynet::host::HostConfig;
             use lazynet::stack::{Stack, StackConfig};
-            type St = HostState<lazynet::nic::tap::TapNic, TapServer>;
 
             let _ = super::pin_host();
-            let stack = Stack::new(
-                tap,
-                StackConfig {
-                    addr: TAP_OURS,
-                    prefix_len: 24,
-                    mode,
-                    ..StackConfig::default()
-                },
-            );
-            let app = TapServer {
-                work_iters,
-                ..TapServer::default()
+            let scfg = StackConfig {
+                addr: TAP_OURS,
+                prefix_len: 24,
+                mode,
+                ..StackConfig::default()
             };
-            let mut host = Host::new(stack, app, TscClock::new(), HostConfig::for_mode(mode))
-                .map_err(|e| anyhow::anyhow!("host: {e:?}"))?;
-            let o = host
-                .add_owner("server", Class::BestEffort)
-                .map_err(|e| anyhow::anyhow!("host: {e:?}"))?;
-            let h = host
-                .state_mut()
-                .stack
-                .udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, TAP_PORT), None)
-                .map_err(|e| anyhow::anyhow!("bind: {e:?}"))?;
-            let t = host
-                .spawn(o, move |_cx: &mut Cx<'_>, st: &mut St| {
-                    let seq = st.stack.udp_recv_with(h, |p, _| {
-                        p.get(..4)
-                            .map_or(0, |s| u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
-                    });
-                    match seq {
-                        Ok(seq) => {
-                            let a = &mut st.app;
-                            a.hash ^= work(a.work_iters, seq as u64 ^ a.got);
-                            a.got += 1;
-                            Status::Ready
-                        }
-                        Err(_) => Status::Wait,
-                    }
-                })
-                .map_err(|e| anyhow::anyhow!("host: {e:?}"))?;
-            host.state_mut().register_udp(h, o, t);
-            let _ = ready_tx.send(());
-            let end = Instant::now() + bound;
-            while !stop.load(Ordering::Relaxed) && Instant::now() < end {
-                host.run_for(2_000_000);
+            if mode != ReceiveMode::NiLrp {
+                let stack = Stack::new(tap, scfg);
+                let host = tap_host(
+                    stack,
+                    HostConfig::for_mode(mode),
+                    work_iters,
+                    &stop,
+                    bound,
+                    ready_tx,
+                )?;
+                return Ok(tap_run(&host));
             }
-            let s = host.stack().stats();
-            if std::env::var_os("LAZYNET_TAP_DEBUG").is_some() {
-                let mut t = String::new();
-                let _ = s.write_table(&mut t);
-                eprintln!("{t}\n{:?}\n{}", host.stats(), host.report());
+            // ni-lrp: the NI engine owns the TAP device on the load core.
+            let (stack, engine) = Stack::new_ni_lrp(tap, scfg);
+            let ni_stop = std::sync::Arc::new(AtomicBool::new(false));
+            let ni = engine.spawn(Some(LOAD_CPU), ni_stop.clone())?;
+            let r = tap_host(
+                stack,
+                HostConfig::ni_lrp(),
+                work_iters,
+                &stop,
+                bound,
+                ready_tx,
+            )
+            .map(|mut host| {
+                // Quiesce (bounded) so the merged counters are exact.
+                let end = Instant::now() + Duration::from_secs(5);
+                while !host.state_mut().stack.ni_quiesce() && Instant::now() < end {
+                    std::thread::yield_now();
+                }
+                tap_run(&host)
+            });
+            ni_stop.store(true, Ordering::Relaxed);
+            if ni.join().is_err() {
+                bail!("the NI engine thread panicked");
             }
-            let full = s.demux.drops_for(lazynet::demux::DropReason::ChannelFull);
-            Ok(TapRun {
-                got: host.app().got,
-                channel_full: full,
-                ip_queue_full: s.drops_for(lazynet::stack::StackDrop::IpQueueFull),
-                other_drops: s.demux.dropped() - full,
-            })
+            r
         })
     };
     let host = HostThread { stop, th: Some(th) };
@@ -1316,7 +1397,7 @@ pub enum HelperCmd {
     /// One livelock point of lazynet over TAP, fed from a Linux peer
     /// namespace ([`tap_livelock_point`]); prints it.
     TapPoint {
-        /// Receive mode: eager, early-demux or soft-lrp.
+        /// Receive mode: eager, early-demux, soft-lrp or ni-lrp.
         #[arg(long, default_value = "soft-lrp", value_parser = parse_mode)]
         mode: lazynet::stack::ReceiveMode,
         /// Offered rate.
