@@ -1,5 +1,5 @@
 //! The Linux series of the overload experiments (LRP Figs. 3 and 4): the
-//! same UDP traffic, the same per-datagram [`work`](super::work), against the
+//! same UDP traffic, the same per-datagram [`work`], against the
 //! Linux kernel's stack, in two network namespaces of our own.
 //!
 //! # API (stable; `livelock.rs` and `latency.rs` call it)
@@ -1191,8 +1191,8 @@ pub fn tap_livelock_point(
     }
     // `own` removes the namespace when this function returns, after the
     // host thread (and with it the TAP descriptor) is gone.
-    let ours_mac = tap_cfg.mac;
-    let mac = ours_mac
+    let mac = tap_cfg
+        .mac
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect::<Vec<_>>()
