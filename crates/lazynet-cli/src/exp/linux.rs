@@ -1850,6 +1850,49 @@ mod tests {
         assert!(a.windows(2).any(|w| w == ["--seconds", "1.5"]));
     }
 
+    fn sh(script: &str) -> Proc {
+        let mut c = Command::new("sh");
+        c.args(["-c", script]);
+        Proc::spawn("sh", c).unwrap()
+    }
+
+    fn alive(pid: u32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| !s.contains(") Z "))
+            .unwrap_or(false)
+    }
+
+    #[test]
+    fn proc_reads_lines_terminates_and_is_bounded() {
+        // Ready, then blocks until SIGTERM.
+        let mut p = sh("echo one; echo ready; echo oops >&2; exec sleep 30");
+        p.wait_line("ready", Duration::from_secs(5)).unwrap();
+        let t0 = Instant::now();
+        let st = p.terminate().unwrap();
+        assert!(!st.success(), "killed by SIGTERM");
+        assert!(t0.elapsed() < TERM_GRACE, "SIGTERM was enough");
+        assert_eq!(p.line("one").unwrap(), "one");
+        assert!(p.lines.iter().any(|l| l == "stderr: oops"));
+        assert!(p.line("two").is_err());
+        // Exits before the line: an error, not a hang.
+        let mut p = sh("echo nope");
+        assert!(p.wait_line("ready", Duration::from_secs(5)).is_err());
+        // Runs past its bound: killed, an error.
+        let mut p = sh("exec sleep 30");
+        let pid = p.pid;
+        assert!(p.finish(Duration::from_millis(100)).is_err());
+        assert!(!alive(pid));
+        // A failing exit status is an error carrying the output.
+        let mut p = sh("echo why; exit 3");
+        let e = p.finish(Duration::from_secs(5)).unwrap_err().to_string();
+        assert!(e.contains("why"), "{e}");
+        // Dropped while running: killed and reaped.
+        let p = sh("exec sleep 30");
+        let pid = p.pid;
+        drop(p);
+        assert!(!alive(pid));
+    }
+
     /// Sink, echo and client against each other on loopback (no root).
     #[test]
     fn sink_and_ping_pong_on_loopback() {
