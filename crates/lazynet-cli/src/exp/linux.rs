@@ -84,6 +84,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use hdrhistogram::Histogram;
 
+use lazynet::nic::netns::ip;
+
 use super::{work, HOST_CPU, LOAD_CPU};
 
 /// Longest measured window of one point.
@@ -138,24 +140,6 @@ pub struct LinuxNet {
     removed: bool,
 }
 
-/// Runs `cmd args`; an error names the command and carries its stderr.
-fn run(cmd: &str, args: &[&str]) -> anyhow::Result<String> {
-    let out = Command::new(cmd)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("cannot run {cmd}"))?;
-    if !out.status.success() {
-        bail!(
-            "`{cmd} {}` failed ({}): {}",
-            args.join(" "),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
 /// Hex CPU mask of one CPU, as `rps_cpus` takes it.
 fn cpu_mask(cpu: usize) -> String {
     format!("{:x}", 1u64 << cpu.min(63))
@@ -197,40 +181,34 @@ impl LinuxNet {
     fn create(&mut self, rps: bool) -> anyhow::Result<()> {
         let (h, g) = (self.host_ns.clone(), self.gen_ns.clone());
         let (hd, gd) = (self.host_dev.clone(), self.gen_dev.clone());
-        run("ip", &["netns", "add", &h])?;
-        run("ip", &["netns", "add", &g])?;
-        run(
-            "ip",
-            &[
-                "link", "add", &hd, "address", HOST_MAC, "netns", &h, "type", "veth", "peer",
-                "name", &gd, "address", GEN_MAC, "netns", &g,
-            ],
-        )?;
+        ip(&["netns", "add", &h])?;
+        ip(&["netns", "add", &g])?;
+        ip(&[
+            "link", "add", &hd, "address", HOST_MAC, "netns", &h, "type", "veth", "peer", "name",
+            &gd, "address", GEN_MAC, "netns", &g,
+        ])?;
         let host = format!("{HOST_ADDR}/24");
         let gen = format!("{GEN_ADDR}/24");
         for (ns, dev, addr, peer, peer_mac) in [
             (&h, &hd, &host, GEN_ADDR, GEN_MAC),
             (&g, &gd, &gen, HOST_ADDR, HOST_MAC),
         ] {
-            run("ip", &["-n", ns, "addr", "add", addr, "dev", dev])?;
-            run("ip", &["-n", ns, "link", "set", "dev", dev, "up"])?;
-            run("ip", &["-n", ns, "link", "set", "dev", "lo", "up"])?;
-            run(
-                "ip",
-                &[
-                    "-n",
-                    ns,
-                    "neigh",
-                    "replace",
-                    &peer.to_string(),
-                    "lladdr",
-                    peer_mac,
-                    "dev",
-                    dev,
-                    "nud",
-                    "permanent",
-                ],
-            )?;
+            ip(&["-n", ns, "addr", "add", addr, "dev", dev])?;
+            ip(&["-n", ns, "link", "set", "dev", dev, "up"])?;
+            ip(&["-n", ns, "link", "set", "dev", "lo", "up"])?;
+            ip(&[
+                "-n",
+                ns,
+                "neigh",
+                "replace",
+                &peer.to_string(),
+                "lladdr",
+                peer_mac,
+                "dev",
+                dev,
+                "nud",
+                "permanent",
+            ])?;
         }
         if !rps {
             self.notes.push(
@@ -252,20 +230,17 @@ impl LinuxNet {
     fn set_rps(&self, ns: &str, dev: &str, cpu: usize) -> anyhow::Result<String> {
         let path = format!("/sys/class/net/{dev}/queues/rx-0/rps_cpus");
         let mask = cpu_mask(cpu);
-        run(
-            "ip",
-            &[
-                "netns",
-                "exec",
-                ns,
-                "sh",
-                "-c",
-                "printf '%s\\n' \"$1\" > \"$2\" && cat \"$2\"",
-                "sh",
-                &mask,
-                &path,
-            ],
-        )
+        ip(&[
+            "netns",
+            "exec",
+            ns,
+            "sh",
+            "-c",
+            "printf '%s\\n' \"$1\" > \"$2\" && cat \"$2\"",
+            "sh",
+            &mask,
+            &path,
+        ])
         .map(|s| s.trim().to_string())
         .with_context(|| format!("cannot set RPS on {dev}"))
     }
@@ -321,20 +296,20 @@ impl LinuxNet {
         self.removed = true;
         let mut first = Ok(());
         if lazynet::nic::netns::dev_exists_in(&self.host_ns, &self.host_dev) {
-            if let Err(e) = run("ip", &["-n", &self.host_ns, "link", "del", &self.host_dev]) {
+            if let Err(e) = ip(&["-n", &self.host_ns, "link", "del", &self.host_dev]) {
                 first = Err(e);
             }
         }
         for ns in [&self.host_ns, &self.gen_ns] {
             if lazynet::nic::netns::netns_exists(ns) {
-                if let Err(e) = run("ip", &["netns", "del", ns]) {
+                if let Err(e) = ip(&["netns", "del", ns]) {
                     if first.is_ok() {
                         first = Err(e);
                     }
                 }
             }
         }
-        first
+        Ok(first?)
     }
 }
 
@@ -1197,22 +1172,19 @@ pub fn tap_livelock_point(
         .map(|b| format!("{b:02x}"))
         .collect::<Vec<_>>()
         .join(":");
-    run(
-        "ip",
-        &[
-            "-n",
-            &cfg.ns,
-            "neigh",
-            "replace",
-            &TAP_OURS.to_string(),
-            "lladdr",
-            &mac,
-            "dev",
-            &cfg.dev,
-            "nud",
-            "permanent",
-        ],
-    )?;
+    ip(&[
+        "-n",
+        &cfg.ns,
+        "neigh",
+        "replace",
+        &TAP_OURS.to_string(),
+        "lladdr",
+        &mac,
+        "dev",
+        &cfg.dev,
+        "nud",
+        "permanent",
+    ])?;
 
     let stop = std::sync::Arc::new(AtomicBool::new(false));
     let (ready_tx, ready_rx) = mpsc::channel();
@@ -1287,16 +1259,13 @@ pub fn tap_livelock_point(
     gen.finish(Duration::from_secs_f64(seconds + 10.0))?;
     std::thread::sleep(DRAIN);
     let cpu1 = CpuSnap::now();
-    let tx_dropped: u64 = run(
-        "ip",
-        &[
-            "netns",
-            "exec",
-            &cfg.ns,
-            "cat",
-            &format!("/sys/class/net/{}/statistics/tx_dropped", cfg.dev),
-        ],
-    )?
+    let tx_dropped: u64 = ip(&[
+        "netns",
+        "exec",
+        &cfg.ns,
+        "cat",
+        &format!("/sys/class/net/{}/statistics/tx_dropped", cfg.dev),
+    ])?
     .trim()
     .parse()
     .context("tx_dropped")?;
