@@ -63,7 +63,14 @@
 //!
 //! The servers and clients are hidden subcommands of our own binary
 //! (`lazynet exp-helper …`, [`HelperCmd`]) run with `ip netns exec`, which
-//! execs (no extra process), so the pid we hold is the helper's.
+//! execs (no extra process), so the pid we hold is the helper's. The Linux
+//! sink receives with `recvmmsg` (up to 32 datagrams per call, Linux at its
+//! best); the echo server with `recvfrom`/`sendto`.
+//!
+//! Cleanup covers errors and panics (guards); a process killed by a signal
+//! cannot run them, and then leaves its namespaces `lxh<pid>-<n>` and
+//! `lxg<pid>-<n>` (TAP: `lnt<pid>-<n>`) behind: remove them by name with
+//! `ip netns del`.
 //!
 //! **Owns:** the namespaces, veth pair and child processes it creates, by
 //! name and pid (names carry our pid and a counter). **May not touch:**
