@@ -1841,7 +1841,7 @@ mod tests {
     #[test]
     fn proc_reads_lines_terminates_and_is_bounded() {
         // Ready, then blocks until SIGTERM.
-        let mut p = sh("echo one; echo ready; echo oops >&2; exec sleep 30");
+        let mut p = sh("echo one; echo oops >&2; echo ready; exec sleep 30");
         p.wait_line("ready", Duration::from_secs(5)).unwrap();
         let t0 = Instant::now();
         let st = p.terminate().unwrap();
