@@ -133,3 +133,70 @@ fn linux_livelock_and_latency_points_run_and_clean_up() {
         );
     }
 }
+
+/// Part 2: the same traffic from a Linux peer namespace over TAP into a
+/// lazynet host, one short point per receive mode; no namespace is left.
+#[test]
+fn tap_livelock_points_run_and_clean_up() {
+    if needs_root() {
+        return;
+    }
+    for mode in ["eager", "early-demux", "soft-lrp", "ni-lrp"] {
+        tap_point(mode);
+    }
+}
+
+fn tap_point(mode: &str) {
+    let child = Command::new(BIN)
+        .args([
+            "exp-helper",
+            "tap-point",
+            "--mode",
+            mode,
+            "--rate",
+            "20000",
+            "--seconds",
+            "1",
+            "--work-iters",
+            "400",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // The program names its namespace lnt<pid % 10^7>-<n>.
+    let prefix = format!("lnt{}-", pid % 10_000_000);
+    let mut g = Guard {
+        child: Some(child),
+        namespaces: (0..4).map(|n| format!("{prefix}{n}")).collect(),
+    };
+    let mut c = g.child.take().unwrap();
+    let end = Instant::now() + Duration::from_secs(40);
+    let status = loop {
+        if let Some(s) = c.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > end {
+            g.child = Some(c);
+            panic!("tap-point {mode} still running after 40 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut c.stdout.take().unwrap(), &mut out).unwrap();
+    println!("{out}");
+    assert!(status.success(), "{mode}: {status}");
+    let l = out
+        .lines()
+        .find(|l| l.starts_with("tap offered="))
+        .unwrap_or_else(|| panic!("{mode}: no result line: {out}"));
+    let (offered, delivered) = (kv(l, "offered"), kv(l, "delivered"));
+    assert!(offered > 10_000.0, "{mode}: {l}");
+    assert!(delivered > 0.0 && delivered <= offered, "{mode}: {l}");
+    assert!(
+        !netns_list().contains(&prefix),
+        "{mode}: namespace {prefix}* left behind"
+    );
+}

@@ -1,5 +1,5 @@
 //! The Linux series of the overload experiments (LRP Figs. 3 and 4): the
-//! same UDP traffic, the same per-datagram [`work`](super::work), against the
+//! same UDP traffic, the same per-datagram [`work`], against the
 //! Linux kernel's stack, in two network namespaces of our own.
 //!
 //! # API (stable; `livelock.rs` and `latency.rs` call it)
@@ -8,7 +8,9 @@
 //!   server under test, on [`HOST_CPU`]) and "gen" (generator and client,
 //!   on [`LOAD_CPU`]), joined by a veth pair, with RPS steering each side's
 //!   kernel receive work to its own core. Dropping it removes both
-//!   namespaces (and so the veth pair), on every path.
+//!   namespaces (and so the veth pair), on every path. [`LinuxNet::notes`]
+//!   says what was set up (for `NAME.txt`); [`LinuxNet::up_with`]`(false)`
+//!   leaves RPS off (a comparison, not the series).
 //! - [`livelock_point`]`(&net, rate_pps, seconds, work_iters)` →
 //!   [`LivelockPoint`]: offered vs delivered rate of a UDP sink that spends
 //!   `work(work_iters)` per datagram, plus the kernel's drop counters and
@@ -20,6 +22,9 @@
 //!   [`LivelockPoint`]: the livelock traffic from a Linux peer namespace,
 //!   through a TAP device, into a lazynet stack in `mode` (part 2: real
 //!   kernel traffic instead of the emulated NIC).
+//!
+//! Every point's [`LivelockPoint::summary`] / [`LatencyPoint::summary`] is
+//! one line for the results' notes, including where the softirq time went.
 //!
 //! Each point is bounded in time (`seconds` ≤ [`MAX_SECONDS`], plus fixed
 //! start-up and drain bounds) and count (the generator's rate × seconds).
@@ -39,9 +44,33 @@
 //! the share on [`HOST_CPU`] ([`SoftirqShare`]). Socket buffers, backlog
 //! length (`netdev_max_backlog`) and qdiscs are left at Linux's defaults.
 //!
+//! Reading those counters: this kernel has no `CONFIG_IRQ_TIME_ACCOUNTING`,
+//! so softirq time is *sampled* by the 250 Hz tick (a short point has few
+//! samples). `NET_RX` runs are counted on the sender's core too, because
+//! with RPS the sender raises `NET_RX` to send the IPIs
+//! (`net_rps_action`): the counts show activity, the time shows where the
+//! work is. Without RPS the receive work runs inside the sender's
+//! `sendmmsg` (softirq processed at `local_bh_enable`, in process context)
+//! and is charged as the *sender's* system time — it then hardly shows as
+//! softirq time at all. The counters are global: other load on the machine
+//! shows up in them. Measured here (release build, 2 s at 200 kpps asked,
+//! busy machine): with RPS 67–72% of the sampled softirq time was on CPU 1
+//! (58 of 86, 79 of 109 ticks); without RPS 0 of 3 ticks.
+//!
+//! In the latency point the ping-pong client and the blast generator share
+//! [`LOAD_CPU`] (as the lazynet series' client and load do); the generator
+//! spins close to its deadlines, so the client's wake-ups compete with it.
+//!
 //! The servers and clients are hidden subcommands of our own binary
 //! (`lazynet exp-helper …`, [`HelperCmd`]) run with `ip netns exec`, which
-//! execs (no extra process), so the pid we hold is the helper's.
+//! execs (no extra process), so the pid we hold is the helper's. The Linux
+//! sink receives with `recvmmsg` (up to 32 datagrams per call, Linux at its
+//! best); the echo server with `recvfrom`/`sendto`.
+//!
+//! Cleanup covers errors and panics (guards); a process killed by a signal
+//! cannot run them, and then leaves its namespaces `lxh<pid>-<n>` and
+//! `lxg<pid>-<n>` (TAP: `lnt<pid>-<n>`) behind: remove them by name with
+//! `ip netns del`.
 //!
 //! **Owns:** the namespaces, veth pair and child processes it creates, by
 //! name and pid (names carry our pid and a counter). **May not touch:**
@@ -61,6 +90,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use hdrhistogram::Histogram;
+
+use lazynet::nic::netns::ip;
 
 use super::{work, HOST_CPU, LOAD_CPU};
 
@@ -116,24 +147,6 @@ pub struct LinuxNet {
     removed: bool,
 }
 
-/// Runs `cmd args`; an error names the command and carries its stderr.
-fn run(cmd: &str, args: &[&str]) -> anyhow::Result<String> {
-    let out = Command::new(cmd)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("cannot run {cmd}"))?;
-    if !out.status.success() {
-        bail!(
-            "`{cmd} {}` failed ({}): {}",
-            args.join(" "),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
 /// Hex CPU mask of one CPU, as `rps_cpus` takes it.
 fn cpu_mask(cpu: usize) -> String {
     format!("{:x}", 1u64 << cpu.min(63))
@@ -175,40 +188,34 @@ impl LinuxNet {
     fn create(&mut self, rps: bool) -> anyhow::Result<()> {
         let (h, g) = (self.host_ns.clone(), self.gen_ns.clone());
         let (hd, gd) = (self.host_dev.clone(), self.gen_dev.clone());
-        run("ip", &["netns", "add", &h])?;
-        run("ip", &["netns", "add", &g])?;
-        run(
-            "ip",
-            &[
-                "link", "add", &hd, "address", HOST_MAC, "netns", &h, "type", "veth", "peer",
-                "name", &gd, "address", GEN_MAC, "netns", &g,
-            ],
-        )?;
+        ip(&["netns", "add", &h])?;
+        ip(&["netns", "add", &g])?;
+        ip(&[
+            "link", "add", &hd, "address", HOST_MAC, "netns", &h, "type", "veth", "peer", "name",
+            &gd, "address", GEN_MAC, "netns", &g,
+        ])?;
         let host = format!("{HOST_ADDR}/24");
         let gen = format!("{GEN_ADDR}/24");
         for (ns, dev, addr, peer, peer_mac) in [
             (&h, &hd, &host, GEN_ADDR, GEN_MAC),
             (&g, &gd, &gen, HOST_ADDR, HOST_MAC),
         ] {
-            run("ip", &["-n", ns, "addr", "add", addr, "dev", dev])?;
-            run("ip", &["-n", ns, "link", "set", "dev", dev, "up"])?;
-            run("ip", &["-n", ns, "link", "set", "dev", "lo", "up"])?;
-            run(
-                "ip",
-                &[
-                    "-n",
-                    ns,
-                    "neigh",
-                    "replace",
-                    &peer.to_string(),
-                    "lladdr",
-                    peer_mac,
-                    "dev",
-                    dev,
-                    "nud",
-                    "permanent",
-                ],
-            )?;
+            ip(&["-n", ns, "addr", "add", addr, "dev", dev])?;
+            ip(&["-n", ns, "link", "set", "dev", dev, "up"])?;
+            ip(&["-n", ns, "link", "set", "dev", "lo", "up"])?;
+            ip(&[
+                "-n",
+                ns,
+                "neigh",
+                "replace",
+                &peer.to_string(),
+                "lladdr",
+                peer_mac,
+                "dev",
+                dev,
+                "nud",
+                "permanent",
+            ])?;
         }
         if !rps {
             self.notes.push(
@@ -230,20 +237,17 @@ impl LinuxNet {
     fn set_rps(&self, ns: &str, dev: &str, cpu: usize) -> anyhow::Result<String> {
         let path = format!("/sys/class/net/{dev}/queues/rx-0/rps_cpus");
         let mask = cpu_mask(cpu);
-        run(
-            "ip",
-            &[
-                "netns",
-                "exec",
-                ns,
-                "sh",
-                "-c",
-                "printf '%s\\n' \"$1\" > \"$2\" && cat \"$2\"",
-                "sh",
-                &mask,
-                &path,
-            ],
-        )
+        ip(&[
+            "netns",
+            "exec",
+            ns,
+            "sh",
+            "-c",
+            "printf '%s\\n' \"$1\" > \"$2\" && cat \"$2\"",
+            "sh",
+            &mask,
+            &path,
+        ])
         .map(|s| s.trim().to_string())
         .with_context(|| format!("cannot set RPS on {dev}"))
     }
@@ -299,20 +303,20 @@ impl LinuxNet {
         self.removed = true;
         let mut first = Ok(());
         if lazynet::nic::netns::dev_exists_in(&self.host_ns, &self.host_dev) {
-            if let Err(e) = run("ip", &["-n", &self.host_ns, "link", "del", &self.host_dev]) {
+            if let Err(e) = ip(&["-n", &self.host_ns, "link", "del", &self.host_dev]) {
                 first = Err(e);
             }
         }
         for ns in [&self.host_ns, &self.gen_ns] {
             if lazynet::nic::netns::netns_exists(ns) {
-                if let Err(e) = run("ip", &["netns", "del", ns]) {
+                if let Err(e) = ip(&["netns", "del", ns]) {
                     if first.is_ok() {
                         first = Err(e);
                     }
                 }
             }
         }
-        first
+        Ok(first?)
     }
 }
 
@@ -613,6 +617,20 @@ pub struct SoftirqShare {
 }
 
 impl SoftirqShare {
+    /// A short phrase for notes.
+    pub fn summary(&self) -> String {
+        if self.all_ticks == 0 {
+            return "no softirq time sampled".into();
+        }
+        format!(
+            "softirq time on CPU {HOST_CPU}: {:.0}% ({} of {} ticks), NET_RX runs there: {:.0}%",
+            self.time_on_host * 100.0,
+            self.host_ticks,
+            self.all_ticks,
+            self.net_rx_on_host * 100.0
+        )
+    }
+
     fn between(a: &CpuSnap, b: &CpuSnap) -> Self {
         let t = deltas(&a.softirq_ticks, &b.softirq_ticks);
         let r = deltas(&a.net_rx, &b.net_rx);
@@ -724,13 +742,15 @@ pub struct LivelockPoint {
     /// Datagrams the generator's kernel refused at once (its socket buffer
     /// or qdisc was full) plus the generator's shortfall.
     pub gen_dropped: u64,
-    /// Drops at the socket queue after full protocol work (Linux:
-    /// `RcvbufErrors` in the host namespace; TAP: the stack's channel drops).
+    /// Drops at the socket queue (Linux: `RcvbufErrors` in the host
+    /// namespace, after full protocol work; TAP: the stack's channel-full
+    /// drops).
     pub sink_drops: u64,
     /// Other receive errors (Linux: `InErrors` − `RcvbufErrors`).
     pub other_errors: u64,
-    /// Drops at a full per-CPU backlog (`/proc/net/softnet_stat`, all CPUs;
-    /// TAP: frames the TAP device dropped).
+    /// Drops before protocol work: a full per-CPU backlog
+    /// (`/proc/net/softnet_stat`, all CPUs; TAP: frames the TAP device's
+    /// queue dropped, plus `eager`'s IP-queue drops).
     pub backlog_drops: u64,
     /// Where the softirq time went.
     pub softirq: SoftirqShare,
@@ -740,7 +760,7 @@ impl LivelockPoint {
     /// A one-line summary for notes and logs.
     pub fn summary(&self) -> String {
         format!(
-            "offered {:.0} pps, delivered {:.0} pps ({} of {} in {:.3} s); drops: socket queue {}, backlog {}, sender {}, other {}; softirq time on CPU {HOST_CPU}: {:.0}% ({} of {} ticks), NET_RX runs there: {:.0}%",
+            "offered {:.0} pps, delivered {:.0} pps ({} of {} in {:.3} s); drops: socket queue {}, backlog {}, sender {}, other {}; {}",
             self.offered_pps,
             self.delivered_pps,
             self.delivered,
@@ -750,10 +770,7 @@ impl LivelockPoint {
             self.backlog_drops,
             self.gen_dropped,
             self.other_errors,
-            self.softirq.time_on_host * 100.0,
-            self.softirq.host_ticks,
-            self.softirq.all_ticks,
-            self.softirq.net_rx_on_host * 100.0,
+            self.softirq.summary(),
         )
     }
 }
@@ -971,6 +988,312 @@ pub fn latency_point(
     })
 }
 
+// ---------------------------------------------------------------- TAP (part 2)
+
+/// lazynet's address on the TAP link of [`tap_livelock_point`].
+pub const TAP_OURS: Ipv4Addr = Ipv4Addr::new(10, 204, 0, 2);
+/// The kernel side's address (in the peer namespace).
+pub const TAP_PEER: Ipv4Addr = Ipv4Addr::new(10, 204, 0, 1);
+
+/// What the lazynet server of [`tap_livelock_point`] keeps.
+#[derive(Debug, Default)]
+struct TapServer {
+    work_iters: u32,
+    got: u64,
+    hash: u64,
+}
+
+/// What the host thread of [`tap_livelock_point`] reports.
+#[derive(Debug, Default)]
+struct TapRun {
+    got: u64,
+    channel_full: u64,
+    ip_queue_full: u64,
+    other_drops: u64,
+}
+
+/// The host thread: raises its stop flag and joins it when dropped, so it
+/// never outlives the point (it also stops by itself at its own bound).
+struct HostThread {
+    stop: std::sync::Arc<AtomicBool>,
+    th: Option<JoinHandle<anyhow::Result<TapRun>>>,
+}
+
+impl HostThread {
+    fn join(mut self) -> anyhow::Result<TapRun> {
+        self.stop.store(true, Ordering::Relaxed);
+        match self.th.take().map(JoinHandle::join) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => bail!("the lazynet host thread panicked"),
+            None => bail!("the lazynet host thread is gone"),
+        }
+    }
+}
+
+impl Drop for HostThread {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.th.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+type TapHost<N> = lazynet::host::Host<N, TapServer>;
+
+/// Builds the lazynet host of the TAP series on `stack` (one best-effort
+/// owner whose task receives a datagram and spends `work(work_iters)` on
+/// it), says `ready`, and runs it until `stop` or `bound`.
+fn tap_host<N: lazynet::nic::Nic + 'static>(
+    stack: lazynet::stack::Stack<N>,
+    hcfg: lazynet::host::HostConfig,
+    work_iters: u32,
+    stop: &AtomicBool,
+    bound: Duration,
+    ready: mpsc::Sender<()>,
+) -> anyhow::Result<TapHost<N>> {
+    use lazynet::host::{Host, HostState};
+    use lazynet::sched::{Class, Cx, Status, TscClock};
+
+    let app = TapServer {
+        work_iters,
+        ..TapServer::default()
+    };
+    let mut host =
+        Host::new(stack, app, TscClock::new(), hcfg).map_err(|e| anyhow::anyhow!("host: {e:?}"))?;
+    let o = host
+        .add_owner("server", Class::BestEffort)
+        .map_err(|e| anyhow::anyhow!("host: {e:?}"))?;
+    let h = host
+        .state_mut()
+        .stack
+        .udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, TAP_PORT), None)
+        .map_err(|e| anyhow::anyhow!("bind: {e:?}"))?;
+    let t = host
+        .spawn(
+            o,
+            move |_cx: &mut Cx<'_>, st: &mut HostState<N, TapServer>| {
+                let seq = st.stack.udp_recv_with(h, |p, _| {
+                    p.get(..4)
+                        .map_or(0, |s| u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
+                });
+                match seq {
+                    Ok(seq) => {
+                        let a = &mut st.app;
+                        a.hash ^= work(a.work_iters, seq as u64 ^ a.got);
+                        a.got += 1;
+                        Status::Ready
+                    }
+                    Err(_) => Status::Wait,
+                }
+            },
+        )
+        .map_err(|e| anyhow::anyhow!("host: {e:?}"))?;
+    host.state_mut().register_udp(h, o, t);
+    let _ = ready.send(());
+    let end = Instant::now() + bound;
+    while !stop.load(Ordering::Relaxed) && Instant::now() < end {
+        host.run_for(2_000_000);
+    }
+    Ok(host)
+}
+
+/// The counters of a finished TAP-series host.
+fn tap_run<N: lazynet::nic::Nic + 'static>(host: &TapHost<N>) -> TapRun {
+    let s = host.stack().stats();
+    if std::env::var_os("LAZYNET_TAP_DEBUG").is_some() {
+        let mut t = String::new();
+        let _ = s.write_table(&mut t);
+        eprintln!("{t}\n{:?}\n{}", host.stats(), host.report());
+    }
+    let full = s.demux.drops_for(lazynet::demux::DropReason::ChannelFull);
+    TapRun {
+        got: host.app().got,
+        channel_full: full,
+        ip_queue_full: s.drops_for(lazynet::stack::StackDrop::IpQueueFull),
+        other_drops: s.demux.dropped() - full,
+    }
+}
+
+/// The UDP port of the TAP series' server.
+const TAP_PORT: u16 = 9000;
+
+/// One livelock point of lazynet in `mode` fed by *real kernel traffic*:
+/// `lazynet loadgen udp` in a Linux peer namespace (pinned to
+/// [`LOAD_CPU`]) sends through a TAP device whose other end is a lazynet
+/// stack run by the host runtime ([`lazynet::host::Host`], the placement
+/// of `mode`) on a thread pinned to [`HOST_CPU`]; its server task receives
+/// each datagram and spends `work(work_iters)` on it.
+///
+/// What this series measures besides the stack: a TAP device costs one
+/// `read()` system call per frame on the host core (~0.77 Mpps at most on
+/// this machine, machine facts), and the host polls it — every receive-task
+/// iteration is at least one `read()`, `EAGAIN` when idle. Excess the host
+/// does not read in time is dropped by the TAP device's queue in the kernel;
+/// it and `eager`'s IP queue drops are [`LivelockPoint::backlog_drops`]
+/// (the device's `tx_dropped` seen from the peer namespace, plus
+/// `StackDrop::IpQueueFull`): drops before protocol work, as Linux's backlog.
+/// Datagrams dropped at a full socket channel are
+/// [`LivelockPoint::sink_drops`] (after the checks in `eager` and
+/// `early-demux`, before them in `soft-lrp` and `ni-lrp`). Offered =
+/// delivered + these two + other drops + what the generator's kernel
+/// refused.
+///
+/// In `ni-lrp` the NI engine owns the TAP device on a thread pinned to
+/// [`LOAD_CPU`] (beside the generator, as in the wire series): then the
+/// `read()` per frame is the NI's cost, not the host's.
+pub fn tap_livelock_point(
+    mode: lazynet::stack::ReceiveMode,
+    rate_pps: u64,
+    seconds: f64,
+    work_iters: u32,
+) -> anyhow::Result<LivelockPoint> {
+    use lazynet::nic::netns::{Ownership, PeerNs, PeerNsConfig};
+    use lazynet::nic::tap::TapConfig;
+    use lazynet::stack::ReceiveMode;
+
+    check_seconds(seconds)?;
+    if rate_pps == 0 {
+        bail!("rate must be > 0");
+    }
+    if !super::is_root() {
+        bail!("the TAP series needs root (network namespaces)");
+    }
+    let exe = std::env::current_exe().context("cannot find our own binary")?;
+    let mut cfg = PeerNsConfig::unique(204);
+    cfg.peer_addr = format!("{TAP_PEER}/24");
+    let peer = PeerNs::new(cfg.clone());
+    let tap_cfg = TapConfig {
+        name: cfg.dev.clone(),
+        ..TapConfig::default()
+    };
+    let (tap, own) = peer.attach_or_create(&tap_cfg)?;
+    if matches!(own, Ownership::Attached) {
+        bail!("{} already existed in {}: not ours", cfg.dev, cfg.ns);
+    }
+    // `own` removes the namespace when this function returns, after the
+    // host thread (and with it the TAP descriptor) is gone.
+    let mac = tap_cfg
+        .mac
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":");
+    ip(&[
+        "-n",
+        &cfg.ns,
+        "neigh",
+        "replace",
+        &TAP_OURS.to_string(),
+        "lladdr",
+        &mac,
+        "dev",
+        &cfg.dev,
+        "nud",
+        "permanent",
+    ])?;
+
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let bound = Duration::from_secs_f64(seconds + 30.0);
+    let th = {
+        let stop = stop.clone();
+        std::thread::spawn(move || -> anyhow::Result<TapRun> {
+            use lazynet::host::HostConfig;
+            use lazynet::stack::{Stack, StackConfig};
+
+            let _ = super::pin_host();
+            let scfg = StackConfig {
+                addr: TAP_OURS,
+                prefix_len: 24,
+                mode,
+                ..StackConfig::default()
+            };
+            if mode != ReceiveMode::NiLrp {
+                let stack = Stack::new(tap, scfg);
+                let host = tap_host(
+                    stack,
+                    HostConfig::for_mode(mode),
+                    work_iters,
+                    &stop,
+                    bound,
+                    ready_tx,
+                )?;
+                return Ok(tap_run(&host));
+            }
+            // ni-lrp: the NI engine owns the TAP device on the load core.
+            let (stack, engine) = Stack::new_ni_lrp(tap, scfg);
+            let ni_stop = std::sync::Arc::new(AtomicBool::new(false));
+            let ni = engine.spawn(Some(LOAD_CPU), ni_stop.clone())?;
+            let r = tap_host(
+                stack,
+                HostConfig::ni_lrp(),
+                work_iters,
+                &stop,
+                bound,
+                ready_tx,
+            )
+            .map(|mut host| {
+                // Quiesce (bounded) so the merged counters are exact.
+                let end = Instant::now() + Duration::from_secs(5);
+                while !host.state_mut().stack.ni_quiesce() && Instant::now() < end {
+                    std::thread::yield_now();
+                }
+                tap_run(&host)
+            });
+            ni_stop.store(true, Ordering::Relaxed);
+            if ni.join().is_err() {
+                bail!("the NI engine thread panicked");
+            }
+            r
+        })
+    };
+    let host = HostThread { stop, th: Some(th) };
+    if ready_rx.recv_timeout(READY_TIMEOUT).is_err() {
+        return match host.join() {
+            Err(e) => Err(e.context("the lazynet host did not start")),
+            Ok(_) => bail!("the lazynet host did not start"),
+        };
+    }
+    peer.wait_oper_up(Duration::from_secs(2));
+    let dst = SocketAddrV4::new(TAP_OURS, TAP_PORT);
+    let cpu0 = CpuSnap::now();
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", &cfg.ns])
+        .arg(&exe)
+        .args(loadgen_args(dst, rate_pps, seconds));
+    let mut gen = Proc::spawn("loadgen", cmd)?;
+    gen.finish(Duration::from_secs_f64(seconds + 10.0))?;
+    std::thread::sleep(DRAIN);
+    let cpu1 = CpuSnap::now();
+    let tx_dropped: u64 = ip(&[
+        "netns",
+        "exec",
+        &cfg.ns,
+        "cat",
+        &format!("/sys/class/net/{}/statistics/tx_dropped", cfg.dev),
+    ])?
+    .trim()
+    .parse()
+    .context("tx_dropped")?;
+    let r = host.join()?;
+    drop(own);
+    let g = parse_loadgen(&gen.lines.join("\n"))?;
+    let secs = g.seconds.max(1e-9);
+    Ok(LivelockPoint {
+        offered_pps: g.offered as f64 / secs,
+        delivered_pps: r.got as f64 / secs,
+        offered: g.offered,
+        delivered: r.got,
+        seconds: g.seconds,
+        gen_dropped: g.dropped + g.shortfall,
+        sink_drops: r.channel_full,
+        other_errors: r.other_drops,
+        backlog_drops: tx_dropped + r.ip_queue_full,
+        softirq: SoftirqShare::between(&cpu0, &cpu1),
+    })
+}
+
 // ---------------------------------------------------------------- helpers (child side)
 
 /// The hidden `lazynet exp-helper …` subcommands: the programs the Linux
@@ -1047,6 +1370,26 @@ pub enum HelperCmd {
         #[arg(long)]
         no_rps: bool,
     },
+    /// One livelock point of lazynet over TAP, fed from a Linux peer
+    /// namespace ([`tap_livelock_point`]); prints it.
+    TapPoint {
+        /// Receive mode: eager, early-demux, soft-lrp or ni-lrp.
+        #[arg(long, default_value = "soft-lrp", value_parser = parse_mode)]
+        mode: lazynet::stack::ReceiveMode,
+        /// Offered rate.
+        #[arg(long, default_value_t = 50_000)]
+        rate: u64,
+        /// Seconds.
+        #[arg(long, default_value_t = 1.0)]
+        seconds: f64,
+        /// Work per datagram.
+        #[arg(long, default_value_t = 1000)]
+        work_iters: u32,
+    },
+}
+
+fn parse_mode(s: &str) -> Result<lazynet::stack::ReceiveMode, String> {
+    lazynet::stack::ReceiveMode::from_name(s).ok_or_else(|| format!("unknown mode {s:?}"))
 }
 
 /// Runs a helper subcommand.
@@ -1074,6 +1417,20 @@ pub fn helper(cmd: HelperCmd) -> anyhow::Result<()> {
             work_iters,
             no_rps,
         } => linux_points(rate, blast, seconds, work_iters, !no_rps),
+        HelperCmd::TapPoint {
+            mode,
+            rate,
+            seconds,
+            work_iters,
+        } => {
+            let p = tap_livelock_point(mode, rate, seconds, work_iters)?;
+            println!("tap {}: {}", mode.name(), p.summary());
+            println!(
+                "tap offered={} delivered={} sink_drops={} tap_drops={}",
+                p.offered, p.delivered, p.sink_drops, p.backlog_drops
+            );
+            Ok(())
+        }
     }
 }
 
@@ -1467,6 +1824,49 @@ mod tests {
         let a = loadgen_args(SocketAddrV4::new(HOST_ADDR, 9), 1000, 1.5);
         assert_eq!(a[..2], ["loadgen", "udp"]);
         assert!(a.windows(2).any(|w| w == ["--seconds", "1.5"]));
+    }
+
+    fn sh(script: &str) -> Proc {
+        let mut c = Command::new("sh");
+        c.args(["-c", script]);
+        Proc::spawn("sh", c).unwrap()
+    }
+
+    fn alive(pid: u32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| !s.contains(") Z "))
+            .unwrap_or(false)
+    }
+
+    #[test]
+    fn proc_reads_lines_terminates_and_is_bounded() {
+        // Ready, then blocks until SIGTERM.
+        let mut p = sh("echo one; echo oops >&2; echo ready; exec sleep 30");
+        p.wait_line("ready", Duration::from_secs(5)).unwrap();
+        let t0 = Instant::now();
+        let st = p.terminate().unwrap();
+        assert!(!st.success(), "killed by SIGTERM");
+        assert!(t0.elapsed() < TERM_GRACE, "SIGTERM was enough");
+        assert_eq!(p.line("one").unwrap(), "one");
+        assert!(p.lines.iter().any(|l| l == "stderr: oops"));
+        assert!(p.line("two").is_err());
+        // Exits before the line: an error, not a hang.
+        let mut p = sh("echo nope");
+        assert!(p.wait_line("ready", Duration::from_secs(5)).is_err());
+        // Runs past its bound: killed, an error.
+        let mut p = sh("exec sleep 30");
+        let pid = p.pid;
+        assert!(p.finish(Duration::from_millis(100)).is_err());
+        assert!(!alive(pid));
+        // A failing exit status is an error carrying the output.
+        let mut p = sh("echo why; exit 3");
+        let e = p.finish(Duration::from_secs(5)).unwrap_err().to_string();
+        assert!(e.contains("why"), "{e}");
+        // Dropped while running: killed and reaped.
+        let p = sh("exec sleep 30");
+        let pid = p.pid;
+        drop(p);
+        assert!(!alive(pid));
     }
 
     /// Sink, echo and client against each other on loopback (no root).
