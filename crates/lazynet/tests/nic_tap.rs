@@ -244,3 +244,50 @@ fn tap_oversized_frame_is_dropped_and_counted() {
     assert_eq!(nic.stats().rx_truncated, 1, "{:?}", nic.stats());
     assert_eq!(nic.free_buffers(), 64);
 }
+
+/// `rx_ready` tells, without consuming, whether a frame waits: a host's
+/// interrupt-priority receive task is woken by it (a constant `true`
+/// starved every other task of the core).
+#[test]
+fn tap_rx_ready_reports_waiting_frames_without_consuming() {
+    if !may_run() {
+        return;
+    }
+    let cfg = PeerNsConfig::unique(12);
+    let peer = PeerNs::new(cfg);
+    let _down = Down(peer.clone());
+    let (mut nic, _own) = peer
+        .attach_or_create(&TapConfig {
+            mac: [0x02, 0, 0, 0, 0x12, 0x02],
+            buf_count: 256,
+            ..TapConfig::default()
+        })
+        .expect("attach_or_create");
+    arp_round_trip(&mut nic, 12);
+    let mut out = [Desc::default(); 16];
+    // Idle: drained, nothing waits (the kernel may send something of its
+    // own now and then, so a few tries).
+    let idle = (0..10).any(|_| {
+        loop {
+            let n = nic.recv(&mut out);
+            nic.release(&out[..n]);
+            if n == 0 {
+                break;
+            }
+        }
+        !nic.rx_ready()
+    });
+    assert!(idle, "rx_ready is false on a drained device");
+    // The kernel answers an ARP request: ready, and the frame is still there.
+    let req = arp_request(nic.mac(), [10, 201, 12, 2], [10, 201, 12, 1]);
+    let mut b = [0u32; 1];
+    assert_eq!(nic.alloc(&mut b), 1);
+    nic.buffers_mut().buf_mut(b[0]).unwrap()[..42].copy_from_slice(&req);
+    assert_eq!(nic.send(&[Desc::new(b[0], 42)]), 1);
+    assert!(nic.wait_readable(Some(Duration::from_secs(2))).unwrap());
+    assert!(nic.rx_ready());
+    assert!(nic.rx_ready(), "asking again consumes nothing");
+    let n = nic.recv(&mut out);
+    assert!(n >= 1);
+    nic.release(&out[..n]);
+}

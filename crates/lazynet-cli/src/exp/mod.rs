@@ -29,6 +29,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 pub mod fairness;
 pub mod latency;
+pub mod linux;
 pub mod livelock;
 pub mod synflood;
 

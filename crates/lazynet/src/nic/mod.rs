@@ -116,6 +116,15 @@ pub trait Nic {
     /// receive buffers). Drivers that do everything eagerly need not override.
     fn flush(&mut self) {}
 
+    /// True if [`Nic::recv`] may return a frame now: the cheap "is an
+    /// interrupt pending" check a host runs before every scheduling decision
+    /// (`host`). It must not consume anything. A false `true` only costs one
+    /// empty `recv`, so the default — for drivers that cannot tell without
+    /// receiving — is `true`; a false `false` would delay frames.
+    fn rx_ready(&mut self) -> bool {
+        true
+    }
+
     /// Waits until a frame may be ready or `timeout_ns` passes (`None`:
     /// driver's choice, short). Only an idle caller uses it; drivers without
     /// a way to sleep on their device just yield the CPU.
@@ -219,6 +228,9 @@ impl<T: Nic + ?Sized> Nic for Box<T> {
     }
     fn flush(&mut self) {
         (**self).flush()
+    }
+    fn rx_ready(&mut self) -> bool {
+        (**self).rx_ready()
     }
     fn wait(&mut self, timeout_ns: Option<u64>) {
         (**self).wait(timeout_ns)

@@ -569,6 +569,14 @@ impl Nic for TapNic {
         }
     }
 
+    /// A zero-timeout `poll(2)` on the device: one system call, no frame
+    /// consumed. The default (`true`) would make a host's receive task
+    /// (interrupt priority) run on every iteration and starve every other
+    /// task of the core.
+    fn rx_ready(&mut self) -> bool {
+        self.wait_readable(Some(Duration::ZERO)).unwrap_or(true)
+    }
+
     fn wait(&mut self, timeout_ns: Option<u64>) {
         // Sleep in poll(2) on the device; at most 10 ms so timers still run.
         let t = Duration::from_nanos(timeout_ns.unwrap_or(10_000_000).min(10_000_000));

@@ -444,6 +444,9 @@ pub struct StackStats {
     pub udp_checked_in_poll: u64,
     /// UDP frames whose IP and UDP checks ran inside `recv` (`soft-lrp`).
     pub udp_checked_in_recv: u64,
+    /// UDP frames checked ahead of `recv` by [`Stack::udp_prepare`] (the
+    /// idle-priority drain of `soft-lrp`, LRP §3.3).
+    pub udp_checked_ahead: u64,
     /// Checked UDP frames dropped because their socket's channel was full
     /// (the work was spent; `eager`).
     pub udp_dropped_after_work: u64,
@@ -479,7 +482,7 @@ impl StackStats {
 
     /// Writes every non-zero counter as `name value` lines.
     pub fn write_table(&self, out: &mut impl std::fmt::Write) -> std::fmt::Result {
-        let rows: [(&str, u64); 32] = [
+        let rows: [(&str, u64); 33] = [
             ("rx_frames", self.rx_frames),
             ("tx_frames", self.tx_frames),
             ("demux_enqueued", self.demux.enqueued),
@@ -502,6 +505,7 @@ impl StackStats {
             ("rx_frame_drops", self.rx_frame_drops),
             ("udp_checked_in_poll", self.udp_checked_in_poll),
             ("udp_checked_in_recv", self.udp_checked_in_recv),
+            ("udp_checked_ahead", self.udp_checked_ahead),
             ("udp_dropped_after_work", self.udp_dropped_after_work),
             ("tcp_segments_in", self.tcp.segments_in),
             ("tcp_segments_out", self.tcp.segments_out),
@@ -1805,6 +1809,50 @@ impl<N: Nic> Stack<N> {
             }
         }
         Err(SocketError::WouldBlock)
+    }
+
+    /// Runs the IP and UDP checks of at most `max` queued, not yet checked
+    /// frames of socket `h` ahead of `recv`, leaving them queued, in order,
+    /// marked as checked (so `recv` does not repeat the work); frames that
+    /// fail are dropped and counted. Returns the frames checked. LRP §3.3:
+    /// "an otherwise idle CPU should always perform protocol processing for
+    /// any received packets" — the caller is an idle-priority task that
+    /// charges the work to the socket's owner. O(queued) (the channel is
+    /// rotated once), no allocation.
+    pub fn udp_prepare(&mut self, h: UdpHandle, max: usize) -> Result<usize, SocketError> {
+        let s = self.sock(h)?;
+        let queued = self.demux.queued(s.chan);
+        let mut checked = 0;
+        for _ in 0..queued {
+            let Some(d) = self.demux.channel_mut(s.chan).and_then(|c| c.pop()) else {
+                break;
+            };
+            let done = d.buf & (CHECKED_TAG | REASM_TAG) != 0;
+            if done || checked >= max {
+                // Back at the tail: after the full rotation the order is kept.
+                let _ = self.demux.enqueue(s.chan, d);
+                continue;
+            }
+            let Some(frame) = self.out.nic.buffers().frame(d) else {
+                self.drop_rx(StackDrop::BadDescriptor);
+                continue;
+            };
+            checked += 1;
+            self.stats.udp_checked_ahead += 1;
+            match parse_udp_frame(frame) {
+                Ok(_) => {
+                    let tagged = Desc {
+                        buf: d.buf | CHECKED_TAG,
+                        ..d
+                    };
+                    // Cannot fail: one entry was just popped.
+                    let _ = self.demux.enqueue(s.chan, tagged);
+                }
+                Err(e) => self.rx_fail(d, e),
+            }
+        }
+        self.out.flush_release();
+        Ok(checked)
     }
 
     /// Sends `payload` from socket `h` to `dst` (UDP over IPv4, fragmented if

@@ -969,6 +969,59 @@ fn stack_new_with_ni_lrp_runs_soft_lrp() {
 }
 
 #[test]
+fn tagged_tcp_service_processes_only_its_owners_listeners_and_connections() {
+    let (a, b) = WirePair::new(WireConfig::default()).unwrap();
+    let mut sa = Stack::new(a, cfg(A));
+    let mut sb = Stack::new(b, cfg(B));
+    let l1 = sb.tcp_listen(SocketAddrV4::new(B, 80), None, None).unwrap();
+    let l2 = sb.tcp_listen(SocketAddrV4::new(B, 81), None, None).unwrap();
+    sb.tcp_listen_set_tag(l1, 1).unwrap();
+    sb.tcp_listen_set_tag(l2, 2).unwrap();
+    sa.set_neighbor(B, sb.mac());
+    sb.set_neighbor(A, sa.mac());
+    sa.tcp_connect(SocketAddrV4::new(B, 80), None, 0).unwrap();
+    sa.tcp_connect(SocketAddrV4::new(B, 81), None, 0).unwrap();
+    sa.poll(MS);
+    sb.poll(MS);
+    assert_eq!(sb.tcp_ready_tags(), 0b110, "both owners have input");
+    assert_eq!(sb.tcp_service_tag(MS, 1, 64), 1, "only owner 1's SYN");
+    assert_eq!(sb.tcp_ready_tags(), 0b100, "owner 2's SYN still waits");
+    assert_eq!(sb.tcp_service_tag(MS, 3, 64), 0, "nobody's");
+    assert_eq!(sb.tcp_service_tag(MS, 2, 64), 1);
+    assert_eq!(sb.tcp_ready_tags(), 0);
+    // The handshakes complete; accepted connections inherit the tag.
+    for t in 2..6 {
+        sa.poll(t * MS);
+        sa.tcp_service(t * MS, 64);
+        sb.poll(t * MS);
+        sb.tcp_service_tag(t * MS, 1, 64);
+        sb.tcp_service_tag(t * MS, 2, 64);
+    }
+    let c1 = sb.tcp_accept(l1, 6 * MS).unwrap();
+    let c2 = sb.tcp_accept(l2, 6 * MS).unwrap();
+    // Data to connection 1 only: only tag 1 becomes ready.
+    let mut ev = Vec::new();
+    sa.tcp_take_events(&mut ev);
+    let ca = ev
+        .iter()
+        .find_map(|e| match e {
+            TcpEvent::Conn(h) => (sa.tcp_addrs(*h).unwrap().1.port() == 80).then_some(*h),
+            _ => None,
+        })
+        .unwrap();
+    sa.tcp_send(ca, b"hello", 7 * MS).unwrap();
+    sa.poll(7 * MS);
+    sb.poll(7 * MS);
+    assert_eq!(sb.tcp_ready_tags(), 0b10);
+    assert_eq!(sb.tcp_service_tag(7 * MS, 2, 64), 0);
+    assert_eq!(sb.tcp_recv_queue(c1).unwrap(), 0, "not processed yet");
+    assert!(sb.tcp_service_tag(7 * MS, 1, 64) >= 1);
+    assert_eq!(sb.tcp_recv_queue(c1).unwrap(), 5);
+    assert_eq!(sb.tcp_recv_queue(c2).unwrap(), 0);
+    assert_accounted(&sb);
+}
+
+#[test]
 fn ni_lrp_tcp_input_waits_for_the_owner_and_is_found_through_the_ready_ring() {
     let (a, b) = WirePair::new(WireConfig::default()).unwrap();
     let mut sa = Stack::new(a, cfg(A));
