@@ -24,6 +24,33 @@
 //! protocol work (LRP §3.4, the SYN-flood defence), until `accept` makes
 //! room.
 //!
+//! **A listener whose SYN queue is full, with SYN cookies off, is not
+//! processed either — in the lazy modes** (soft-lrp and later ni-lrp). Every
+//! SYN it could read would be dropped (`ListenDrop::SynQueueFull`) after its
+//! checksum, lookups and listener work: the host would burn CPU per spoofed
+//! SYN for nothing. RFC 9293 leaves the SYN queue's overflow policy to the
+//! implementation; RFC 4987 §3 (and §3.2, "Increasing backlog") lists the
+//! usual answers (bigger backlog, recycling the oldest half-open entry, SYN
+//! cookies); ours is LRP's: stop, and let the excess fall off at the channel
+//! (the 4.4BSD listen backlog of the LRP paper counted half-open entries
+//! too). The listener is *stalled* until a SYN-queue slot is freed: its
+//! timer path ([`Stack::tcp_service`] firing the listener's SYN-ACK timer)
+//! always processes what is queued on its channel first (bounded by the
+//! channel and [`MAX_BATCH`]) — so a final ACK of a handshake in progress
+//! completes it there, and an ACK that fell off the full channel is
+//! repeated by the peer when the SYN-ACK is retransmitted — then expires
+//! entries; when that leaves room the listener resumes. The eager modes
+//! (`eager`, `early-demux`) keep 4.4BSD's behaviour: every SYN is processed
+//! and dropped after the work.
+//!
+//! **Listeners serviced by their owner.** With several owners on one stack
+//! (the host runtime's per-owner protocol handlers), a listener marked with
+//! [`Stack::tcp_listen_serviced_by_owner`] is left out of
+//! [`Stack::tcp_service`]'s ready list in the lazy modes: its input is
+//! processed only by its owner's [`Stack::tcp_accept`] calls, so it runs at
+//! that owner's priority and is charged to it. Its timers still run in
+//! `tcp_service`.
+//!
 //! **Output.** A segment is built in place in one NIC buffer: the payload is
 //! copied once, from the connection's send buffer to a fixed offset
 //! ([`TX_PAYLOAD_AT`]) leaving room for the largest header, and the headers
@@ -131,6 +158,18 @@ struct ListenSlot {
     bound: SocketAddrV4,
     armed: Option<u64>,
     in_events: bool,
+    /// Left out of `tcp_service`'s ready list in the lazy modes (see the
+    /// module docs).
+    owner_serviced: bool,
+}
+
+/// True if a listener must not read its channel: its accept queue is full
+/// (all modes), or — in the lazy modes — its SYN queue is full and it has
+/// no SYN cookies, so every SYN would be dropped after the work (see the
+/// module docs; RFC 4987 §3).
+fn listener_stalled(l: &Listener, lazy: bool) -> bool {
+    l.accept_queue_full()
+        || (lazy && !l.config().syn_cookies && l.syn_queue_len() >= l.config().syn_queue)
 }
 
 /// Counters of the TCP part of a stack.
@@ -711,15 +750,18 @@ impl<N: Nic> Stack<N> {
     }
 
     /// Processes at most `max` queued segments of listener `idx`, unless
-    /// its accept queue is full. Segments of connections accepted since
-    /// they were queued move to those connections' channels.
-    fn listen_input(&mut self, idx: u32, now: u64, max: usize) -> usize {
+    /// it is stalled ([`listener_stalled`]; `force`: the timer path, which
+    /// reads a stalled-by-SYN-queue listener's channel anyway so that
+    /// handshakes in progress complete). Segments of connections accepted
+    /// since they were queued move to those connections' channels.
+    fn listen_input(&mut self, idx: u32, now: u64, max: usize, force: bool) -> usize {
+        let lazy = !self.mode.eager_protocol();
         let mut done = 0;
         while done < max {
             let Some(Some(s)) = self.tcp.listeners.get_mut(idx as usize) else {
                 break;
             };
-            if s.l.accept_queue_full() {
+            if s.l.accept_queue_full() || (!force && listener_stalled(&s.l, lazy)) {
                 // LRP §3.4: stop processing; SYNs fall off at the channel.
                 break;
             }
@@ -799,6 +841,7 @@ impl<N: Nic> Stack<N> {
     /// each per round), until `budget` units of work are done. Returns the
     /// work done; a channel left non-empty stays on the ready list.
     pub fn tcp_service(&mut self, now: u64, budget: usize) -> usize {
+        let lazy = !self.mode.eager_protocol();
         let mut work = 0;
         let live = self.tcp.conns.len() + self.tcp.listeners.len();
         if self.tcp.timers.len() > TIMER_HEAP_SLACK * live + 1024 {
@@ -839,7 +882,16 @@ impl<N: Nic> Stack<N> {
                     }
                 }
                 Owner::Listener(idx) => {
-                    let n = self.listen_input(idx, now, max);
+                    if lazy
+                        && self.tcp.listeners[idx as usize]
+                            .as_ref()
+                            .is_some_and(|s| s.owner_serviced)
+                    {
+                        // Its owner's `tcp_accept` reads it; an arrival
+                        // puts it back on the list, harmlessly.
+                        continue;
+                    }
+                    let n = self.listen_input(idx, now, max, false);
                     work += n;
                     if n > 0 {
                         self.listen_after(idx, now);
@@ -847,13 +899,13 @@ impl<N: Nic> Stack<N> {
                 }
                 Owner::None => {}
             }
-            // Frames left over (work bound): back on the list. A full
-            // listener stays off it until accept makes room.
+            // Frames left over (work bound): back on the list. A stalled
+            // listener stays off it until accept or its timer makes room.
             let resume = match self.tcp.owner_of(c) {
                 Owner::Conn(_) => true,
                 Owner::Listener(l) => self.tcp.listeners[l as usize]
                     .as_ref()
-                    .is_some_and(|s| !s.l.accept_queue_full()),
+                    .is_some_and(|s| !listener_stalled(&s.l, lazy)),
                 Owner::None => false,
             };
             if resume {
@@ -901,17 +953,27 @@ impl<N: Nic> Stack<N> {
             // handshake's final ACK waiting on the channel completes it
             // instead of a SYN-ACK being retransmitted (or the half-open
             // entry expiring) first.
+            // Forced: a listener stalled by its full SYN queue reads its
+            // channel here, once per timer, so handshakes in progress
+            // complete (module docs).
             let chan = s.chan;
             let queued = self.demux.queued(chan);
             if queued > 0 {
-                self.listen_input(idx, now, queued.min(MAX_BATCH));
+                self.listen_input(idx, now, queued.min(MAX_BATCH), true);
             }
             let Some(Some(s)) = self.tcp.listeners.get_mut(idx as usize) else {
                 return false;
             };
             s.l.handle_timeout(now);
             self.tcp.stats.timers += 1;
+            // Expired entries may have made room: resume a listener that
+            // was left off the ready list while stalled.
+            let lazy = !self.mode.eager_protocol();
+            let resume = !listener_stalled(&s.l, lazy);
             self.listen_after(idx, now);
+            if resume {
+                self.demux.mark_ready(chan);
+            }
             return true;
         }
         let Some(Some(s)) = self.tcp.conns.get_mut(id as usize) else {
@@ -1146,6 +1208,7 @@ impl<N: Nic> Stack<N> {
             bound: local,
             armed: None,
             in_events: false,
+            owner_serviced: false,
         });
         self.tcp.set_owner(chan, Owner::Listener(idx));
         Ok(ListenHandle { idx, gen })
@@ -1157,7 +1220,7 @@ impl<N: Nic> Stack<N> {
         let s = self.tcp.listener(h)?;
         let chan = s.chan;
         let queued = self.demux.queued(chan);
-        if self.listen_input(h.idx, now, queued.min(MAX_BATCH)) > 0 {
+        if self.listen_input(h.idx, now, queued.min(MAX_BATCH), false) > 0 {
             self.listen_after(h.idx, now);
         }
         let Some(Some(s)) = self.tcp.listeners.get_mut(h.idx as usize) else {
@@ -1172,6 +1235,31 @@ impl<N: Nic> Stack<N> {
         self.demux.mark_ready(chan);
         self.conn_after(c.idx, now, false);
         Ok(c)
+    }
+
+    /// Leaves listener `h`'s input to its owner (`on`): in the lazy modes
+    /// [`Stack::tcp_service`] skips it and only the owner's
+    /// [`Stack::tcp_accept`] calls read its channel, in the owner's context
+    /// and at its priority (module docs). The eager modes ignore it: there
+    /// the receive loop processes everything.
+    pub fn tcp_listen_serviced_by_owner(
+        &mut self,
+        h: ListenHandle,
+        on: bool,
+    ) -> Result<(), SocketError> {
+        self.tcp.listener(h)?;
+        if let Some(Some(s)) = self.tcp.listeners.get_mut(h.idx as usize) {
+            s.owner_serviced = on;
+        }
+        Ok(())
+    }
+
+    /// True if listener `h` is stalled: it will not read its channel until
+    /// `accept` (full accept queue) or its timer (full SYN queue without
+    /// cookies, lazy modes) makes room.
+    pub fn tcp_listen_stalled(&self, h: ListenHandle) -> Result<bool, SocketError> {
+        let s = self.tcp.listener(h)?;
+        Ok(listener_stalled(&s.l, !self.mode.eager_protocol()))
     }
 
     /// Connections waiting in a listener's accept queue.
