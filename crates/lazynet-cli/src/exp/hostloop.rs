@@ -22,6 +22,13 @@
 //!   other iteration ran or the executor found nothing to do — so an idle
 //!   core is seen as idle (and interrupt time on an idle core is charged to
 //!   `stack`, as [`Charge::Interrupted`] specifies).
+//! * In the lazy modes the receive loop has a bounded budget
+//!   (ARCHITECTURE.md, "Receive modes": soft-lrp demultiplexes "at top
+//!   priority, bounded budget"): after [`LAZY_RX_POLLS`] polls in a row that
+//!   received frames, one iteration of another runnable task comes first —
+//!   the excess waits in, and beyond its capacity is dropped by, the NIC's
+//!   ring, before any host work. The eager modes have no budget: 4.4BSD's
+//!   interrupts always win, which is what livelocks them.
 //! * `ni-lrp`: the NI engine runs on the load core; the experiments' load
 //!   threads take an optional [`NiStep`] and call it every turn of their
 //!   loop (standing for the adapter's processor).
@@ -85,6 +92,10 @@ impl Mode {
     }
 }
 
+/// Polls in a row (each up to the stack's `rx_batch` frames) the receive
+/// loop may run in the lazy modes before another task gets an iteration.
+pub const LAZY_RX_POLLS: u32 = 2;
+
 /// One bounded step of the NI engine (`ni-lrp`), run by a load thread.
 pub type NiStep = Box<dyn FnMut() -> usize + Send>;
 
@@ -108,6 +119,8 @@ pub struct Host<S> {
     pub stack_owner: OwnerId,
     /// The receive-loop task.
     pub rx: TaskId,
+    /// Budget of consecutive busy polls (`u32::MAX`: none, eager modes).
+    rx_budget: u32,
 }
 
 impl<S: HostState + 'static> Host<S> {
@@ -132,6 +145,7 @@ impl<S: HostState + 'static> Host<S> {
             ex,
             stack_owner,
             rx,
+            rx_budget: if mode.lazy() { LAZY_RX_POLLS } else { u32::MAX },
         })
     }
 
@@ -141,6 +155,7 @@ impl<S: HostState + 'static> Host<S> {
     pub fn run(&mut self, st: &mut S, max_ns: u64, mut done: impl FnMut(&S) -> bool) -> u64 {
         let t0 = self.ex.now_ns();
         let mut wake_rx = true;
+        let mut busy_polls = 0u32;
         let mut turn = 0u32;
         loop {
             turn = turn.wrapping_add(1);
@@ -155,9 +170,16 @@ impl<S: HostState + 'static> Host<S> {
             }
             match self.ex.run_once(st) {
                 // A poll that found nothing: let others run (or the core
-                // idle) before the next "interrupt" check.
-                Some(t) if t == self.rx => wake_rx = *st.rx_flag(),
-                _ => wake_rx = true,
+                // idle) before the next "interrupt" check. A busy one: again
+                // at once, unless the budget is spent.
+                Some(t) if t == self.rx => {
+                    busy_polls = if *st.rx_flag() { busy_polls + 1 } else { 0 };
+                    wake_rx = *st.rx_flag() && busy_polls < self.rx_budget;
+                }
+                _ => {
+                    busy_polls = 0;
+                    wake_rx = true;
+                }
             }
         }
     }
@@ -215,4 +237,44 @@ pub fn drops_line(st: &lazynet::stack::StackStats) -> String {
         out.push_str("none");
     }
     out.trim_end().to_string()
+}
+
+/// CPU time of the calling thread (ns), to tell whether a thread had its
+/// core to itself: on a busy machine the comparisons of an experiment are
+/// not judged (see [`QUIET`]).
+pub fn thread_cpu_ns() -> u64 {
+    // SAFETY: clock_gettime writes only the timespec we pass.
+    unsafe {
+        let mut ts: libc::timespec = std::mem::zeroed();
+        libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts);
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    }
+}
+
+/// A busy-polling thread that was on its CPU for at least this fraction of
+/// its wall time had a quiet machine; below it, other programs took its
+/// core and timing comparisons mean little.
+pub const QUIET: f64 = 0.9;
+
+/// Measures the fraction of wall time the calling thread spends on a CPU.
+#[derive(Clone, Copy, Debug)]
+pub struct OnCpu {
+    wall: std::time::Instant,
+    cpu: u64,
+}
+
+impl OnCpu {
+    /// Starts measuring (call on the measured thread).
+    pub fn start() -> Self {
+        OnCpu {
+            wall: std::time::Instant::now(),
+            cpu: thread_cpu_ns(),
+        }
+    }
+
+    /// On-CPU fraction since `start` (call on the same thread).
+    pub fn fraction(&self) -> f64 {
+        let wall = self.wall.elapsed().as_nanos().max(1) as f64;
+        (thread_cpu_ns().saturating_sub(self.cpu)) as f64 / wall
+    }
 }
