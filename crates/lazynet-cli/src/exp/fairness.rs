@@ -388,11 +388,10 @@ fn run_with<N: Nic + Send + 'static>(
                 worker_done_ns: None,
                 rx_got: false,
             };
-            for i in 0..2 {
-                let t =
-                    h.ex.spawn(rpc[i], move |cx: &mut Cx<'_>, st: &mut HostSt<N>| {
-                        serve_one(i, cx, st)
-                    })?;
+            for (i, &o) in rpc.iter().enumerate() {
+                let t = h.ex.spawn(o, move |cx: &mut Cx<'_>, st: &mut HostSt<N>| {
+                    serve_one(i, cx, st)
+                })?;
                 st.server_tasks[i] = Some(t);
             }
             // Everything starts at once with zero usage: clients, servers,
