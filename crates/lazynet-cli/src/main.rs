@@ -106,6 +106,12 @@ enum Cmd {
         #[command(subcommand)]
         what: LoadgenCmd,
     },
+    /// Programs the experiments run inside their namespaces (not for users).
+    #[command(hide = true)]
+    ExpHelper {
+        #[command(subcommand)]
+        what: exp::linux::HelperCmd,
+    },
 }
 
 #[derive(Subcommand)]
@@ -529,6 +535,7 @@ fn main() -> anyhow::Result<()> {
                     cpu,
                 },
         } => loadgen::udp_cmd(dst, rate, seconds, size, count, cpu),
+        Cmd::ExpHelper { what } => exp::linux::helper(what),
         Cmd::Netns { what } => serve::netns(what),
         Cmd::UdpClient {
             wire,

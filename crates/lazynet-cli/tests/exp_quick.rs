@@ -1,78 +1,92 @@
-//! The quick runs of `lazynet exp fairness` and `lazynet exp syn-flood`
-//! end to end through the binary: they finish, and write a CSV with the
-//! documented header and the expected rows and a PNG into the directory
-//! given. (Their shape checks are for `--quick` runs of a release build on
-//! a quiet machine; a test build under `cargo test` is neither, so the exit
-//! status is printed, not asserted; the files are written either way.)
+//! The quick runs of `lazynet exp livelock` and `lazynet exp
+//! latency-under-load` (without the Linux series): each must finish within
+//! a minute, pass its own shape checks (a failed check fails the command),
+//! and write its CSV with the exact header, the expected rows per mode, the
+//! summary and the PNG. Both run in one test so they never overlap (each
+//! pins a thread to each core).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_lazynet");
+const MODES: [&str; 4] = ["eager", "early-demux", "soft-lrp", "ni-lrp"];
 
-/// Modes these experiments run in this build (ni-lrp needs the `ni`
-/// branch; when it is merged it joins the list).
-const MODES: [&str; 3] = ["eager", "early-demux", "soft-lrp"];
+struct TempDir(PathBuf);
 
-fn run(exp: &str, out: &Path, env: &[(&str, &str)]) {
-    let o = Command::new(BIN)
-        .args(["exp", exp, "--quick", "--no-linux", "--out"])
-        .arg(out)
-        .envs(env.iter().copied())
-        .output()
-        .expect("run lazynet");
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    eprintln!(
-        "{exp}: {}\n{}\n{stderr}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout)
-    );
-    assert!(!stderr.contains("panicked"), "{exp} panicked");
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
-fn csv_rows(path: &Path, header: &str) -> Vec<Vec<String>> {
-    let text = std::fs::read_to_string(path).expect("CSV written");
-    let mut lines = text.lines();
-    assert_eq!(lines.next(), Some(header), "{}", path.display());
-    lines
-        .map(|l| l.split(',').map(str::to_string).collect())
+/// Runs `lazynet exp NAME --quick --no-linux --out DIR`; checks it
+/// succeeded within the bound and returns the CSV's lines.
+fn run(name: &str, dir: &Path) -> Vec<String> {
+    let t0 = Instant::now();
+    let out = Command::new(BIN)
+        .args(["exp", name, "--quick", "--no-linux", "--out"])
+        .arg(dir)
+        .output()
+        .expect("spawn lazynet");
+    let took = t0.elapsed();
+    assert!(
+        out.status.success(),
+        "lazynet exp {name} --quick failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        took < Duration::from_secs(60),
+        "exp {name} --quick took {took:?}"
+    );
+    for ext in ["png", "txt"] {
+        let p = dir.join(format!("{name}.{ext}"));
+        let len = std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
+        assert!(len > 0, "{} missing or empty", p.display());
+    }
+    std::fs::read_to_string(dir.join(format!("{name}.csv")))
+        .expect("csv")
+        .lines()
+        .map(str::to_owned)
         .collect()
 }
 
-#[test]
-fn quick_fairness_and_syn_flood_write_their_files() {
-    let dir = std::env::temp_dir().join(format!("lazynet-exp-quick-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-
-    let fair = dir.join("fairness");
-    run("fairness", &fair, &[]);
-    let rows = csv_rows(
-        &fair.join("fairness.csv"),
-        "mode,worker_cpu_share,worker_elapsed_s,rpc_per_s",
-    );
+fn check_rows(lines: &[String], header: &str, per_mode: usize, fields: usize) {
+    assert_eq!(lines[0], header);
     for m in MODES {
-        let r: Vec<_> = rows.iter().filter(|r| r[0] == m).collect();
-        assert_eq!(r.len(), 1, "one row for {m}: {rows:?}");
-        let share: f64 = r[0][1].parse().unwrap();
-        assert!(share > 0.0 && share <= 1.0, "{m}: share {share}");
-    }
-    assert!(fair.join("fairness.png").metadata().unwrap().len() > 0);
-    assert!(fair.join("fairness.txt").exists());
-
-    let syn = dir.join("syn-flood");
-    // A lower top rate: a test build is many times slower than a release.
-    run("syn-flood", &syn, &[("LAZYNET_SYN_RATES", "0,20000")]);
-    let rows = csv_rows(
-        &syn.join("syn-flood.csv"),
-        "mode,syn_pps,http_transfers_per_s",
-    );
-    for m in MODES {
-        for label in [m.to_string(), format!("{m}+cookies")] {
-            let n = rows.iter().filter(|r| r[0] == label).count();
-            assert_eq!(n, 2, "two rates for {label}: {rows:?}");
+        let rows: Vec<&String> = lines[1..]
+            .iter()
+            .filter(|l| l.split(',').next() == Some(m))
+            .collect();
+        assert_eq!(rows.len(), per_mode, "rows of {m}: {lines:?}");
+        for r in rows {
+            let f: Vec<&str> = r.split(',').collect();
+            assert_eq!(f.len(), fields, "{r}");
+            for v in &f[1..] {
+                let x: f64 = v.parse().unwrap_or_else(|_| panic!("not a number in {r}"));
+                assert!(x.is_finite() && x >= 0.0, "{r}");
+            }
         }
     }
-    assert!(syn.join("syn-flood.png").metadata().unwrap().len() > 0);
-    assert!(syn.join("syn-flood.txt").exists());
-    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn quick_livelock_and_latency_under_load_pass_their_shape_checks() {
+    let dir =
+        TempDir(std::env::temp_dir().join(format!("lazynet-exp-quick-{}", std::process::id())));
+    let ll = dir.0.join("livelock");
+    let lines = run("livelock", &ll);
+    check_rows(&lines, "mode,offered_pps,delivered_pps", 4, 3);
+    let lat = dir.0.join("latency");
+    let lines = run("latency-under-load", &lat);
+    check_rows(&lines, "mode,blast_pps,p50_us,p99_us,p999_us", 3, 5);
+    // The unloaded point comes first for every mode.
+    for m in MODES {
+        let first = lines[1..]
+            .iter()
+            .find(|l| l.starts_with(&format!("{m},")))
+            .unwrap();
+        assert!(first.starts_with(&format!("{m},0,")), "{first}");
+    }
 }

@@ -24,6 +24,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod demux;
+pub mod host;
 pub mod mem;
 pub mod nic;
 pub mod nlf;

@@ -327,3 +327,112 @@ fn hostile_frames_in_mode(mode: ReceiveMode, total: usize) {
         "the mix exercised every path"
     );
 }
+
+/// `ni-lrp`: the same hostile mix classified on the NI (engine stepped on
+/// this thread, so the run is deterministic). The same invariants, and the
+/// host classifies nothing.
+#[test]
+fn hostile_frames_never_hurt_the_stack_in_ni_lrp() {
+    let total = frames_total() / 4;
+    let (mut a, b) = WirePair::new(WireConfig {
+        buf_count: 2048,
+        ..WireConfig::default()
+    })
+    .unwrap();
+    let b_free0 = b.free_buffers();
+    let a_free0 = a.free_buffers();
+    let cfg = StackConfig {
+        addr: B,
+        prefix_len: 24,
+        seed: 1,
+        ..StackConfig::default()
+    };
+    let (mut stack, mut ni) = Stack::new_ni_lrp(b, cfg);
+    let s7 = UdpSocket::bind_with_capacity(&mut stack, SocketAddrV4::new(B, 7), 64).unwrap();
+    let s9 = UdpSocket::bind(&mut stack, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 9)).unwrap();
+    ni.step();
+    let mut rng = ChaCha8Rng::seed_from_u64(0x1a2b);
+    let mut buf = vec![0u8; 65536];
+    let (mut sent, mut now) = (0usize, 0u64);
+    let mut max_queued = 0;
+    while sent < total {
+        for _ in 0..32 {
+            for f in frames(&mut rng) {
+                if inject(&mut a, &f) {
+                    sent += 1;
+                }
+            }
+        }
+        now += 100_000;
+        ni.step();
+        stack.poll(now);
+        ni.step();
+        if rng.random_bool(0.3) {
+            for _ in 0..rng.random_range(0..48) {
+                let _ = s7.recv_from(&mut stack, &mut buf);
+                let _ = s9.recv_from(&mut stack, &mut buf);
+            }
+        }
+        drain(&mut a);
+        let st = stack.stats();
+        let queued = stack.queued_frames();
+        max_queued = max_queued.max(queued);
+        assert_eq!(
+            st.frames_accounted() + queued as u64,
+            st.rx_frames,
+            "every frame accounted for"
+        );
+    }
+    // Bounded: each channel holds its local slots plus its inbound ring.
+    let d = stack.demux();
+    let cap = 2
+        * (d.channel(CONTROL).unwrap().capacity()
+            + d.channel(FRAGMENT).unwrap().capacity()
+            + 64
+            + 256);
+    assert!(max_queued <= cap, "{max_queued} > {cap}");
+    assert_eq!(
+        stack.demux().stats().frames,
+        0,
+        "the host classified nothing"
+    );
+    for _ in 0..20 {
+        now += 1_000_000_000;
+        // Until the wire is empty: the NI takes a batch per step.
+        for _ in 0..64 {
+            if ni.step() == 0 {
+                break;
+            }
+            stack.poll(now);
+        }
+        stack.poll(now);
+    }
+    while s7.recv_from(&mut stack, &mut buf).is_ok() {}
+    while s9.recv_from(&mut stack, &mut buf).is_ok() {}
+    let st = stack.stats();
+    assert_eq!(st.rx_frames as usize, sent);
+    assert_eq!(st.frames_accounted(), st.rx_frames);
+    s7.close(&mut stack).unwrap();
+    s9.close(&mut stack).unwrap();
+    let mut ok = false;
+    for _ in 0..8 {
+        ni.step();
+        stack.poll(now);
+        if stack.ni_quiesce() {
+            ok = true;
+            break;
+        }
+    }
+    assert!(ok, "quiesced");
+    let mut nic = ni.finish();
+    drain(&mut a);
+    a.reclaim();
+    nic.reclaim();
+    assert_eq!(a.free_buffers(), a_free0, "A's buffers all came back");
+    assert_eq!(nic.free_buffers(), b_free0, "B's buffers all came back");
+    println!("{sent} frames\n{st}");
+    assert!(
+        st.udp_delivered > 100 && st.demux.dropped() > 1000 && st.reassembled > 0,
+        "the mix exercised every path"
+    );
+}

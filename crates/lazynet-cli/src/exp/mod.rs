@@ -30,6 +30,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 pub mod fairness;
 mod hostloop;
 pub mod latency;
+pub mod linux;
 pub mod livelock;
 pub mod synflood;
 

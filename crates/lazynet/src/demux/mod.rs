@@ -32,14 +32,28 @@
 //!
 //! Every channel is a fixed-capacity ring allocated at bind time; a full
 //! channel drops the frame right here (early discard) and counts it.
+//!
+//! **Across threads (`ni-lrp`).** A channel may carry a [`Link`]: on the NI's
+//! classifier an *outbound* link makes every frame go onto an SPSC ring
+//! whose consumer is the host's channel of the same socket (a full ring is
+//! the full channel: `ChannelFull`, counted on the NI); on the host's
+//! classifier the *inbound* link is that consumer, read by
+//! [`Channel::pop`] after the channel's own (local) slots, which still take
+//! what the host itself queues (reassembled datagrams, redirected TCP
+//! segments). Notification crosses with a ready ring of channel ids and a
+//! per-channel [`ReadyFlag`] (see [`crate::mem::notify`]); the host folds
+//! it into its ready list in [`Classifier::take_ready`]. Without links
+//! (the other modes) nothing changes: one never-taken branch per push, and
+//! one when a channel is empty.
 
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::Arc;
 
 use rustc_hash::FxHasher;
 
-use crate::mem::Desc;
+use crate::mem::{Consumer, Desc, Producer, ReadyFlag};
 
 /// Identifies a channel in a [`Classifier`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -136,6 +150,27 @@ impl DemuxStats {
     }
 }
 
+/// The cross-thread part of a channel (`ni-lrp`; see the module docs).
+#[derive(Debug)]
+pub enum Link {
+    /// Host side: frames the NI queued, taken after the local slots.
+    Inbound {
+        /// Consumer of the NI's ring for this channel.
+        ring: Consumer<Desc>,
+        /// Armed while the channel's id is on the ready ring.
+        flag: Arc<ReadyFlag>,
+    },
+    /// NI side: every frame goes onto the host's ring.
+    Outbound {
+        /// Producer of the host channel's inbound ring.
+        ring: Producer<Desc>,
+        /// The host channel's flag (notifying channels).
+        flag: Arc<ReadyFlag>,
+        /// The host's id of the channel, which is what goes on the ready ring.
+        host_id: u32,
+    },
+}
+
 /// A bounded FIFO of descriptors. Capacity is fixed at creation; nothing
 /// allocates afterwards.
 #[derive(Debug)]
@@ -151,6 +186,8 @@ pub struct Channel {
     notify: bool,
     /// On the ready list now.
     in_ready: bool,
+    /// `ni-lrp` only: the ring to or from the other thread.
+    link: Option<Box<Link>>,
 }
 
 impl Channel {
@@ -164,29 +201,50 @@ impl Channel {
             dropped_full: 0,
             notify: false,
             in_ready: false,
+            link: None,
         }
     }
 
-    /// Capacity in frames.
+    /// Capacity in frames (of the local slots; an inbound ring adds its own).
     #[inline]
     pub fn capacity(&self) -> usize {
         self.slots.len()
     }
 
-    /// Frames waiting.
+    /// Frames waiting (local slots and inbound ring).
     #[inline]
     pub fn len(&self) -> usize {
-        self.len as usize
+        self.len as usize + self.inbound_len()
     }
 
     /// True if nothing waits.
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len() == 0
+    }
+
+    /// Frames waiting on the inbound ring (0 without one). They are all NIC
+    /// buffers (the NI queues nothing else).
+    #[inline]
+    pub fn inbound_len(&self) -> usize {
+        match self.link.as_deref() {
+            Some(Link::Inbound { ring, .. }) => ring.peek_len(),
+            _ => 0,
+        }
     }
 
     #[inline]
     fn push(&mut self, d: Desc) -> bool {
+        if let Some(Link::Outbound { ring, .. }) = self.link.as_deref_mut() {
+            // The NI side: the host's ring is the channel.
+            return if ring.push_one(d).is_ok() {
+                self.enqueued += 1;
+                true
+            } else {
+                self.dropped_full += 1;
+                false
+            };
+        }
         let cap = self.slots.len() as u32;
         if self.len == cap {
             self.dropped_full += 1;
@@ -202,11 +260,14 @@ impl Channel {
         true
     }
 
-    /// Removes the oldest frame.
+    /// Removes the oldest frame: local slots first, then the inbound ring.
     #[inline]
     pub fn pop(&mut self) -> Option<Desc> {
         if self.len == 0 {
-            return None;
+            return match self.link.as_deref_mut() {
+                Some(Link::Inbound { ring, .. }) => ring.pop_one(),
+                _ => None,
+            };
         }
         let d = self.slots[self.head as usize];
         self.head += 1;
@@ -217,7 +278,8 @@ impl Channel {
         Some(d)
     }
 
-    /// The queued descriptors, oldest first.
+    /// The descriptors queued in the local slots, oldest first (not those
+    /// on an inbound ring: see [`Channel::inbound_len`]).
     pub fn iter(&self) -> impl Iterator<Item = Desc> + '_ {
         let cap = self.slots.len();
         (0..self.len as usize).map(move |i| self.slots[(self.head as usize + i) % cap])
@@ -279,6 +341,10 @@ pub struct Classifier {
     ready: Vec<u32>,
     free: Vec<u32>,
     stats: DemuxStats,
+    /// `ni-lrp` host: ids of channels the NI queued on (see [`Link`]).
+    ready_in: Option<Consumer<u32>>,
+    /// Links of freed channels, for the owner to retire.
+    detached: Vec<(ChannelId, Link)>,
 }
 
 /// Where a frame goes.
@@ -339,6 +405,41 @@ impl Classifier {
             ],
             free: Vec::new(),
             stats: DemuxStats::default(),
+            ready_in: None,
+            detached: Vec::new(),
+        }
+    }
+
+    /// Gives channel `id` a [`Link`] (control path). False if there is no
+    /// such channel; the link is dropped then.
+    pub fn attach_link(&mut self, id: ChannelId, link: Link) -> bool {
+        match self.channel_mut(id) {
+            Some(ch) => {
+                ch.link = Some(Box::new(link));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Host side of `ni-lrp`: the ring of ids of channels the NI queued on.
+    pub fn set_ready_inbound(&mut self, ring: Consumer<u32>) {
+        self.ready_in = Some(ring);
+    }
+
+    /// Moves the links of channels freed since the last call to `out` (the
+    /// host must retire an inbound ring only once the NI has stopped
+    /// using it).
+    pub fn take_detached(&mut self, out: &mut Vec<(ChannelId, Link)>) {
+        out.append(&mut self.detached);
+    }
+
+    /// NI side: the flag and host id to notify for channel `id`, if it has
+    /// an outbound link.
+    pub fn notify_target(&self, id: u32) -> Option<(&ReadyFlag, u32)> {
+        match self.channels.get(id as usize)?.as_ref()?.link.as_deref()? {
+            Link::Outbound { flag, host_id, .. } => Some((flag, *host_id)),
+            Link::Inbound { .. } => None,
         }
     }
 
@@ -390,6 +491,12 @@ impl Classifier {
     /// The channel `id` for consuming, if it exists.
     pub fn channel_mut(&mut self, id: ChannelId) -> Option<&mut Channel> {
         self.channels.get_mut(id.0 as usize)?.as_mut()
+    }
+
+    /// Number of channel slots (ids `0..channel_slots()`; freed ones are
+    /// empty).
+    pub fn channel_slots(&self) -> usize {
+        self.channels.len()
     }
 
     /// Every existing channel.
@@ -461,6 +568,9 @@ impl Classifier {
             }
             if ch.in_ready {
                 self.ready.retain(|&r| r != id);
+            }
+            if let Some(l) = ch.link.take() {
+                self.detached.push((ChannelId(id), *l));
             }
         }
         self.free.push(id);
@@ -566,6 +676,20 @@ impl Classifier {
     /// call to `out` (oldest first) and clears their ready marks. A channel
     /// emptied in between is still reported; its consumer finds nothing.
     pub fn take_ready(&mut self, out: &mut Vec<u32>) {
+        if let Some(mut rin) = self.ready_in.take() {
+            // Each channel is on the ring at most once: one ring's worth.
+            for _ in 0..rin.capacity() {
+                let Some(id) = rin.pop_one() else { break };
+                if let Some(Some(ch)) = self.channels.get(id as usize) {
+                    if let Some(Link::Inbound { flag, .. }) = ch.link.as_deref() {
+                        // Before looking at the channel: see mem::notify.
+                        flag.disarm();
+                    }
+                }
+                self.mark_ready(ChannelId(id));
+            }
+            self.ready_in = Some(rin);
+        }
         for &id in &self.ready {
             if let Some(Some(ch)) = self.channels.get_mut(id as usize) {
                 ch.in_ready = false;
@@ -578,7 +702,7 @@ impl Classifier {
     /// consumer that stopped at its work bound).
     pub fn mark_ready(&mut self, c: ChannelId) {
         if let Some(Some(ch)) = self.channels.get_mut(c.0 as usize) {
-            if ch.len > 0 && ch.notify && !ch.in_ready {
+            if ch.notify && !ch.in_ready && !ch.is_empty() {
                 ch.in_ready = true;
                 self.ready.push(c.0);
             }

@@ -16,11 +16,13 @@
 //! `unsafe`; each block says why it is sound.
 
 pub mod file;
+pub mod notify;
 pub mod region;
 pub mod ring;
 pub mod tsc;
 
 pub use file::MappedFile;
+pub use notify::ReadyFlag;
 pub use region::{BufArea, Region};
 pub use ring::{Consumer, Pod, Producer, Ring, RingError};
 

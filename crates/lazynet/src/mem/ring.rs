@@ -791,6 +791,14 @@ impl<T: Pod> Consumer<T> {
         self.len() == 0
     }
 
+    /// Entries available right now, through a shared reference: loads the
+    /// producer index (`Acquire`) without caching it or counting a corrupt
+    /// value (0 then). For length queries of a channel that is read-only.
+    pub fn peek_len(&self) -> usize {
+        let prod = self.ring.prod().load(Acquire);
+        distance(prod, self.tail, self.ring.capacity).unwrap_or(0) as usize
+    }
+
     /// Free slots from the consumer's view.
     pub fn free(&mut self) -> usize {
         self.capacity() - self.len()

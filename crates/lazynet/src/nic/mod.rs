@@ -68,6 +68,23 @@ pub fn linearize(area: &mut BufArea, ext: Option<&[u8]>, frame: (Desc, ExtRef)) 
     Some(Desc { len, ..h })
 }
 
+/// Pins the calling thread to CPU `cpu` (best effort: false if the machine
+/// has no such CPU or the call failed). Used to give the `ni-lrp` engine a
+/// core of its own, standing in for LRP's network adapter processor.
+pub fn pin_thread(cpu: usize) -> bool {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return false;
+    }
+    // SAFETY: cpu_set_t is plain data (zeroed is the empty set); CPU_SET
+    // writes inside it, `cpu` was checked against its size; the system call
+    // only reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+    }
+}
+
 /// A network interface that moves Ethernet frames in batches.
 pub trait Nic {
     /// The interface's MAC address.
@@ -98,6 +115,15 @@ pub trait Nic {
     /// Moves any batched work forward (flush pending transmissions, refill
     /// receive buffers). Drivers that do everything eagerly need not override.
     fn flush(&mut self) {}
+
+    /// True if [`Nic::recv`] may return a frame now: the cheap "is an
+    /// interrupt pending" check a host runs before every scheduling decision
+    /// (`host`). It must not consume anything. A false `true` only costs one
+    /// empty `recv`, so the default — for drivers that cannot tell without
+    /// receiving — is `true`; a false `false` would delay frames.
+    fn rx_ready(&mut self) -> bool {
+        true
+    }
 
     /// Waits until a frame may be ready or `timeout_ns` passes (`None`:
     /// driver's choice, short). Only an idle caller uses it; drivers without
@@ -202,6 +228,9 @@ impl<T: Nic + ?Sized> Nic for Box<T> {
     }
     fn flush(&mut self) {
         (**self).flush()
+    }
+    fn rx_ready(&mut self) -> bool {
+        (**self).rx_ready()
     }
     fn wait(&mut self, timeout_ns: Option<u64>) {
         (**self).wait(timeout_ns)

@@ -678,6 +678,11 @@ impl Nic for WireEnd {
         k
     }
 
+    fn rx_ready(&mut self) -> bool {
+        // One acquire load of the peer's producer index.
+        !self.rx.is_empty()
+    }
+
     fn alloc(&mut self, out: &mut [u32]) -> usize {
         if self.free.len() < out.len() {
             self.refill();

@@ -58,9 +58,12 @@ use crate::wire::icmp::{self, IcmpPacket};
 use crate::wire::ipv4::{PROTO_ICMP, PROTO_UDP};
 use crate::wire::{ArpOperation, ArpPacket, ArpRepr, Ipv4Packet, Ipv4Repr, UdpPacket, UdpRepr};
 
+mod ni;
 mod tcp;
 #[cfg(test)]
 mod tests;
+
+pub use ni::{NiEngine, NiNic, NiStats, NI_CMDS_PER_STEP, NI_RELEASES_PER_STEP, NI_TX_RETRY_STEPS};
 
 pub use tcp::{
     ListenHandle, TcpEvent, TcpHandle, TcpStats, MAX_TX_PER_CALL, SERVICE_PER_CHANNEL,
@@ -98,12 +101,32 @@ pub enum ReceiveMode {
     /// protocol handler ([`Stack::tcp_service`]).
     #[default]
     SoftLrp,
+    /// Lazy receiver processing with NI demux (LRP §3.2): demultiplexing
+    /// and early discard run on a separate NI thread ([`NiEngine`], built by
+    /// [`Stack::new_ni_lrp`]); the host spends nothing on a frame until its
+    /// owner takes it; protocol work is placed as in `SoftLrp`. Given to
+    /// [`Stack::new`], which has no NI thread to run it on, it means
+    /// `SoftLrp` (and [`Stack::mode`] says so).
+    NiLrp,
 }
 
 impl ReceiveMode {
     /// True if the receive loop runs protocol processing itself.
     pub const fn eager_protocol(self) -> bool {
-        !matches!(self, ReceiveMode::SoftLrp)
+        !matches!(self, ReceiveMode::SoftLrp | ReceiveMode::NiLrp)
+    }
+
+    /// Every mode, in the order of the table in ARCHITECTURE.md.
+    pub const ALL: [ReceiveMode; 4] = [
+        ReceiveMode::Eager,
+        ReceiveMode::EarlyDemux,
+        ReceiveMode::SoftLrp,
+        ReceiveMode::NiLrp,
+    ];
+
+    /// The mode named `s` (as [`ReceiveMode::name`] writes it).
+    pub fn from_name(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|m| m.name() == s)
     }
 
     /// The name used on command lines and in results.
@@ -112,6 +135,7 @@ impl ReceiveMode {
             ReceiveMode::Eager => "eager",
             ReceiveMode::EarlyDemux => "early-demux",
             ReceiveMode::SoftLrp => "soft-lrp",
+            ReceiveMode::NiLrp => "ni-lrp",
         }
     }
 }
@@ -414,6 +438,9 @@ pub struct StackStats {
     pub udp_checked_in_poll: u64,
     /// UDP frames whose IP and UDP checks ran inside `recv` (`soft-lrp`).
     pub udp_checked_in_recv: u64,
+    /// UDP frames checked ahead of `recv` by [`Stack::udp_prepare`] (the
+    /// idle-priority drain of `soft-lrp`, LRP §3.3).
+    pub udp_checked_ahead: u64,
     /// Checked UDP frames dropped because their socket's channel was full
     /// (the work was spent; `eager`).
     pub udp_dropped_after_work: u64,
@@ -449,7 +476,7 @@ impl StackStats {
 
     /// Writes every non-zero counter as `name value` lines.
     pub fn write_table(&self, out: &mut impl std::fmt::Write) -> std::fmt::Result {
-        let rows: [(&str, u64); 32] = [
+        let rows: [(&str, u64); 33] = [
             ("rx_frames", self.rx_frames),
             ("tx_frames", self.tx_frames),
             ("demux_enqueued", self.demux.enqueued),
@@ -472,6 +499,7 @@ impl StackStats {
             ("rx_frame_drops", self.rx_frame_drops),
             ("udp_checked_in_poll", self.udp_checked_in_poll),
             ("udp_checked_in_recv", self.udp_checked_in_recv),
+            ("udp_checked_ahead", self.udp_checked_ahead),
             ("udp_dropped_after_work", self.udp_dropped_after_work),
             ("tcp_segments_in", self.tcp.segments_in),
             ("tcp_segments_out", self.tcp.segments_out),
@@ -942,6 +970,8 @@ pub struct Stack<N: Nic> {
     next_timer: u64,
     epoch: Instant,
     stats: StackStats,
+    /// `ni-lrp`: the link to the NI thread.
+    ni: Option<Box<ni::NiHost>>,
 }
 
 impl<N: Nic> Stack<N> {
@@ -972,7 +1002,11 @@ impl<N: Nic> Stack<N> {
         );
         Stack {
             tcp,
-            mode: cfg.mode,
+            // Without an NI thread, NI demux is soft demux (documented rule).
+            mode: match cfg.mode {
+                ReceiveMode::NiLrp => ReceiveMode::SoftLrp,
+                m => m,
+            },
             ip_queue: std::collections::VecDeque::with_capacity(cfg.ip_queue_cap.max(1)),
             ip_queue_cap: cfg.ip_queue_cap.max(1),
             out: Out {
@@ -1010,6 +1044,7 @@ impl<N: Nic> Stack<N> {
             next_timer: 0,
             epoch: Instant::now(),
             stats: StackStats::default(),
+            ni: None,
         }
     }
 
@@ -1056,6 +1091,7 @@ impl<N: Nic> Stack<N> {
         s.arp = self.out.arp.counters();
         s.reasm = self.reasm.counters();
         s.tcp = self.tcp.stats.clone();
+        self.ni_merge(&mut s);
         s
     }
 
@@ -1068,8 +1104,9 @@ impl<N: Nic> Stack<N> {
             + self
                 .demux
                 .channels()
-                .map(|c| c.iter().filter(|d| d.buf & REASM_TAG == 0).count())
+                .map(|c| c.iter().filter(|d| d.buf & REASM_TAG == 0).count() + c.inbound_len())
                 .sum::<usize>()
+            + self.ni_retired_frames()
     }
 
     /// The receive mode chosen at start-up.
@@ -1093,7 +1130,8 @@ impl<N: Nic> Stack<N> {
         work.received = n;
         self.stats.rx_frames += n as u64;
         match self.mode {
-            ReceiveMode::SoftLrp => {
+            // ni-lrp: the proxy NIC delivers nothing; frames are on channels.
+            ReceiveMode::SoftLrp | ReceiveMode::NiLrp => {
                 for i in 0..n {
                     let d = self.rxbuf[i];
                     match self.out.nic.buffers().frame(d) {
@@ -1161,6 +1199,9 @@ impl<N: Nic> Stack<N> {
         }
         if let Some(b) = self.out.spare.take() {
             self.out.release(Desc::new(b, 0));
+        }
+        if self.ni.is_some() {
+            self.ni_retire();
         }
         self.out.flush_release();
         self.out.nic.flush();
@@ -1610,6 +1651,8 @@ impl<N: Nic> Stack<N> {
                 BindError::AddrInUse => SocketError::AddrInUse,
                 BindError::NoChannel => SocketError::BadHandle,
             })?;
+        let cap = cap.unwrap_or(self.udp_channel_cap);
+        self.ni_bind(chan, cap, ni::BindKind::Udp(addr, port));
         let s = UdpSock {
             local: SocketAddrV4::new(addr, port),
             chan,
@@ -1665,6 +1708,7 @@ impl<N: Nic> Stack<N> {
         let _ = self
             .demux
             .unbind_udp(*s.local.ip(), s.local.port(), &mut left);
+        self.ni_unbind(ni::BindKind::Udp(*s.local.ip(), s.local.port()));
         for d in left {
             self.stats.drops[StackDrop::SocketClosed as usize] += 1;
             if d.buf & REASM_TAG != 0 {
@@ -1759,6 +1803,50 @@ impl<N: Nic> Stack<N> {
             }
         }
         Err(SocketError::WouldBlock)
+    }
+
+    /// Runs the IP and UDP checks of at most `max` queued, not yet checked
+    /// frames of socket `h` ahead of `recv`, leaving them queued, in order,
+    /// marked as checked (so `recv` does not repeat the work); frames that
+    /// fail are dropped and counted. Returns the frames checked. LRP §3.3:
+    /// "an otherwise idle CPU should always perform protocol processing for
+    /// any received packets" — the caller is an idle-priority task that
+    /// charges the work to the socket's owner. O(queued) (the channel is
+    /// rotated once), no allocation.
+    pub fn udp_prepare(&mut self, h: UdpHandle, max: usize) -> Result<usize, SocketError> {
+        let s = self.sock(h)?;
+        let queued = self.demux.queued(s.chan);
+        let mut checked = 0;
+        for _ in 0..queued {
+            let Some(d) = self.demux.channel_mut(s.chan).and_then(|c| c.pop()) else {
+                break;
+            };
+            let done = d.buf & (CHECKED_TAG | REASM_TAG) != 0;
+            if done || checked >= max {
+                // Back at the tail: after the full rotation the order is kept.
+                let _ = self.demux.enqueue(s.chan, d);
+                continue;
+            }
+            let Some(frame) = self.out.nic.buffers().frame(d) else {
+                self.drop_rx(StackDrop::BadDescriptor);
+                continue;
+            };
+            checked += 1;
+            self.stats.udp_checked_ahead += 1;
+            match parse_udp_frame(frame) {
+                Ok(_) => {
+                    let tagged = Desc {
+                        buf: d.buf | CHECKED_TAG,
+                        ..d
+                    };
+                    // Cannot fail: one entry was just popped.
+                    let _ = self.demux.enqueue(s.chan, tagged);
+                }
+                Err(e) => self.rx_fail(d, e),
+            }
+        }
+        self.out.flush_release();
+        Ok(checked)
     }
 
     /// Sends `payload` from socket `h` to `dst` (UDP over IPv4, fragmented if

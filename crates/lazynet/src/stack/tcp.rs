@@ -211,6 +211,9 @@ pub(super) struct Tcp {
     listen_gen: Vec<u32>,
     free_listeners: Vec<u32>,
     owner: Vec<Owner>,
+    /// Owner tag per channel (0: untagged), for per-owner servicing
+    /// ([`Stack::tcp_service_tag`]). Indexed like `owner`.
+    tags: Vec<u16>,
     secret: Secret,
     ports: EphemeralPorts,
     /// (deadline, slot id: bit 31 set for listeners, generation).
@@ -249,6 +252,7 @@ impl Tcp {
             listen_gen: Vec::new(),
             free_listeners: Vec::new(),
             owner: Vec::new(),
+            tags: Vec::new(),
             secret: Secret::new(key),
             ports: EphemeralPorts::default(),
             timers: BinaryHeap::new(),
@@ -271,8 +275,29 @@ impl Tcp {
         let i = c.0 as usize;
         if self.owner.len() <= i {
             self.owner.resize(i + 1, Owner::None);
+            self.tags.resize(i + 1, 0);
         }
         self.owner[i] = o;
+        // A new or freed channel starts untagged.
+        self.tags[i] = 0;
+    }
+
+    fn tag_of(&self, c: u32) -> u16 {
+        self.tags.get(c as usize).copied().unwrap_or(0)
+    }
+
+    /// The owner tag of the slot a timer entry names; `None` if the slot is
+    /// gone (the entry is stale and anyone may discard it).
+    fn timer_tag(&self, id: u32) -> Option<u16> {
+        let chan = if id & LISTENER_BIT != 0 {
+            self.listeners
+                .get((id & !LISTENER_BIT) as usize)?
+                .as_ref()?
+                .chan
+        } else {
+            self.conns.get(id as usize)?.as_ref()?.chan
+        };
+        Some(self.tag_of(chan.0))
     }
 
     fn is_owned(&self, c: u32) -> bool {
@@ -620,6 +645,8 @@ impl<N: Nic> Stack<N> {
                 BindError::AddrInUse => SocketError::AddrInUse,
                 BindError::NoChannel => SocketError::BadHandle,
             })?;
+        let cap = self.tcp.chan_cap;
+        self.ni_bind(chan, cap, super::ni::BindKind::Conn(local, remote));
         let idx = match self.tcp.free_conns.pop() {
             Some(i) => i,
             None => {
@@ -656,6 +683,10 @@ impl<N: Nic> Stack<N> {
         let _ = self
             .demux
             .unbind_tcp_conn(slot.conn.local(), slot.conn.remote(), &mut left);
+        self.ni_unbind(super::ni::BindKind::Conn(
+            slot.conn.local(),
+            slot.conn.remote(),
+        ));
         self.tcp.set_owner(slot.chan, Owner::None);
         for d in left {
             self.stats.drops[StackDrop::SocketClosed as usize] += 1;
@@ -841,15 +872,77 @@ impl<N: Nic> Stack<N> {
     /// each per round), until `budget` units of work are done. Returns the
     /// work done; a channel left non-empty stays on the ready list.
     pub fn tcp_service(&mut self, now: u64, budget: usize) -> usize {
+        self.service(now, budget, None)
+    }
+
+    /// [`Stack::tcp_service`] restricted to the connections and listeners
+    /// tagged `tag` ([`Stack::tcp_set_tag`]): the protocol handler of one
+    /// owner (LRP §3.4: TCP input at the owner's priority, charged to it).
+    /// Ready channels and expired timers of other tags are left for their
+    /// own handlers; the TIME-WAIT table is swept only by tag 0 (and by
+    /// `tcp_service`). Same work bound.
+    pub fn tcp_service_tag(&mut self, now: u64, tag: u16, budget: usize) -> usize {
+        self.service(now, budget, Some(tag))
+    }
+
+    /// Tags a connection for [`Stack::tcp_service_tag`] (0: untagged).
+    pub fn tcp_set_tag(&mut self, h: TcpHandle, tag: u16) -> Result<(), SocketError> {
+        let c = self.tcp.conn(h)?.chan.0 as usize;
+        self.tcp.tags[c] = tag;
+        Ok(())
+    }
+
+    /// Tags a listener; connections it accepts inherit the tag.
+    pub fn tcp_listen_set_tag(&mut self, h: ListenHandle, tag: u16) -> Result<(), SocketError> {
+        let c = self.tcp.listener(h)?.chan.0 as usize;
+        self.tcp.tags[c] = tag;
+        Ok(())
+    }
+
+    /// Which tags have TCP input waiting: bit `t` for tag `t < 63`, bit 63
+    /// for all larger tags. O(ready channels); allocation-free (the ready
+    /// list is taken and put back in order).
+    pub fn tcp_ready_tags(&mut self) -> u64 {
+        let mut ready = std::mem::take(&mut self.tcp.ready);
+        self.demux.take_ready(&mut ready);
+        let mut mask = 0u64;
+        for &c in &ready {
+            if self.tcp.is_owned(c) {
+                mask |= 1 << self.tcp.tag_of(c).min(63);
+            }
+            self.demux.mark_ready(ChannelId(c));
+        }
+        ready.clear();
+        self.tcp.ready = ready;
+        mask
+    }
+
+    /// The tag of the earliest TCP timer if it expired by `now` (`Some(0)`
+    /// also for a stale entry or the TIME-WAIT table): whose handler should
+    /// run for timers.
+    pub fn tcp_due_timer_tag(&self, now: u64) -> Option<u16> {
+        if self.tcp.tw.poll_timeout().is_some_and(|t| t <= now) {
+            return Some(0);
+        }
+        let &Reverse((t, id, _)) = self.tcp.timers.peek()?;
+        (t <= now).then(|| self.tcp.timer_tag(id).unwrap_or(0))
+    }
+
+    fn service(&mut self, now: u64, budget: usize, only: Option<u16>) -> usize {
+        let mine = |tag: u16| only.is_none_or(|o| o == tag);
         let lazy = !self.mode.eager_protocol();
         let mut work = 0;
         let live = self.tcp.conns.len() + self.tcp.listeners.len();
         if self.tcp.timers.len() > TIMER_HEAP_SLACK * live + 1024 {
             self.compact_timers();
         }
-        if self.tcp.tw.poll_timeout().is_some_and(|t| t <= now) {
+        if mine(0) && self.tcp.tw.poll_timeout().is_some_and(|t| t <= now) {
             work += self.tcp.tw.poll_expired(now, budget);
         }
+        // Expired entries of other tags are set aside (a bounded number per
+        // call) and pushed back after the loop.
+        let mut others = [Reverse((0u64, 0u32, 0u32)); 32];
+        let mut n_others = 0;
         while work < budget {
             let Some(&Reverse((t, id, gen))) = self.tcp.timers.peek() else {
                 break;
@@ -857,10 +950,22 @@ impl<N: Nic> Stack<N> {
             if t > now {
                 break;
             }
+            if self.tcp.timer_tag(id).is_some_and(|tg| !mine(tg)) {
+                if n_others == others.len() {
+                    break;
+                }
+                others[n_others] = Reverse((t, id, gen));
+                n_others += 1;
+                self.tcp.timers.pop();
+                continue;
+            }
             self.tcp.timers.pop();
             if self.fire_timer(id, gen, t, now) {
                 work += 1;
             }
+        }
+        for e in &others[..n_others] {
+            self.tcp.timers.push(*e);
         }
         let mut ready = std::mem::take(&mut self.tcp.ready);
         self.demux.take_ready(&mut ready);
@@ -868,7 +973,7 @@ impl<N: Nic> Stack<N> {
         while i < ready.len() {
             let c = ready[i];
             i += 1;
-            if work >= budget {
+            if work >= budget || (self.tcp.is_owned(c) && !mine(self.tcp.tag_of(c))) {
                 self.demux.mark_ready(ChannelId(c));
                 continue;
             }
@@ -1185,6 +1290,7 @@ impl<N: Nic> Stack<N> {
             .demux
             .bind_tcp_listen(addr, local.port(), cap)
             .map_err(|_| SocketError::AddrInUse)?;
+        self.ni_bind(chan, cap, super::ni::BindKind::Listen(addr, local.port()));
         let cfg = cfg.unwrap_or(self.tcp.cfg);
         let mut cfg = self.fit(cfg);
         // Each passive connection gets its own offset from the listener's
@@ -1229,7 +1335,11 @@ impl<N: Nic> Stack<N> {
         let Some((_, conn)) = s.l.accept() else {
             return Err(SocketError::WouldBlock);
         };
+        let tag = self.tcp.tag_of(chan.0);
         let c = self.install_conn(conn)?;
+        if let Some(Some(s)) = self.tcp.conns.get(c.idx as usize) {
+            self.tcp.tags[s.chan.0 as usize] = tag;
+        }
         self.tcp.stats.accepted += 1;
         // Room in the accept queue again: resume the listener.
         self.demux.mark_ready(chan);
@@ -1297,6 +1407,7 @@ impl<N: Nic> Stack<N> {
         let _ = self
             .demux
             .unbind_tcp_listen(*s.bound.ip(), s.bound.port(), &mut left);
+        self.ni_unbind(super::ni::BindKind::Listen(*s.bound.ip(), s.bound.port()));
         self.tcp.set_owner(s.chan, Owner::None);
         for d in left {
             self.stats.drops[StackDrop::SocketClosed as usize] += 1;

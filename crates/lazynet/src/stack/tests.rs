@@ -675,7 +675,7 @@ fn raw_mode(mode: ReceiveMode, chan_cap: usize, ipq: usize) -> (WireEnd, Stack<W
     (a, Stack::new(b, c))
 }
 
-fn assert_accounted(b: &Stack<WireEnd>) {
+fn assert_accounted<N: Nic>(b: &Stack<N>) {
     let st = b.stats();
     assert_eq!(
         st.frames_accounted() + b.queued_frames() as u64,
@@ -797,4 +797,226 @@ fn eager_modes_run_tcp_input_in_the_receive_loop_soft_lrp_does_not() {
         }
         assert_accounted(&sb);
     }
+}
+
+// ----- ni-lrp: demultiplexing on the NI, nothing on the host -----
+
+/// Raw wire end A, and stack B in `ni-lrp` with its engine (stepped here).
+fn raw_ni(chan_cap: usize) -> (WireEnd, Stack<NiNic>, NiEngine<WireEnd>) {
+    let (a, b) = WirePair::new(WireConfig::default()).unwrap();
+    let c = StackConfig {
+        udp_channel_cap: chan_cap,
+        ..cfg(B)
+    };
+    let (s, e) = Stack::new_ni_lrp(b, c);
+    (a, s, e)
+}
+
+/// Gives everything back (quiesce, last NI pass) and checks that every
+/// buffer of both ends is free again: none was lost on the way.
+fn assert_all_buffers_back(mut a: WireEnd, mut b: Stack<NiNic>, mut e: NiEngine<WireEnd>) {
+    let mut done = false;
+    for _ in 0..8 {
+        e.step();
+        if b.ni_quiesce() {
+            done = true;
+            break;
+        }
+    }
+    assert!(done, "quiesce acknowledged");
+    assert_eq!(b.nic().lost_releases(), 0);
+    let mut nic = e.finish();
+    capture(&mut a);
+    a.reclaim();
+    nic.reclaim();
+    assert_eq!(a.free_buffers(), 512, "A's buffers all came back");
+    assert_eq!(nic.free_buffers(), 512, "B's buffers all came back");
+    assert_accounted(&b);
+}
+
+#[test]
+fn ni_lrp_frames_reach_the_channel_without_the_host_polling() {
+    let (mut a, mut b, mut e) = raw_ni(8);
+    assert_eq!(b.mode(), ReceiveMode::NiLrp);
+    let s = UdpSocket::bind(&mut b, SocketAddrV4::new(B, 7)).unwrap();
+    e.step(); // applies the bind
+    inject(&mut a, &udp_frame(9, 7, b"x"));
+    inject(&mut a, &udp_frame(9, 7, b"y"));
+    e.step();
+    // No b.poll(): the frames are on the socket's channel already.
+    assert_eq!(s.pending(&b).unwrap(), 2);
+    assert_eq!(b.demux().stats().frames, 0, "the host classified nothing");
+    let st = b.stats();
+    assert_eq!(
+        (st.rx_frames, st.demux.frames, st.demux.enqueued),
+        (2, 2, 2)
+    );
+    assert_eq!((st.udp_checked_in_poll, st.udp_checked_in_recv), (0, 0));
+    assert_accounted(&b);
+    let mut buf = [0u8; 8];
+    let (n, from) = s.recv_from(&mut b, &mut buf).unwrap();
+    assert_eq!((&buf[..n], from), (&b"x"[..], SocketAddrV4::new(A, 9)));
+    assert_eq!(b.stats().udp_checked_in_recv, 1, "checked in recv");
+    assert_eq!(b.demux().stats().frames, 0);
+    assert_accounted(&b);
+    assert_all_buffers_back(a, b, e);
+}
+
+#[test]
+fn ni_lrp_drops_at_the_full_channel_on_the_ni() {
+    let (mut a, mut b, mut e) = raw_ni(2);
+    let s = UdpSocket::bind(&mut b, SocketAddrV4::new(B, 7)).unwrap();
+    e.step();
+    for i in 0..5u8 {
+        inject(&mut a, &udp_frame(9, 7, &[i]));
+    }
+    e.step();
+    let st = b.stats();
+    assert_eq!(st.demux.drops_for(crate::demux::DropReason::ChannelFull), 3);
+    assert_eq!(
+        b.ni_stats()
+            .unwrap()
+            .demux
+            .drops_for(crate::demux::DropReason::ChannelFull),
+        3,
+        "counted on the NI"
+    );
+    assert_eq!(b.demux().stats().dropped(), 0, "no drop work on the host");
+    assert_eq!(st.udp_checked_in_poll + st.udp_checked_in_recv, 0);
+    assert_eq!(s.pending(&b).unwrap(), 2);
+    assert_accounted(&b);
+    let mut buf = [0u8; 8];
+    assert_eq!(s.recv_from(&mut b, &mut buf).unwrap().0, 1);
+    assert_eq!(buf[0], 0, "the first frames were kept");
+    assert_accounted(&b);
+    assert_all_buffers_back(a, b, e);
+}
+
+#[test]
+fn ni_lrp_control_traffic_is_served_by_the_host_poll() {
+    let (mut a, mut b, mut e) = raw_ni(8);
+    inject(&mut a, &arp_request_from_a());
+    inject(&mut a, &echo_request(1, 2, b"ping"));
+    e.step();
+    assert_eq!(b.queued_frames(), 2, "on the control channel");
+    b.poll(0);
+    e.step(); // forwards the replies
+    let out = capture(&mut a);
+    assert_eq!(out.len(), 2, "ARP reply and echo reply");
+    assert_eq!(b.stats().icmp_echo_replies, 1);
+    assert_accounted(&b);
+    assert_all_buffers_back(a, b, e);
+}
+
+#[test]
+fn ni_lrp_bind_and_unbind_with_frames_in_flight_lose_no_buffers() {
+    let (mut a, mut b, mut e) = raw_ni(64);
+    // Port unreachables must not wait for ARP (A is a raw end that never
+    // answers): frames waiting for ARP are held by the host.
+    b.set_neighbor(A, MAC_A);
+    let mut now = 0;
+    for round in 0..20u16 {
+        let port = 7 + round % 3;
+        let s = UdpSocket::bind(&mut b, SocketAddrV4::new(B, port)).unwrap();
+        // Frames injected before the NI applied the bind go to the control
+        // channel (port unreachable); after it, to the socket's ring.
+        for i in 0..5u8 {
+            inject(&mut a, &udp_frame(9, port, &[i]));
+        }
+        e.step();
+        for i in 0..5u8 {
+            inject(&mut a, &udp_frame(9, port, &[i]));
+        }
+        e.step();
+        if round % 2 == 0 {
+            let mut buf = [0u8; 8];
+            let _ = s.recv_from(&mut b, &mut buf);
+        }
+        // Closed on the host while its ring still holds frames, and before
+        // the NI knows: more frames still reach the old ring.
+        s.close(&mut b).unwrap();
+        inject(&mut a, &udp_frame(9, port, b"late"));
+        assert_accounted(&b);
+        now += MS;
+        b.poll(now);
+        assert_accounted(&b);
+        e.step();
+        b.poll(now);
+        capture(&mut a);
+        assert_accounted(&b);
+    }
+    let st = b.stats();
+    assert!(st.drops_for(StackDrop::SocketClosed) > 0);
+    assert_eq!(b.ni_stats().unwrap().command_errors, 0);
+    assert_all_buffers_back(a, b, e);
+}
+
+#[test]
+fn stack_new_with_ni_lrp_runs_soft_lrp() {
+    let (a, _b) = WirePair::new(WireConfig::default()).unwrap();
+    let s = Stack::new(
+        a,
+        StackConfig {
+            mode: ReceiveMode::NiLrp,
+            ..cfg(A)
+        },
+    );
+    assert_eq!(s.mode(), ReceiveMode::SoftLrp);
+    assert!(s.ni_stats().is_none());
+    for m in ReceiveMode::ALL {
+        assert_eq!(ReceiveMode::from_name(m.name()), Some(m));
+    }
+}
+
+#[test]
+fn tagged_tcp_service_processes_only_its_owners_listeners_and_connections() {
+    let (a, b) = WirePair::new(WireConfig::default()).unwrap();
+    let mut sa = Stack::new(a, cfg(A));
+    let mut sb = Stack::new(b, cfg(B));
+    let l1 = sb.tcp_listen(SocketAddrV4::new(B, 80), None, None).unwrap();
+    let l2 = sb.tcp_listen(SocketAddrV4::new(B, 81), None, None).unwrap();
+    sb.tcp_listen_set_tag(l1, 1).unwrap();
+    sb.tcp_listen_set_tag(l2, 2).unwrap();
+    sa.set_neighbor(B, sb.mac());
+    sb.set_neighbor(A, sa.mac());
+    sa.tcp_connect(SocketAddrV4::new(B, 80), None, 0).unwrap();
+    sa.tcp_connect(SocketAddrV4::new(B, 81), None, 0).unwrap();
+    sa.poll(MS);
+    sb.poll(MS);
+    assert_eq!(sb.tcp_ready_tags(), 0b110, "both owners have input");
+    assert_eq!(sb.tcp_service_tag(MS, 1, 64), 1, "only owner 1's SYN");
+    assert_eq!(sb.tcp_ready_tags(), 0b100, "owner 2's SYN still waits");
+    assert_eq!(sb.tcp_service_tag(MS, 3, 64), 0, "nobody's");
+    assert_eq!(sb.tcp_service_tag(MS, 2, 64), 1);
+    assert_eq!(sb.tcp_ready_tags(), 0);
+    // The handshakes complete; accepted connections inherit the tag.
+    for t in 2..6 {
+        sa.poll(t * MS);
+        sa.tcp_service(t * MS, 64);
+        sb.poll(t * MS);
+        sb.tcp_service_tag(t * MS, 1, 64);
+        sb.tcp_service_tag(t * MS, 2, 64);
+    }
+    let c1 = sb.tcp_accept(l1, 6 * MS).unwrap();
+    let c2 = sb.tcp_accept(l2, 6 * MS).unwrap();
+    // Data to connection 1 only: only tag 1 becomes ready.
+    let mut ev = Vec::new();
+    sa.tcp_take_events(&mut ev);
+    let ca = ev
+        .iter()
+        .find_map(|e| match e {
+            TcpEvent::Conn(h) => (sa.tcp_addrs(*h).unwrap().1.port() == 80).then_some(*h),
+            _ => None,
+        })
+        .unwrap();
+    sa.tcp_send(ca, b"hello", 7 * MS).unwrap();
+    sa.poll(7 * MS);
+    sb.poll(7 * MS);
+    assert_eq!(sb.tcp_ready_tags(), 0b10);
+    assert_eq!(sb.tcp_service_tag(7 * MS, 2, 64), 0);
+    assert_eq!(sb.tcp_recv_queue(c1).unwrap(), 0, "not processed yet");
+    assert!(sb.tcp_service_tag(7 * MS, 1, 64) >= 1);
+    assert_eq!(sb.tcp_recv_queue(c1).unwrap(), 5);
+    assert_eq!(sb.tcp_recv_queue(c2).unwrap(), 0);
+    assert_accounted(&sb);
 }

@@ -1,0 +1,682 @@
+//! The host runtime: one core running a [`Stack`] and the applications'
+//! tasks on the [`Executor`], with each receive mode's placement of protocol
+//! work (LRP §3; the executor docs, "How the receive modes will use it").
+//!
+//! **Owns:** the executor, the [`HostState`] it lends to every task (the
+//! stack, the applications' state `A`, the registry of sockets → owner and
+//! task), the "net" owner with its receive task, the "net-idle" owner with
+//! its drain task, and one TCP protocol-handler task per application owner.
+//!
+//! **May not touch:** protocol internals (it calls the stack's public API
+//! only), other cores (in `ni-lrp` the NI engine runs elsewhere; the host
+//! only looks at channel lengths), the OS: the run loop never blocks,
+//! sleeps or makes a system call — when nothing is runnable it polls the
+//! NIC again until its deadline.
+//!
+//! # Interrupts inside one event loop
+//!
+//! Before every executor iteration the host asks the NIC, cheaply
+//! ([`Nic::rx_ready`]: one load of the ring's producer index), whether
+//! frames wait; if so it wakes the receive task, which belongs to an owner
+//! of class `Fixed(0)`, so it runs before anything else: the next
+//! scheduling decision is the "interrupt". Preemption is delayed to the end
+//! of the current iteration, as everywhere in the executor, so application
+//! iterations must be short (one datagram, one request).
+//!
+//! # Placement per mode
+//!
+//! | mode | receive task (`net`, `Fixed(0)`, [`Charge::Interrupted`]) | UDP protocol work | TCP input | `net-idle` (`Idle`) task |
+//! |---|---|---|---|---|
+//! | `eager` | IP queue, IP/UDP checks, demux, TCP input ([`Stack::poll`]) | in the receive task, charged to whoever was interrupted | in the receive task | — |
+//! | `early-demux` | demux, then IP/UDP checks and TCP input | in the receive task, charged to the interrupted owner | in the receive task | — |
+//! | `soft-lrp` | demux only (small, still charged as an interrupt), within a CPU budget ([`RxBudget`]) | in the owner's `recv`, at its priority | the owner's protocol handler ([`Stack::tcp_service_tag`]), charged to it | checks queued datagrams nobody is reading ([`Stack::udp_prepare`]), each socket's work charged to its owner ([`Cx::charge_to`]); untagged TCP |
+//! | `ni-lrp` ([`HostConfig::ni_lrp`]) | none: the NI engine demultiplexes on another core | as `soft-lrp` | as `soft-lrp` | — (the channels' producer is the NI core) |
+//!
+//! # Ownership and wake-ups
+//!
+//! Applications register their sockets with an owner and the task to wake
+//! ([`HostState::register_udp`], [`HostState::register_tcp`],
+//! [`HostState::register_listener`]). After each receive-task iteration
+//! (or, with no receive task, before every iteration) the host wakes the
+//! task of every registered UDP socket whose channel holds datagrams, and
+//! the protocol handler of every owner with TCP input on the ready list
+//! ([`Stack::tcp_ready_tags`]) or a due timer ([`Stack::tcp_due_timer_tag`]).
+//! TCP events ([`Stack::tcp_take_events`]) belong to the host: it turns them
+//! into wakes of the registered tasks. An owner's TCP tag is its index + 1;
+//! tag 0 (unregistered sockets) is served by the idle task (lazy modes) or
+//! the receive task (eager modes).
+//!
+//! Work bounds: one executor iteration per loop step; the receive task does
+//! one [`Stack::poll`]; a handler iteration at most
+//! [`HostConfig::tcp_budget`] units; the idle task at most
+//! [`HostConfig::prepare_budget`] datagrams per socket. Notification is
+//! O(registered UDP sockets + ready TCP channels) and allocation-free
+//! (buffers are reserved at start-up).
+//!
+//! Accounting: [`Host::usage`] gives each owner's [`OwnerUsage`]: `task_ns`
+//! (time its tasks really ran) beside `cpu_ns` (what it was charged).
+
+#[cfg(test)]
+mod tests;
+
+use rustc_hash::FxHashMap;
+
+use crate::nic::Nic;
+use crate::sched::{
+    Charge, Class, Clock, Cx, Executor, OwnerId, OwnerUsage, SchedConfig, SchedError, Status, Task,
+    TaskId, TaskState, UsageReport,
+};
+use crate::stack::{ListenHandle, ReceiveMode, Stack, TcpEvent, TcpHandle, UdpHandle};
+
+/// The receive task is woken at least this often, so the stack's ARP and
+/// reassembly timers run even without traffic.
+const TICK_NS: u64 = 10_000_000;
+
+/// How a host places protocol work (see the module table).
+#[derive(Clone, Copy, Debug)]
+pub struct HostConfig {
+    /// Executor limits and policy.
+    pub sched: SchedConfig,
+    /// Run a receive task (all modes but `ni-lrp`).
+    pub receive_task: bool,
+    /// Run the idle-priority drain of queued datagrams (`soft-lrp`).
+    pub idle_drain: bool,
+    /// TCP work units per protocol-handler iteration.
+    pub tcp_budget: usize,
+    /// Datagrams per socket the idle drain checks per iteration.
+    pub prepare_budget: usize,
+    /// A CPU budget for the receive task (`None`: unbounded, as 4.4BSD's
+    /// interrupts). See [`RxBudget`].
+    pub rx_budget: Option<RxBudget>,
+}
+
+/// The bounded budget of `soft-lrp`'s demultiplexing (ARCHITECTURE.md,
+/// "Receive modes": "in the receive loop, at top priority, bounded budget";
+/// the RTU reactive class: "rate-limited by a token bucket so it cannot
+/// monopolize the core"). A token bucket of CPU time: it fills at `share`
+/// of the clock (ppm) up to `burst_ns`; each receive-task iteration spends
+/// what it ran. While the bucket is empty the receive task is not woken:
+/// frames wait on the NIC's ring and, if it overflows, are dropped there —
+/// at the NIC, before the host spent anything on them — so the host keeps
+/// at least `1 − share` of the core for the owners whatever the offered
+/// load (soft LRP no longer only postpones livelock, LRP §4.2). An idle
+/// core does not need the budget: when nothing else is runnable the
+/// receive task runs anyway.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RxBudget {
+    /// Share of the core, parts per million.
+    pub share_ppm: u32,
+    /// Largest saving, ns.
+    pub burst_ns: u64,
+}
+
+impl RxBudget {
+    /// The default of `soft-lrp`: 15% of the core, 200 µs of burst.
+    pub const SOFT_LRP: RxBudget = RxBudget {
+        share_ppm: 150_000,
+        burst_ns: 200_000,
+    };
+}
+
+impl HostConfig {
+    /// The placement of `mode` (see the module table).
+    pub fn for_mode(mode: ReceiveMode) -> Self {
+        if mode == ReceiveMode::NiLrp {
+            return Self::ni_lrp();
+        }
+        HostConfig {
+            sched: SchedConfig::default(),
+            receive_task: true,
+            idle_drain: !mode.eager_protocol(),
+            tcp_budget: 64,
+            prepare_budget: 32,
+            rx_budget: (mode == ReceiveMode::SoftLrp).then_some(RxBudget::SOFT_LRP),
+        }
+    }
+
+    /// `ni-lrp`: no receive task (the NI engine receives and demultiplexes
+    /// on another core); owners are woken by checking their channels.
+    pub fn ni_lrp() -> Self {
+        HostConfig {
+            receive_task: false,
+            idle_drain: false,
+            ..Self::for_mode(ReceiveMode::SoftLrp)
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct UdpReg {
+    h: UdpHandle,
+    owner: OwnerId,
+    task: TaskId,
+}
+
+/// Sockets → owners and tasks.
+#[derive(Debug, Default)]
+struct Registry {
+    udp: Vec<UdpReg>,
+    tcp: FxHashMap<TcpHandle, TaskId>,
+    listeners: FxHashMap<ListenHandle, TaskId>,
+    /// Protocol-handler task per owner index (`None` for the host's own).
+    handlers: Vec<Option<TaskId>>,
+    /// Reused buffer for TCP events.
+    events: Vec<TcpEvent>,
+    /// The idle drain task, if any.
+    idle: Option<TaskId>,
+    /// The receive task, if any.
+    rx: Option<TaskId>,
+    eager: bool,
+}
+
+/// What every task of a host gets: the stack, the applications' state, and
+/// the socket registry.
+pub struct HostState<N: Nic, A> {
+    /// The stack (socket calls do their lazy work in the caller's task).
+    pub stack: Stack<N>,
+    /// The applications' state.
+    pub app: A,
+    reg: Registry,
+}
+
+impl<N: Nic, A> std::fmt::Debug for HostState<N, A> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostState")
+            .field("udp_sockets", &self.reg.udp.len())
+            .field("tcp", &self.reg.tcp.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<N: Nic, A> HostState<N, A> {
+    /// Registers a UDP socket: `task` is woken when datagrams wait, and
+    /// protocol work done for it outside its owner's tasks is charged to
+    /// `owner`.
+    pub fn register_udp(&mut self, h: UdpHandle, owner: OwnerId, task: TaskId) {
+        self.reg.udp.retain(|r| r.h != h);
+        self.reg.udp.push(UdpReg { h, owner, task });
+    }
+
+    /// Registers a TCP connection: its input runs in `owner`'s protocol
+    /// handler, and `task` is woken on its events (data, room, close).
+    pub fn register_tcp(&mut self, h: TcpHandle, owner: OwnerId, task: TaskId) {
+        let _ = self.stack.tcp_set_tag(h, tag_of(owner));
+        self.reg.tcp.insert(h, task);
+    }
+
+    /// Registers a listener: its SYNs run in `owner`'s protocol handler
+    /// (accepted connections inherit the owner; register them with
+    /// [`HostState::register_tcp`] to name their task), and `task` is woken
+    /// when connections wait to be accepted.
+    pub fn register_listener(&mut self, h: ListenHandle, owner: OwnerId, task: TaskId) {
+        let _ = self.stack.tcp_listen_set_tag(h, tag_of(owner));
+        self.reg.listeners.insert(h, task);
+    }
+
+    /// Forgets a UDP socket (call before closing it).
+    pub fn unregister_udp(&mut self, h: UdpHandle) {
+        self.reg.udp.retain(|r| r.h != h);
+    }
+
+    /// Forgets a TCP connection.
+    pub fn unregister_tcp(&mut self, h: TcpHandle) {
+        self.reg.tcp.remove(&h);
+    }
+
+    /// Forgets a listener.
+    pub fn unregister_listener(&mut self, h: ListenHandle) {
+        self.reg.listeners.remove(&h);
+    }
+
+    /// Wakes the tasks whose sockets have input, through `wake`: registered
+    /// UDP sockets with queued datagrams (and the idle drain), and the
+    /// protocol handlers of owners with ready TCP channels. Returns true if
+    /// any UDP datagram waits.
+    fn notify(&mut self, wake: &mut impl FnMut(TaskId)) -> bool {
+        let mut any = false;
+        for r in &self.reg.udp {
+            if self.stack.udp_pending(r.h).unwrap_or(0) > 0 {
+                wake(r.task);
+                any = true;
+            }
+        }
+        if any {
+            if let Some(t) = self.reg.idle {
+                wake(t);
+            }
+        }
+        if !self.reg.eager {
+            let mask = self.stack.tcp_ready_tags();
+            if mask != 0 {
+                self.wake_tags(mask, wake);
+            }
+        }
+        any
+    }
+
+    /// Wakes the handlers of the tags in `mask` (bit 0: untagged → the idle
+    /// task in lazy modes).
+    fn wake_tags(&self, mask: u64, wake: &mut impl FnMut(TaskId)) {
+        if mask & 1 != 0 {
+            if let Some(t) = self.reg.idle.or(self.reg.rx) {
+                wake(t);
+            }
+        }
+        for (i, h) in self.reg.handlers.iter().enumerate() {
+            let bit = (i + 1).min(63);
+            if mask & (1 << bit) != 0 {
+                if let Some(t) = *h {
+                    wake(t);
+                }
+            }
+        }
+    }
+
+    /// Turns the stack's TCP events into wakes of the registered tasks.
+    fn dispatch_tcp_events(&mut self, wake: &mut impl FnMut(TaskId)) {
+        let mut ev = std::mem::take(&mut self.reg.events);
+        self.stack.tcp_take_events(&mut ev);
+        for e in ev.drain(..) {
+            let t = match e {
+                TcpEvent::Conn(h) => self.reg.tcp.get(&h),
+                TcpEvent::Listener(h) => self.reg.listeners.get(&h),
+            };
+            if let Some(&t) = t {
+                wake(t);
+            }
+        }
+        self.reg.events = ev;
+    }
+}
+
+/// An owner's TCP tag: its index + 1 (0 means untagged).
+fn tag_of(owner: OwnerId) -> u16 {
+    (owner.index() + 1).min(usize::from(u16::MAX)) as u16
+}
+
+/// What a run of the host loop did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HostReport {
+    /// Executor iterations run.
+    pub iterations: u64,
+    /// Loop steps that found nothing runnable (the core polled the NIC).
+    pub idle_steps: u64,
+    /// Times the receive task was woken by pending frames ("interrupts").
+    pub interrupts: u64,
+}
+
+/// One core: a stack, its owners and tasks, and the loop that runs them.
+pub struct Host<N: Nic, A> {
+    exec: Executor<HostState<N, A>>,
+    st: HostState<N, A>,
+    cfg: HostConfig,
+    net: OwnerId,
+    idle_owner: Option<OwnerId>,
+    next_tick: u64,
+    /// Receive budget: tokens (ns, may go negative after an iteration)
+    /// and when they were last refilled.
+    rx_tokens: i64,
+    rx_refilled: u64,
+    stats: HostReport,
+}
+
+impl<N: Nic, A> std::fmt::Debug for Host<N, A> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Host")
+            .field("exec", &self.exec)
+            .field("cfg", &self.cfg)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<N: Nic + 'static, A: 'static> Host<N, A> {
+    /// A host running `stack` with application state `app`; `clock`
+    /// measures CPU time ([`crate::sched::TscClock`] in production) and the
+    /// deadlines of [`Host::run_for`]. Creates the `net` owner (`Fixed(0)`)
+    /// with its receive task and, if configured, the `net-idle` owner.
+    pub fn new(
+        stack: Stack<N>,
+        app: A,
+        clock: impl Clock + 'static,
+        cfg: HostConfig,
+    ) -> Result<Self, SchedError> {
+        let eager = stack.mode().eager_protocol();
+        let mut exec = Executor::new(clock, cfg.sched);
+        let net = exec.add_owner("net", Class::Fixed(0))?;
+        let mut reg = Registry {
+            eager,
+            events: Vec::with_capacity(1024),
+            ..Registry::default()
+        };
+        reg.handlers.push(None);
+        if cfg.receive_task {
+            // An interrupt in every mode: charged to whoever it interrupted
+            // (LRP §2.1); in soft-lrp it only demultiplexes, so it is small.
+            reg.rx = Some(exec.spawn_with(net, Charge::Interrupted, receive_task::<N, A>)?);
+        }
+        let mut idle_owner = None;
+        if cfg.idle_drain {
+            let o = exec.add_owner("net-idle", Class::Idle)?;
+            reg.handlers.push(None);
+            let budget = cfg.prepare_budget.max(1);
+            let tcp_budget = cfg.tcp_budget.max(1);
+            reg.idle = Some(
+                exec.spawn(o, move |cx: &mut Cx<'_>, st: &mut HostState<N, A>| {
+                    idle_drain(cx, st, budget, tcp_budget)
+                })?,
+            );
+            idle_owner = Some(o);
+        }
+        Ok(Host {
+            exec,
+            st: HostState { stack, app, reg },
+            cfg,
+            net,
+            idle_owner,
+            next_tick: 0,
+            rx_tokens: cfg.rx_budget.map_or(0, |b| b.burst_ns as i64),
+            rx_refilled: 0,
+            stats: HostReport::default(),
+        })
+    }
+
+    /// Adds an application owner and its TCP protocol handler (a task of
+    /// that owner, run at its priority and charged to it, woken when one of
+    /// its connections or listeners has input or a due timer).
+    pub fn add_owner(&mut self, name: &str, class: Class) -> Result<OwnerId, SchedError> {
+        let o = self.exec.add_owner(name, class)?;
+        let tag = tag_of(o);
+        let budget = self.cfg.tcp_budget.max(1);
+        let h = self
+            .exec
+            .spawn(o, move |cx: &mut Cx<'_>, st: &mut HostState<N, A>| {
+                let now = st.stack.now();
+                let n = st.stack.tcp_service_tag(now, tag, budget);
+                st.dispatch_tcp_events(&mut |t| cx.wake(t));
+                if n >= budget {
+                    Status::Ready
+                } else {
+                    Status::Wait
+                }
+            })?;
+        let reg = &mut self.st.reg;
+        if reg.handlers.len() <= o.index() {
+            reg.handlers.resize(o.index() + 1, None);
+        }
+        reg.handlers[o.index()] = Some(h);
+        Ok(o)
+    }
+
+    /// Spawns an application task of `owner` (runnable at once).
+    pub fn spawn(
+        &mut self,
+        owner: OwnerId,
+        task: impl Task<HostState<N, A>> + 'static,
+    ) -> Result<TaskId, SchedError> {
+        self.exec.spawn(owner, task)
+    }
+
+    /// Makes a task runnable.
+    pub fn wake(&mut self, task: TaskId) {
+        self.exec.wake(task);
+    }
+
+    /// The state lent to tasks (stack, application state, registry).
+    pub fn state(&self) -> &HostState<N, A> {
+        &self.st
+    }
+
+    /// The state, mutably (set-up: bind sockets, register them).
+    pub fn state_mut(&mut self) -> &mut HostState<N, A> {
+        &mut self.st
+    }
+
+    /// The stack.
+    pub fn stack(&self) -> &Stack<N> {
+        &self.st.stack
+    }
+
+    /// The applications' state.
+    pub fn app(&self) -> &A {
+        &self.st.app
+    }
+
+    /// The applications' state, mutably.
+    pub fn app_mut(&mut self) -> &mut A {
+        &mut self.st.app
+    }
+
+    /// The executor (accounting, owners).
+    pub fn executor(&self) -> &Executor<HostState<N, A>> {
+        &self.exec
+    }
+
+    /// The `net` owner (receive task).
+    pub fn net_owner(&self) -> OwnerId {
+        self.net
+    }
+
+    /// The `net-idle` owner, if the idle drain runs.
+    pub fn idle_owner(&self) -> Option<OwnerId> {
+        self.idle_owner
+    }
+
+    /// The receive task, if any.
+    pub fn receive_task(&self) -> Option<TaskId> {
+        self.st.reg.rx
+    }
+
+    /// One owner's accounting: `task_ns` is what its tasks really ran,
+    /// `cpu_ns` what it was charged.
+    pub fn usage(&self, owner: OwnerId) -> OwnerUsage {
+        self.exec.usage(owner)
+    }
+
+    /// The accounting table of every owner.
+    pub fn report(&self) -> UsageReport<'_> {
+        self.exec.report()
+    }
+
+    /// Forgets all accounting (after a warm-up).
+    pub fn reset_usage(&mut self) {
+        self.exec.reset_usage();
+    }
+
+    /// Counters of the host loop since creation.
+    pub fn stats(&self) -> HostReport {
+        self.stats
+    }
+
+    /// The executor's clock.
+    pub fn now_ns(&self) -> u64 {
+        self.exec.now_ns()
+    }
+
+    /// Gives the stack and application state back.
+    pub fn into_parts(self) -> (Stack<N>, A) {
+        (self.st.stack, self.st.app)
+    }
+
+    /// Wakes what the core's "interrupt lines" and timers call for, before
+    /// a scheduling decision: cheap checks only.
+    fn pre_step(&mut self) {
+        let exec = &mut self.exec;
+        let st = &mut self.st;
+        match st.reg.rx {
+            Some(rx) => {
+                let now = exec.now_ns();
+                let allowed = match self.cfg.rx_budget {
+                    None => true,
+                    Some(b) => {
+                        let dt = now.saturating_sub(self.rx_refilled);
+                        self.rx_refilled = now;
+                        let add = (u128::from(dt) * u128::from(b.share_ppm) / 1_000_000) as i64;
+                        self.rx_tokens = self.rx_tokens.saturating_add(add).min(b.burst_ns as i64);
+                        self.rx_tokens > 0
+                    }
+                };
+                // (A queued receive task runs next anyway: no need to
+                // touch the ring's index, a line the sender keeps writing.)
+                if allowed
+                    && exec.task_state(rx) != Some(TaskState::Queued)
+                    && st.stack.nic_mut().rx_ready()
+                {
+                    exec.wake(rx);
+                    self.stats.interrupts += 1;
+                }
+                if now >= self.next_tick {
+                    self.next_tick = now + TICK_NS;
+                    exec.wake(rx);
+                }
+            }
+            // ni-lrp: the NI core filled the channels; look at them — but
+            // not at those whose task is queued anyway: a channel's length
+            // is a cache line the NI core keeps writing, and a busy owner
+            // would pay a miss per step for nothing.
+            None => {
+                let mut any = false;
+                for r in &st.reg.udp {
+                    if exec.task_state(r.task) == Some(TaskState::Queued) {
+                        continue;
+                    }
+                    if st.stack.udp_pending(r.h).unwrap_or(0) > 0 {
+                        exec.wake(r.task);
+                        any = true;
+                    }
+                }
+                if let (true, Some(t)) = (any, st.reg.idle) {
+                    exec.wake(t);
+                }
+                let mask = st.stack.tcp_ready_tags();
+                if mask != 0 {
+                    st.wake_tags(mask, &mut |t| exec.wake(t));
+                }
+            }
+        }
+        let now = st.stack.now();
+        if let Some(tag) = st.stack.tcp_due_timer_tag(now) {
+            if st.reg.eager {
+                if let Some(rx) = st.reg.rx {
+                    exec.wake(rx);
+                }
+            } else {
+                let mask = 1u64 << tag.min(63);
+                st.wake_tags(mask, &mut |t| exec.wake(t));
+            }
+        }
+    }
+
+    /// One step of the loop: the pre-checks, then at most one executor
+    /// iteration. Returns the task that ran, `None` if the core was idle.
+    pub fn step(&mut self) -> Option<TaskId> {
+        self.pre_step();
+        let before = self.exec.usage(self.net).task_ns;
+        let mut ran = self.exec.run_once(&mut self.st);
+        if ran.is_none() && self.cfg.rx_budget.is_some() {
+            // Idle core: the budget protects owners, and there are none
+            // waiting; receive now if frames wait.
+            if let Some(rx) = self.st.reg.rx {
+                if self.st.stack.nic_mut().rx_ready() {
+                    self.exec.wake(rx);
+                    ran = self.exec.run_once(&mut self.st);
+                }
+            }
+        }
+        if ran.is_some() && ran == self.st.reg.rx {
+            let spent = self.exec.usage(self.net).task_ns.saturating_sub(before);
+            self.rx_tokens = self.rx_tokens.saturating_sub(spent as i64);
+        }
+        match ran {
+            Some(_) => self.stats.iterations += 1,
+            None => self.stats.idle_steps += 1,
+        }
+        ran
+    }
+
+    /// Runs steps until nothing is runnable (after the pre-checks) or
+    /// `max_steps` ran.
+    pub fn run_until_idle(&mut self, max_steps: u64) -> HostReport {
+        let before = self.stats;
+        for _ in 0..max_steps {
+            if self.step().is_none() {
+                break;
+            }
+        }
+        self.since(before)
+    }
+
+    /// Runs the loop until the executor's clock reaches `deadline_ns`, or
+    /// `max_steps` steps ran (a bound for clocks that do not move by
+    /// themselves). Never blocks: an idle core keeps polling the NIC.
+    pub fn run_until(&mut self, deadline_ns: u64, max_steps: u64) -> HostReport {
+        let before = self.stats;
+        for _ in 0..max_steps {
+            if self.exec.now_ns() >= deadline_ns {
+                break;
+            }
+            self.step();
+        }
+        self.since(before)
+    }
+
+    /// [`Host::run_until`] `budget_ns` from now, with no step bound but time.
+    pub fn run_for(&mut self, budget_ns: u64) -> HostReport {
+        let deadline = self.exec.now_ns().saturating_add(budget_ns);
+        self.run_until(deadline, u64::MAX)
+    }
+
+    fn since(&self, b: HostReport) -> HostReport {
+        HostReport {
+            iterations: self.stats.iterations - b.iterations,
+            idle_steps: self.stats.idle_steps - b.idle_steps,
+            interrupts: self.stats.interrupts - b.interrupts,
+        }
+    }
+}
+
+/// The receive task: one bounded [`Stack::poll`] (which does all protocol
+/// work in the eager modes and only demultiplexing in soft-lrp), then the
+/// wakes of the owners whose sockets got input — the interrupt handler
+/// waking processes. Always waits: the host wakes it again while the NIC
+/// has frames.
+fn receive_task<N: Nic, A>(cx: &mut Cx<'_>, st: &mut HostState<N, A>) -> Status {
+    let now = st.stack.now();
+    st.stack.poll(now);
+    let mut wake = |t| cx.wake(t);
+    st.notify(&mut wake);
+    if st.reg.eager {
+        st.dispatch_tcp_events(&mut wake);
+    }
+    Status::Wait
+}
+
+/// The idle drain (soft-lrp, LRP §3.3): checks datagrams queued for sockets
+/// nobody is reading right now, each socket's work charged to its owner,
+/// and serves untagged TCP sockets. Waits when it found nothing new.
+fn idle_drain<N: Nic, A>(
+    cx: &mut Cx<'_>,
+    st: &mut HostState<N, A>,
+    budget: usize,
+    tcp_budget: usize,
+) -> Status {
+    let mut done = 0;
+    for i in 0..st.reg.udp.len() {
+        let r = st.reg.udp[i];
+        if st.stack.udp_pending(r.h).unwrap_or(0) == 0 {
+            continue;
+        }
+        let stack = &mut st.stack;
+        done += cx.charge_to(r.owner, |_| stack.udp_prepare(r.h, budget).unwrap_or(0));
+    }
+    let now = st.stack.now();
+    let tcp = st.stack.tcp_service_tag(now, 0, tcp_budget);
+    st.dispatch_tcp_events(&mut |t| cx.wake(t));
+    done += tcp;
+    // Ready while it finds work: as an `Idle` owner it runs again only
+    // when nothing else is runnable.
+    if done > 0 {
+        Status::Ready
+    } else {
+        Status::Wait
+    }
+}

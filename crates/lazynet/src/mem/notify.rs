@@ -1,0 +1,71 @@
+//! The "armed" flag of a notifying channel shared between two threads: the
+//! producer (the NI) puts a channel's id on a ready ring only when it arms
+//! the flag, so the id is on the ring at most once; the consumer (the host)
+//! disarms it before it looks at the channel.
+//!
+//! **Owns:** the flag and the orderings of its two operations.
+//!
+//! **May not touch:** the rings themselves (their protocol is [`super::ring`]'s).
+//!
+//! Protocol, for one channel with data ring `D`, ready ring `R`, flag `F`:
+//! * producer: push descriptors onto `D` (published with `Release`), then
+//!   [`ReadyFlag::arm`]; if it returns true, push the id onto `R`;
+//! * consumer: pop the id from `R`, [`ReadyFlag::disarm`], then read `D`.
+//!
+//! Why no frame is stranded (on `D` with nobody notified): both operations
+//! are read-modify-writes of the same atomic, so they are totally ordered
+//! in its modification order and each reads the value the previous one
+//! wrote. If the producer's `arm` comes after the consumer's `disarm`, it
+//! reads `false` and pushes the id again. If it comes before, the
+//! consumer's `disarm` (`Acquire`) reads the value the `arm` (`Release`)
+//! wrote, so the producer's push onto `D`, which happens before its `arm`,
+//! happens before the consumer's read of `D`: the consumer sees the frame.
+//! This is the lost-wake-up problem of the Dekker pattern without a second
+//! variable to order against, so `AcqRel` suffices and no `SeqCst` fence is
+//! needed. A plain `store(false)` in `disarm` would break the argument (a
+//! store does not read the `arm` it follows); the loom model
+//! (`tests/loom_notify.rs`) shows that variant strands a frame.
+
+#[cfg(loom)]
+use loom::sync::atomic::AtomicBool;
+#[cfg(not(loom))]
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering::AcqRel;
+
+/// One channel's armed flag.
+#[derive(Debug, Default)]
+pub struct ReadyFlag {
+    armed: AtomicBool,
+}
+
+impl ReadyFlag {
+    /// A disarmed flag.
+    pub fn new() -> Self {
+        ReadyFlag {
+            armed: AtomicBool::new(false),
+        }
+    }
+
+    /// Producer side, after publishing data: true if the caller must put
+    /// the channel's id on the ready ring (the flag was not armed).
+    #[inline]
+    pub fn arm(&self) -> bool {
+        !self.armed.swap(true, AcqRel)
+    }
+
+    /// Consumer side, after taking the id off the ready ring and before
+    /// reading the channel.
+    #[inline]
+    pub fn disarm(&self) {
+        self.armed.swap(false, AcqRel);
+    }
+
+    /// Test knob (loom builds only): disarm with a plain `Relaxed` store,
+    /// which is wrong; loom must find the stranded frame.
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn disarm_weak(&self) {
+        self.armed
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+    }
+}
