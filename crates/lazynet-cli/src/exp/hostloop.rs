@@ -68,12 +68,12 @@ impl Mode {
 
     /// The stack's receive mode; `None` for `ni-lrp` until the `ni` branch
     /// is merged (its stack is built with `Stack::new_ni_lrp`).
-    pub const fn receive_mode(self) -> Option<ReceiveMode> {
+    pub const fn receive_mode(self) -> ReceiveMode {
         match self {
-            Mode::Eager => Some(ReceiveMode::Eager),
-            Mode::EarlyDemux => Some(ReceiveMode::EarlyDemux),
-            Mode::SoftLrp => Some(ReceiveMode::SoftLrp),
-            Mode::NiLrp => None,
+            Mode::Eager => ReceiveMode::Eager,
+            Mode::EarlyDemux => ReceiveMode::EarlyDemux,
+            Mode::SoftLrp => ReceiveMode::SoftLrp,
+            Mode::NiLrp => ReceiveMode::NiLrp,
         }
     }
 

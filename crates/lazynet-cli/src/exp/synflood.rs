@@ -62,6 +62,9 @@ const SPOOF_NET: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 0);
 const SPOOF_PREFIX: u8 = 15;
 const HTTP_PORT: u16 = 80;
 const DUMMY_PORT: u16 = 81;
+/// TCP tags ([`Stack::tcp_service_tag`]) of the two owners' sockets.
+const HTTP_TAG: u16 = 1;
+const DUMMY_TAG: u16 = 2;
 /// Connections the server keeps at once (more are reset at accept).
 const MAX_CONNS: usize = 64;
 /// The top SYN rate of a quick run: well past eager's collapse, within what
@@ -129,25 +132,33 @@ impl<N: Nic> HostState for HostSt<N> {
         &mut self.stack
     }
     fn after_poll(&mut self, cx: &mut Cx<'_>, now: u64) {
-        // Wake `http` only for frames that were not for port 81 (or for a
-        // due timer), `dummy` only when its listener has frames to read.
-        let enq = self.stack.demux().stats().enqueued;
-        let dummy = self.stack.tcp_listen_pending(self.l81).unwrap_or(0);
-        let others =
-            enq.saturating_sub(self.last_enq) > dummy.saturating_sub(self.last_dummy) as u64;
-        let timer = self.lazy && self.stack.tcp_next_timeout().is_some_and(|t| t <= now);
-        if others || timer {
-            if let Some(t) = self.http_task {
-                cx.wake(t);
-            }
+        let (http, dummy) = if self.lazy {
+            // TCP input waits on the ready list (in ni-lrp put there by the
+            // NI core): wake the owner whose tag it carries.
+            let mask = self.stack.tcp_ready_tags();
+            let due = self.stack.tcp_due_timer_tag(now);
+            let stalled = self.stack.tcp_listen_stalled(self.l81) == Ok(true);
+            (
+                mask & (1 | 1 << HTTP_TAG) != 0 || matches!(due, Some(0 | HTTP_TAG)),
+                (mask & (1 << DUMMY_TAG) != 0 && !stalled) || due == Some(DUMMY_TAG),
+            )
+        } else {
+            // The receive loop did all TCP input: wake `http` for frames
+            // that were not for port 81.
+            let enq = self.stack.demux().stats().enqueued;
+            let d = self.stack.tcp_listen_pending(self.l81).unwrap_or(0);
+            let others =
+                enq.saturating_sub(self.last_enq) > d.saturating_sub(self.last_dummy) as u64;
+            self.last_enq = enq;
+            self.last_dummy = d;
+            (others, false)
+        };
+        if let (true, Some(t)) = (http, self.http_task) {
+            cx.wake(t);
         }
-        if self.lazy && dummy > 0 && self.stack.tcp_listen_stalled(self.l81) == Ok(false) {
-            if let Some(t) = self.dummy_task {
-                cx.wake(t);
-            }
+        if let (true, Some(t)) = (dummy, self.dummy_task) {
+            cx.wake(t);
         }
-        self.last_enq = enq;
-        self.last_dummy = dummy;
     }
     fn rx_flag(&mut self) -> &mut bool {
         &mut self.rx_got
@@ -198,14 +209,6 @@ pub fn run(opts: &ExpOpts) -> anyhow::Result<()> {
     let bar = super::progress(total, "syn-flood");
     let mut series: Vec<(String, Vec<Point>)> = Vec::new();
     for &mode in &modes {
-        if mode.receive_mode().is_none() {
-            res.note(format!(
-                "{}: skipped (needs the ni branch: Stack::new_ni_lrp)",
-                mode.name()
-            ));
-            bar.inc(2 * rates.len() as u64);
-            continue;
-        }
         for cookies in [false, true] {
             let label = format!("{}{}", mode.name(), if cookies { "+cookies" } else { "" });
             let mut pts = Vec::new();
@@ -382,7 +385,7 @@ fn host_cfg(mode: Mode, cookies: bool) -> StackConfig {
     StackConfig {
         addr: HOST_IP,
         gateway: Some(CLIENT_IP),
-        mode: mode.receive_mode().unwrap_or_default(),
+        mode: mode.receive_mode(),
         tcp_listen: ListenConfig {
             syn_cookies: cookies,
             ..ListenConfig::default()
@@ -405,14 +408,27 @@ fn run_point(
     })
     .context("in-memory wire")?;
     let (host_mac, client_mac) = (b.mac(), a.mac());
-    // ni-lrp (branch `ni`): `let (stack, mut engine) = Stack::new_ni_lrp(b,
-    // host_cfg(mode, cookies));` and `Some(Box::new(move || engine.step()))`
-    // as the load thread's step — the one place to change when it is merged.
-    let (stack, ni): (Stack<WireEnd>, Option<NiStep>) =
-        (Stack::new(b, host_cfg(mode, cookies)), None);
-    run_with(
-        mode, stack, ni, a, host_mac, client_mac, rate, warm, measure,
-    )
+    if mode == Mode::NiLrp {
+        // The NI engine runs in the load thread, on the load core.
+        let (stack, mut engine) = Stack::new_ni_lrp(b, host_cfg(mode, cookies));
+        let step: NiStep = Box::new(move || engine.step());
+        run_with(
+            mode,
+            stack,
+            Some(step),
+            a,
+            host_mac,
+            client_mac,
+            rate,
+            warm,
+            measure,
+        )
+    } else {
+        let stack = Stack::new(b, host_cfg(mode, cookies));
+        run_with(
+            mode, stack, None, a, host_mac, client_mac, rate, warm, measure,
+        )
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -430,7 +446,10 @@ fn run_with<N: Nic + Send + 'static>(
     stack.set_neighbor(CLIENT_IP, client_mac);
     let l80 = stack.tcp_listen(SocketAddrV4::new(HOST_IP, HTTP_PORT), None, None)?;
     let l81 = stack.tcp_listen(SocketAddrV4::new(HOST_IP, DUMMY_PORT), None, None)?;
-    stack.tcp_listen_serviced_by_owner(l81, true)?;
+    // Each owner's protocol handler serves only its own sockets (accepted
+    // connections inherit the listener's tag).
+    stack.tcp_listen_set_tag(l80, HTTP_TAG)?;
+    stack.tcp_listen_set_tag(l81, DUMMY_TAG)?;
     let stop = Arc::new(AtomicBool::new(false));
     let go = Arc::new(AtomicBool::new(false));
     let load = {
@@ -516,7 +535,9 @@ fn run_with<N: Nic + Send + 'static>(
 fn http_iteration<N: Nic>(cx: &mut Cx<'_>, st: &mut HostSt<N>) -> Status {
     let now = cx.now_ns();
     if st.lazy {
-        st.stack.tcp_service(now, 256);
+        st.stack.tcp_service_tag(now, HTTP_TAG, 256);
+        // Untagged work (the TIME-WAIT table's sweep) is the server's too.
+        st.stack.tcp_service_tag(now, 0, 64);
     }
     for _ in 0..16 {
         let Ok(h) = st.stack.tcp_accept(st.l80, now) else {
@@ -608,8 +629,13 @@ fn serve_conn<N: Nic>(st: &mut HostSt<N>, i: usize, now: u64) {
 /// modes nobody else does) through accept; never keeps a connection.
 fn dummy_iteration<N: Nic>(cx: &mut Cx<'_>, st: &mut HostSt<N>) -> Status {
     let now = cx.now_ns();
-    if let Ok(h) = st.stack.tcp_accept(st.l81, now) {
-        let _ = st.stack.tcp_abort(h, now);
+    if st.lazy {
+        st.stack.tcp_service_tag(now, DUMMY_TAG, 64);
+    }
+    if st.stack.tcp_accept_queue_len(st.l81).unwrap_or(0) > 0 {
+        if let Ok(h) = st.stack.tcp_accept(st.l81, now) {
+            let _ = st.stack.tcp_abort(h, now);
+        }
     }
     let more = st.stack.tcp_listen_pending(st.l81).unwrap_or(0) > 0
         && st.stack.tcp_listen_stalled(st.l81) == Ok(false);
