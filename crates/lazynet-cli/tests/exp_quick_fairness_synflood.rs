@@ -10,9 +10,8 @@ use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_lazynet");
 
-/// Modes these experiments run in this build (ni-lrp needs the `ni`
-/// branch; when it is merged it joins the list).
-const MODES: [&str; 3] = ["eager", "early-demux", "soft-lrp"];
+/// The four receive modes.
+const MODES: [&str; 4] = ["eager", "early-demux", "soft-lrp", "ni-lrp"];
 
 fn run(exp: &str, out: &Path, env: &[(&str, &str)]) {
     let o = Command::new(BIN)
