@@ -70,13 +70,15 @@ const SPOOF_NET: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 0);
 const SPOOF_PREFIX: u8 = 15;
 const HTTP_PORT: u16 = 80;
 const DUMMY_PORT: u16 = 81;
-/// soft-lrp's receive budget here: 40% of the core. The runtime's default
-/// (15%) is sized for datagram servers; an HTTP server's own traffic (about
+/// soft-lrp's receive budget here (and in `fairness`): 40% of the core.
+/// The runtime's default (15%) is sized for servers that do microseconds of
+/// work per datagram; a busy server of cheap requests (fairness: about a
+/// million a second), or an HTTP server's own traffic (about
 /// five frames per transfer, each demultiplexed across cores for a few
 /// hundred ns) already needs about that much at the unloaded rate, and
 /// beyond the budget frames — the legitimate ones with the flood — wait and
 /// overflow at the NIC ring.
-const RX_BUDGET: RxBudget = RxBudget {
+pub(crate) const RX_BUDGET: RxBudget = RxBudget {
     share_ppm: 400_000,
     burst_ns: 200_000,
 };
@@ -434,6 +436,9 @@ fn run_with<N: Nic + Send + 'static>(
             .name("syn-flood-host".into())
             .spawn(move || -> anyhow::Result<Point> {
                 super::pin_host();
+                // Nice -20 (root): other programs on a shared machine do not take
+                // this core (see livelock::boost).
+                super::livelock::boost();
                 let on_cpu = OnCpu::start();
                 let app = App {
                     l80,
@@ -637,6 +642,7 @@ fn load(
     go: &AtomicBool,
 ) -> Point {
     super::pin_load();
+    super::livelock::boost();
     let mut s = Stack::new(
         end,
         StackConfig {
