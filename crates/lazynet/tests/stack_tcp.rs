@@ -714,32 +714,3 @@ fn eager_mode_processes_every_syn_and_drops_it_after_the_work() {
     let k = sb.tcp_listener_counters(l).unwrap();
     assert_eq!(k.drop_count(ListenDrop::SynQueueFull), 6);
 }
-
-#[test]
-fn a_listener_serviced_by_its_owner_is_read_only_by_accept() {
-    let (mut sa, mut sb) = pair();
-    let l = sb.tcp_listen(SocketAddrV4::new(B, 80), None, None).unwrap();
-    sb.tcp_listen_serviced_by_owner(l, true).unwrap();
-    let mut now = MS;
-    let c = sa.tcp_connect(SocketAddrV4::new(B, 80), None, now).unwrap();
-    for _ in 0..5 {
-        now += MS;
-        pump(&mut sa, &mut sb, now);
-    }
-    // tcp_service left it alone.
-    assert_eq!(sb.tcp_listen_pending(l), Ok(1));
-    assert_eq!(sb.tcp_listener_counters(l).unwrap().syns, 0);
-    // The owner's accept reads it (SYN), then completes the handshake.
-    assert_eq!(sb.tcp_accept(l, now), Err(SocketError::WouldBlock));
-    let mut s = None;
-    for _ in 0..10 {
-        now += MS;
-        pump(&mut sa, &mut sb, now);
-        if let Ok(h) = sb.tcp_accept(l, now) {
-            s = Some(h);
-            break;
-        }
-    }
-    assert!(s.is_some());
-    assert_eq!(sa.tcp_state(c, now), Ok(State::Established));
-}

@@ -25,7 +25,7 @@
 //! room.
 //!
 //! **A listener whose SYN queue is full, with SYN cookies off, is not
-//! processed either — in the lazy modes** (soft-lrp and later ni-lrp). Every
+//! processed either — in the lazy modes** (soft-lrp, ni-lrp). Every
 //! SYN it could read would be dropped (`ListenDrop::SynQueueFull`) after its
 //! checksum, lookups and listener work: the host would burn CPU per spoofed
 //! SYN for nothing. RFC 9293 leaves the SYN queue's overflow policy to the
@@ -42,14 +42,6 @@
 //! entries; when that leaves room the listener resumes. The eager modes
 //! (`eager`, `early-demux`) keep 4.4BSD's behaviour: every SYN is processed
 //! and dropped after the work.
-//!
-//! **Listeners serviced by their owner.** With several owners on one stack
-//! (the host runtime's per-owner protocol handlers), a listener marked with
-//! [`Stack::tcp_listen_serviced_by_owner`] is left out of
-//! [`Stack::tcp_service`]'s ready list in the lazy modes: its input is
-//! processed only by its owner's [`Stack::tcp_accept`] calls, so it runs at
-//! that owner's priority and is charged to it. Its timers still run in
-//! `tcp_service`.
 //!
 //! **Output.** A segment is built in place in one NIC buffer: the payload is
 //! copied once, from the connection's send buffer to a fixed offset
@@ -158,9 +150,6 @@ struct ListenSlot {
     bound: SocketAddrV4,
     armed: Option<u64>,
     in_events: bool,
-    /// Left out of `tcp_service`'s ready list in the lazy modes (see the
-    /// module docs).
-    owner_serviced: bool,
 }
 
 /// True if a listener must not read its channel: its accept queue is full
@@ -987,15 +976,6 @@ impl<N: Nic> Stack<N> {
                     }
                 }
                 Owner::Listener(idx) => {
-                    if lazy
-                        && self.tcp.listeners[idx as usize]
-                            .as_ref()
-                            .is_some_and(|s| s.owner_serviced)
-                    {
-                        // Its owner's `tcp_accept` reads it; an arrival
-                        // puts it back on the list, harmlessly.
-                        continue;
-                    }
                     let n = self.listen_input(idx, now, max, false);
                     work += n;
                     if n > 0 {
@@ -1314,7 +1294,6 @@ impl<N: Nic> Stack<N> {
             bound: local,
             armed: None,
             in_events: false,
-            owner_serviced: false,
         });
         self.tcp.set_owner(chan, Owner::Listener(idx));
         Ok(ListenHandle { idx, gen })
@@ -1345,23 +1324,6 @@ impl<N: Nic> Stack<N> {
         self.demux.mark_ready(chan);
         self.conn_after(c.idx, now, false);
         Ok(c)
-    }
-
-    /// Leaves listener `h`'s input to its owner (`on`): in the lazy modes
-    /// [`Stack::tcp_service`] skips it and only the owner's
-    /// [`Stack::tcp_accept`] calls read its channel, in the owner's context
-    /// and at its priority (module docs). The eager modes ignore it: there
-    /// the receive loop processes everything.
-    pub fn tcp_listen_serviced_by_owner(
-        &mut self,
-        h: ListenHandle,
-        on: bool,
-    ) -> Result<(), SocketError> {
-        self.tcp.listener(h)?;
-        if let Some(Some(s)) = self.tcp.listeners.get_mut(h.idx as usize) {
-            s.owner_serviced = on;
-        }
-        Ok(())
     }
 
     /// True if listener `h` is stalled: it will not read its channel until
