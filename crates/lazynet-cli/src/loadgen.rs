@@ -405,13 +405,17 @@ impl SplitMix64 {
     }
 }
 
-/// Ethernet/IPv4/TCP SYN (MSS 1460) with random source port and ISN.
+/// Ethernet/IPv4/TCP SYN (MSS 1460) with random source port and ISN, and
+/// optionally a random (spoofed) source address
+/// ([`SynTemplate::with_random_sources`]).
 #[derive(Clone, Debug)]
 pub struct SynTemplate {
     frame: Vec<u8>,
     ip_sum: u16,
     tcp_sum: u16,
     rng: SplitMix64,
+    /// Random sources: (template's source, base, host mask).
+    spoof: Option<(u32, u32, u32)>,
 }
 
 const TCP_OFF: usize = ETH_HLEN + IP_HLEN;
@@ -438,7 +442,24 @@ impl SynTemplate {
             ip_sum,
             tcp_sum: s,
             rng: SplitMix64::new(seed),
+            spoof: None,
         }
+    }
+
+    /// Draws every SYN's source address at random from `net`/`prefix_len`
+    /// (a spoofed flood; e.g. 198.18.0.0/15, off the receiver's subnet, so
+    /// that its replies go to one gateway and it resolves no address per
+    /// source).
+    pub fn with_random_sources(mut self, net: Ipv4Addr, prefix_len: u8) -> Self {
+        let mask = if prefix_len >= 32 {
+            0
+        } else {
+            u32::MAX >> prefix_len.min(31)
+        };
+        let f = &self.frame;
+        let src = u32::from_be_bytes([f[26], f[27], f[28], f[29]]);
+        self.spoof = Some((src, u32::from(net) & !mask, mask));
+        self
     }
 
     /// Frame length (58 bytes; the receiver sees it without padding).
@@ -457,10 +478,19 @@ impl SynTemplate {
         let isn = (r >> 32) as u32;
         let ident = seq as u16;
         put16(b, IP_IDENT, ident);
-        put16(b, UDP_IP_SUM, checksum::update(self.ip_sum, 0, ident));
+        let (mut ip_sum, mut tcp_sum) = (self.ip_sum, self.tcp_sum);
+        if let Some((old, base, mask)) = self.spoof {
+            // RFC 1624 updates of both checksums (the TCP one covers the
+            // address through the pseudo-header).
+            let src = base | (self.rng.next_u64() as u32 & mask);
+            put32(b, ETH_HLEN + 12, src);
+            ip_sum = checksum::update32(ip_sum, old, src);
+            tcp_sum = checksum::update32(tcp_sum, old, src);
+        }
+        put16(b, UDP_IP_SUM, checksum::update(ip_sum, 0, ident));
         put16(b, TCP_OFF, port);
         put32(b, TCP_OFF + 4, isn);
-        let c = checksum::update32(checksum::update(self.tcp_sum, 0, port), 0, isn);
+        let c = checksum::update32(checksum::update(tcp_sum, 0, port), 0, isn);
         // TCP has no "no checksum": a computed 0 stays 0 (never produced by
         // RFC 1624 eqn. 3 unless recomputation also gives 0).
         put16(b, TCP_OFF + 16, c);
@@ -1179,6 +1209,27 @@ mod tests {
         a = SynTemplate::new(&e, 7);
         a.write(0, &mut buf);
         assert_ne!(buf[..58], buf2[..58], "another seed, other frames");
+    }
+
+    #[test]
+    fn spoofed_syns_have_random_sources_in_the_net_and_valid_checksums() {
+        let e = endpoints();
+        let net = Ipv4Addr::new(198, 18, 0, 0);
+        let mut a = SynTemplate::new(&e, 3).with_random_sources(net, 15);
+        let mut buf = [0u8; 128];
+        let mut srcs = std::collections::HashSet::new();
+        for seq in 0..5000u64 {
+            let n = a.write(seq, &mut buf);
+            let eth = EthernetFrame::new_checked(&buf[..n]).unwrap();
+            let ip = Ipv4Packet::new_checked(eth.payload()).unwrap();
+            assert!(ip.verify_checksum());
+            let src = u32::from(ip.src());
+            assert_eq!(src >> 17, u32::from(net) >> 17, "{}", ip.src());
+            let t = TcpPacket::new_checked(ip.payload()).unwrap();
+            assert!(t.verify_checksum(ip.src(), ip.dst()));
+            srcs.insert(src);
+        }
+        assert!(srcs.len() > 4900, "sources look random: {}", srcs.len());
     }
 
     /// A NIC with `bufs` buffers whose ring takes `ring` frames and is never drained.

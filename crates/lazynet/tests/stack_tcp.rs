@@ -529,3 +529,188 @@ fn the_timer_heap_stays_bounded_under_connection_churn() {
     assert_eq!(sa.tcp_connections(), 0);
     assert!(max <= 4 * 2 + 1024 + 2, "timer heap grew to {max}");
 }
+
+// ---- A full SYN queue without cookies (LRP §3.4, RFC 4987 §3) ----------
+
+/// A bare SYN from `src` (spoofed: nobody answers for it) to B:80, as an
+/// Ethernet frame from `src_mac` to `dst_mac`.
+fn spoofed_syn(src: SocketAddrV4, src_mac: [u8; 6], dst_mac: [u8; 6]) -> Vec<u8> {
+    use lazynet::wire::checksum;
+    let mut f = vec![0u8; 14 + 20 + 20];
+    f[0..6].copy_from_slice(&dst_mac);
+    f[6..12].copy_from_slice(&src_mac);
+    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    let ip = &mut f[14..];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&40u16.to_be_bytes());
+    ip[6] = 0x40;
+    ip[8] = 64;
+    ip[9] = 6;
+    ip[12..16].copy_from_slice(&src.ip().octets());
+    ip[16..20].copy_from_slice(&B.octets());
+    let c = checksum::checksum(&ip[..20]);
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    let t = &mut ip[20..];
+    t[0..2].copy_from_slice(&src.port().to_be_bytes());
+    t[2..4].copy_from_slice(&80u16.to_be_bytes());
+    t[4..8].copy_from_slice(&0x1234_5678u32.to_be_bytes());
+    t[12] = 5 << 4;
+    t[13] = 0x02;
+    t[14..16].copy_from_slice(&8192u16.to_be_bytes());
+    let ph = checksum::pseudo_header_ipv4(*src.ip(), B, 6, 20);
+    let s = !checksum::fold(checksum::partial(t, ph));
+    t[16..18].copy_from_slice(&s.to_be_bytes());
+    f
+}
+
+/// Puts `n` spoofed SYNs (sources 10.0.0.100+`first`..) on the wire from A
+/// to B; B gets a static neighbour entry for each so that its SYN-ACKs go
+/// out at once (to a MAC nobody has) instead of waiting for ARP.
+fn spoof_syns(sa: &mut Stack<WireEnd>, sb: &mut Stack<WireEnd>, first: u8, n: u8) {
+    let (ma, mb) = (sa.mac(), sb.mac());
+    for i in first..first + n {
+        let src = Ipv4Addr::new(10, 0, 0, 100 + i);
+        sb.set_neighbor(src, [2, 0xee, 0, 0, 0, i]);
+        let f = spoofed_syn(SocketAddrV4::new(src, 5000), ma, mb);
+        let end = sa.nic_mut();
+        let mut b = [0u32];
+        assert_eq!(end.alloc(&mut b), 1);
+        end.buffers_mut().buf_mut(b[0]).unwrap()[..f.len()].copy_from_slice(&f);
+        assert_eq!(
+            end.send(&[lazynet::mem::Desc::new(b[0], f.len() as u16)]),
+            1
+        );
+    }
+    sa.nic_mut().flush();
+}
+
+fn no_cookies(syn_queue: usize, synack_retries: u32) -> ListenConfig {
+    ListenConfig {
+        syn_queue,
+        syn_cookies: false,
+        synack_retries,
+        ..ListenConfig::default()
+    }
+}
+
+#[test]
+fn full_syn_queue_without_cookies_stalls_the_listener_and_a_handshake_in_progress_completes() {
+    use lazynet::proto::tcp::ListenDrop;
+    let (mut sa, mut sb) = pair();
+    let l = sb
+        .tcp_listen(SocketAddrV4::new(B, 80), Some(no_cookies(4, 5)), None)
+        .unwrap();
+    let (ma, mb) = (sa.mac(), sb.mac());
+    sa.set_neighbor(B, mb);
+    sb.set_neighbor(A, ma);
+    let mut now = MS;
+    // A legitimate handshake starts: B keeps its half-open entry.
+    let c = sa.tcp_connect(SocketAddrV4::new(B, 80), None, now).unwrap();
+    sb.poll(now);
+    sb.tcp_service(now, 1024);
+    // Three spoofed SYNs fill the SYN queue.
+    spoof_syns(&mut sa, &mut sb, 0, 3);
+    now += MS;
+    sb.poll(now);
+    sb.tcp_service(now, 1024);
+    assert_eq!(sb.tcp_listener_counters(l).unwrap().syns, 4);
+    assert_eq!(sb.tcp_listen_stalled(l), Ok(true));
+    // The client's final ACK arrives behind it, then more spoofed SYNs.
+    sa.poll(now);
+    sa.tcp_service(now, 1024);
+    assert_eq!(sa.tcp_state(c, now), Ok(State::Established));
+    spoof_syns(&mut sa, &mut sb, 3, 10);
+    let before = sb.tcp_listener_counters(l).unwrap();
+    for _ in 0..10 {
+        now += MS;
+        sb.poll(now);
+        sb.tcp_service(now, 1024);
+        assert_eq!(sb.tcp_accept(l, now), Err(SocketError::WouldBlock));
+    }
+    // Stalled: nothing was read, no work spent; the frames wait.
+    assert_eq!(sb.tcp_listener_counters(l).unwrap(), before, "no work");
+    assert_eq!(sb.tcp_listen_pending(l), Ok(11));
+    // The SYN-ACK timer (1 s) reads the channel once: the ACK completes
+    // the handshake; of the SYNs one takes the freed slot, nine are dropped.
+    now += 1_100 * MS;
+    sb.poll(now);
+    sb.tcp_service(now, 1024);
+    let s = sb
+        .tcp_accept(l, now)
+        .expect("the handshake in progress completed");
+    let k = sb.tcp_listener_counters(l).unwrap();
+    assert_eq!(k.drop_count(ListenDrop::SynQueueFull), 9);
+    assert_eq!(sb.tcp_listen_pending(l), Ok(0));
+    assert_eq!(sb.tcp_listen_stalled(l), Ok(true));
+    // And the connection works.
+    assert_eq!(sa.tcp_send(c, b"hello", now), Ok(5));
+    let mut buf = [0u8; 16];
+    for _ in 0..10 {
+        now += MS;
+        pump(&mut sa, &mut sb, now);
+    }
+    assert_eq!(sb.tcp_recv(s, &mut buf, now), Ok(5));
+    check_accounting(&sb);
+}
+
+#[test]
+fn a_syn_refused_by_a_stalled_listener_is_retried_and_accepted_once_entries_expire() {
+    let (mut sa, mut sb) = pair();
+    // One SYN-ACK retransmission: spoofed entries expire after 1 s + 2 s.
+    let l = sb
+        .tcp_listen(SocketAddrV4::new(B, 80), Some(no_cookies(4, 1)), None)
+        .unwrap();
+    let mut now = MS;
+    spoof_syns(&mut sa, &mut sb, 0, 4);
+    sb.poll(now);
+    sb.tcp_service(now, 1024);
+    assert_eq!(sb.tcp_listen_stalled(l), Ok(true));
+    let c = sa.tcp_connect(SocketAddrV4::new(B, 80), None, now).unwrap();
+    let mut accepted = None;
+    for _ in 0..2_000 {
+        now += 10 * MS;
+        pump(&mut sa, &mut sb, now);
+        if let Ok(s) = sb.tcp_accept(l, now) {
+            accepted = Some(s);
+            break;
+        }
+    }
+    assert!(accepted.is_some(), "the client's retransmitted SYN got in");
+    assert_eq!(sa.tcp_state(c, now), Ok(State::Established));
+    let k = sb.tcp_listener_counters(l).unwrap();
+    assert_eq!(k.synack_timeouts, 4, "{k:?}");
+    assert!(now > 3_000 * MS, "not before the spoofed entries expired");
+    check_accounting(&sb);
+}
+
+#[test]
+fn eager_mode_processes_every_syn_and_drops_it_after_the_work() {
+    use lazynet::proto::tcp::ListenDrop;
+    use lazynet::stack::ReceiveMode;
+    let (a, b) = WirePair::new(WireConfig::default()).unwrap();
+    let mut sa = Stack::new(
+        a,
+        StackConfig {
+            addr: A,
+            ..StackConfig::default()
+        },
+    );
+    let mut sb = Stack::new(
+        b,
+        StackConfig {
+            addr: B,
+            mode: ReceiveMode::Eager,
+            ..StackConfig::default()
+        },
+    );
+    let l = sb
+        .tcp_listen(SocketAddrV4::new(B, 80), Some(no_cookies(4, 5)), None)
+        .unwrap();
+    spoof_syns(&mut sa, &mut sb, 0, 10);
+    sb.poll(MS);
+    // 4.4BSD: no stall, the six SYNs beyond the queue were read and dropped.
+    assert_eq!(sb.tcp_listen_stalled(l), Ok(false));
+    assert_eq!(sb.tcp_listen_pending(l), Ok(0));
+    let k = sb.tcp_listener_counters(l).unwrap();
+    assert_eq!(k.drop_count(ListenDrop::SynQueueFull), 6);
+}

@@ -28,6 +28,7 @@ use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
 
 pub mod fairness;
+mod hostloop;
 pub mod latency;
 pub mod linux;
 pub mod livelock;

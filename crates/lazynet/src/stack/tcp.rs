@@ -24,6 +24,25 @@
 //! protocol work (LRP §3.4, the SYN-flood defence), until `accept` makes
 //! room.
 //!
+//! **A listener whose SYN queue is full, with SYN cookies off, is not
+//! processed either — in the lazy modes** (soft-lrp, ni-lrp). Every
+//! SYN it could read would be dropped (`ListenDrop::SynQueueFull`) after its
+//! checksum, lookups and listener work: the host would burn CPU per spoofed
+//! SYN for nothing. RFC 9293 leaves the SYN queue's overflow policy to the
+//! implementation; RFC 4987 §3 (and §3.2, "Increasing backlog") lists the
+//! usual answers (bigger backlog, recycling the oldest half-open entry, SYN
+//! cookies); ours is LRP's: stop, and let the excess fall off at the channel
+//! (the 4.4BSD listen backlog of the LRP paper counted half-open entries
+//! too). The listener is *stalled* until a SYN-queue slot is freed: its
+//! timer path ([`Stack::tcp_service`] firing the listener's SYN-ACK timer)
+//! always processes what is queued on its channel first (bounded by the
+//! channel and [`MAX_BATCH`]) — so a final ACK of a handshake in progress
+//! completes it there, and an ACK that fell off the full channel is
+//! repeated by the peer when the SYN-ACK is retransmitted — then expires
+//! entries; when that leaves room the listener resumes. The eager modes
+//! (`eager`, `early-demux`) keep 4.4BSD's behaviour: every SYN is processed
+//! and dropped after the work.
+//!
 //! **Output.** A segment is built in place in one NIC buffer: the payload is
 //! copied once, from the connection's send buffer to a fixed offset
 //! ([`TX_PAYLOAD_AT`]) leaving room for the largest header, and the headers
@@ -131,6 +150,15 @@ struct ListenSlot {
     bound: SocketAddrV4,
     armed: Option<u64>,
     in_events: bool,
+}
+
+/// True if a listener must not read its channel: its accept queue is full
+/// (all modes), or — in the lazy modes — its SYN queue is full and it has
+/// no SYN cookies, so every SYN would be dropped after the work (see the
+/// module docs; RFC 4987 §3).
+fn listener_stalled(l: &Listener, lazy: bool) -> bool {
+    l.accept_queue_full()
+        || (lazy && !l.config().syn_cookies && l.syn_queue_len() >= l.config().syn_queue)
 }
 
 /// Counters of the TCP part of a stack.
@@ -742,15 +770,18 @@ impl<N: Nic> Stack<N> {
     }
 
     /// Processes at most `max` queued segments of listener `idx`, unless
-    /// its accept queue is full. Segments of connections accepted since
-    /// they were queued move to those connections' channels.
-    fn listen_input(&mut self, idx: u32, now: u64, max: usize) -> usize {
+    /// it is stalled ([`listener_stalled`]; `force`: the timer path, which
+    /// reads a stalled-by-SYN-queue listener's channel anyway so that
+    /// handshakes in progress complete). Segments of connections accepted
+    /// since they were queued move to those connections' channels.
+    fn listen_input(&mut self, idx: u32, now: u64, max: usize, force: bool) -> usize {
+        let lazy = !self.mode.eager_protocol();
         let mut done = 0;
         while done < max {
             let Some(Some(s)) = self.tcp.listeners.get_mut(idx as usize) else {
                 break;
             };
-            if s.l.accept_queue_full() {
+            if s.l.accept_queue_full() || (!force && listener_stalled(&s.l, lazy)) {
                 // LRP §3.4: stop processing; SYNs fall off at the channel.
                 break;
             }
@@ -888,6 +919,7 @@ impl<N: Nic> Stack<N> {
 
     fn service(&mut self, now: u64, budget: usize, only: Option<u16>) -> usize {
         let mine = |tag: u16| only.is_none_or(|o| o == tag);
+        let lazy = !self.mode.eager_protocol();
         let mut work = 0;
         let live = self.tcp.conns.len() + self.tcp.listeners.len();
         if self.tcp.timers.len() > TIMER_HEAP_SLACK * live + 1024 {
@@ -944,7 +976,7 @@ impl<N: Nic> Stack<N> {
                     }
                 }
                 Owner::Listener(idx) => {
-                    let n = self.listen_input(idx, now, max);
+                    let n = self.listen_input(idx, now, max, false);
                     work += n;
                     if n > 0 {
                         self.listen_after(idx, now);
@@ -952,13 +984,13 @@ impl<N: Nic> Stack<N> {
                 }
                 Owner::None => {}
             }
-            // Frames left over (work bound): back on the list. A full
-            // listener stays off it until accept makes room.
+            // Frames left over (work bound): back on the list. A stalled
+            // listener stays off it until accept or its timer makes room.
             let resume = match self.tcp.owner_of(c) {
                 Owner::Conn(_) => true,
                 Owner::Listener(l) => self.tcp.listeners[l as usize]
                     .as_ref()
-                    .is_some_and(|s| !s.l.accept_queue_full()),
+                    .is_some_and(|s| !listener_stalled(&s.l, lazy)),
                 Owner::None => false,
             };
             if resume {
@@ -1006,17 +1038,27 @@ impl<N: Nic> Stack<N> {
             // handshake's final ACK waiting on the channel completes it
             // instead of a SYN-ACK being retransmitted (or the half-open
             // entry expiring) first.
+            // Forced: a listener stalled by its full SYN queue reads its
+            // channel here, once per timer, so handshakes in progress
+            // complete (module docs).
             let chan = s.chan;
             let queued = self.demux.queued(chan);
             if queued > 0 {
-                self.listen_input(idx, now, queued.min(MAX_BATCH));
+                self.listen_input(idx, now, queued.min(MAX_BATCH), true);
             }
             let Some(Some(s)) = self.tcp.listeners.get_mut(idx as usize) else {
                 return false;
             };
             s.l.handle_timeout(now);
             self.tcp.stats.timers += 1;
+            // Expired entries may have made room: resume a listener that
+            // was left off the ready list while stalled.
+            let lazy = !self.mode.eager_protocol();
+            let resume = !listener_stalled(&s.l, lazy);
             self.listen_after(idx, now);
+            if resume {
+                self.demux.mark_ready(chan);
+            }
             return true;
         }
         let Some(Some(s)) = self.tcp.conns.get_mut(id as usize) else {
@@ -1263,7 +1305,7 @@ impl<N: Nic> Stack<N> {
         let s = self.tcp.listener(h)?;
         let chan = s.chan;
         let queued = self.demux.queued(chan);
-        if self.listen_input(h.idx, now, queued.min(MAX_BATCH)) > 0 {
+        if self.listen_input(h.idx, now, queued.min(MAX_BATCH), false) > 0 {
             self.listen_after(h.idx, now);
         }
         let Some(Some(s)) = self.tcp.listeners.get_mut(h.idx as usize) else {
@@ -1282,6 +1324,14 @@ impl<N: Nic> Stack<N> {
         self.demux.mark_ready(chan);
         self.conn_after(c.idx, now, false);
         Ok(c)
+    }
+
+    /// True if listener `h` is stalled: it will not read its channel until
+    /// `accept` (full accept queue) or its timer (full SYN queue without
+    /// cookies, lazy modes) makes room.
+    pub fn tcp_listen_stalled(&self, h: ListenHandle) -> Result<bool, SocketError> {
+        let s = self.tcp.listener(h)?;
+        Ok(listener_stalled(&s.l, !self.mode.eager_protocol()))
     }
 
     /// Connections waiting in a listener's accept queue.

@@ -1,0 +1,153 @@
+//! What `exp fairness` and `exp syn-flood` share around the host runtime
+//! ([`lazynet::host`]): the four modes ([`Mode`]), the NI engine's step for
+//! `ni-lrp` ([`NiStep`]: the load threads call it every turn, on the load
+//! core, standing for the adapter's processor), frame sending for load
+//! threads ([`send_frames`]), drop summaries, and how much of its wall time
+//! a thread was on a CPU ([`OnCpu`], [`QUIET`]) — on a busy machine the
+//! experiments report their comparisons instead of judging them.
+//!
+//! **May not touch:** the stack's internals (public API only).
+
+use lazynet::nic::Nic;
+use lazynet::stack::ReceiveMode;
+
+/// One of the four receive modes of ARCHITECTURE.md.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// 4.4BSD.
+    Eager,
+    /// Early demultiplexing, eager protocol work.
+    EarlyDemux,
+    /// Lazy receiver processing, demultiplexing on the host.
+    SoftLrp,
+    /// Lazy receiver processing, demultiplexing on the NI core.
+    NiLrp,
+}
+
+impl Mode {
+    /// All four, in result order.
+    pub const ALL: [Mode; 4] = [Mode::Eager, Mode::EarlyDemux, Mode::SoftLrp, Mode::NiLrp];
+
+    /// The name used on command lines and in results.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Mode::Eager => "eager",
+            Mode::EarlyDemux => "early-demux",
+            Mode::SoftLrp => "soft-lrp",
+            Mode::NiLrp => "ni-lrp",
+        }
+    }
+
+    /// The stack's receive mode (a `ni-lrp` stack is built with
+    /// `Stack::new_ni_lrp`).
+    pub const fn receive_mode(self) -> ReceiveMode {
+        match self {
+            Mode::Eager => ReceiveMode::Eager,
+            Mode::EarlyDemux => ReceiveMode::EarlyDemux,
+            Mode::SoftLrp => ReceiveMode::SoftLrp,
+            Mode::NiLrp => ReceiveMode::NiLrp,
+        }
+    }
+
+    /// True for the lazy modes (LRP).
+    pub const fn lazy(self) -> bool {
+        matches!(self, Mode::SoftLrp | Mode::NiLrp)
+    }
+}
+
+/// One bounded step of the NI engine (`ni-lrp`), run by a load thread.
+pub type NiStep = Box<dyn FnMut() -> usize + Send>;
+
+/// Frames per [`send_frames`] call.
+pub const SEND_BATCH: usize = 32;
+
+/// Load side: writes up to `n` (at most [`SEND_BATCH`]) frames with `write`
+/// (which fills a buffer and returns the frame length) into buffers of
+/// `nic` and sends them; returns how many the NIC took. Unsent buffers go
+/// back at once. No allocation: the batch lives on the stack.
+pub fn send_frames<N: Nic>(
+    nic: &mut N,
+    n: usize,
+    mut write: impl FnMut(&mut [u8]) -> usize,
+) -> usize {
+    use lazynet::mem::Desc;
+    let n = n.min(SEND_BATCH);
+    let mut bufs = [0u32; SEND_BATCH];
+    let mut descs = [Desc::default(); SEND_BATCH];
+    let got = nic.alloc(&mut bufs[..n]);
+    let area = nic.buffers_mut();
+    let mut ready = 0;
+    for &b in &bufs[..got] {
+        let len = area.buf_mut(b).map_or(0, &mut write);
+        descs[ready] = Desc::new(b, len as u16);
+        ready += 1;
+    }
+    let k = nic.send(&descs[..ready]);
+    if k < ready {
+        nic.release(&descs[k..ready]);
+    }
+    nic.flush();
+    k
+}
+
+/// The non-zero drop counters of a stack on one line (`name=count ...`),
+/// or `none`.
+pub fn drops_line(st: &lazynet::stack::StackStats) -> String {
+    let mut out = String::new();
+    for r in lazynet::demux::DropReason::ALL {
+        let v = st.demux.drops_for(r);
+        if v != 0 {
+            out.push_str(&format!("demux.{}={v} ", r.name()));
+        }
+    }
+    for r in lazynet::stack::StackDrop::ALL {
+        let v = st.drops_for(r);
+        if v != 0 {
+            out.push_str(&format!("stack.{}={v} ", r.name()));
+        }
+    }
+    if out.is_empty() {
+        out.push_str("none");
+    }
+    out.trim_end().to_string()
+}
+
+/// CPU time of the calling thread (ns), to tell whether a thread had its
+/// core to itself: on a busy machine the comparisons of an experiment are
+/// not judged (see [`QUIET`]).
+pub fn thread_cpu_ns() -> u64 {
+    // SAFETY: clock_gettime writes only the timespec we pass.
+    unsafe {
+        let mut ts: libc::timespec = std::mem::zeroed();
+        libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts);
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    }
+}
+
+/// A busy-polling thread that was on its CPU for at least this fraction of
+/// its wall time had a quiet machine; below it, other programs took its
+/// core and timing comparisons mean little.
+pub const QUIET: f64 = 0.9;
+
+/// Measures the fraction of wall time the calling thread spends on a CPU.
+#[derive(Clone, Copy, Debug)]
+pub struct OnCpu {
+    wall: std::time::Instant,
+    cpu: u64,
+}
+
+impl OnCpu {
+    /// Starts measuring (call on the measured thread).
+    pub fn start() -> Self {
+        OnCpu {
+            wall: std::time::Instant::now(),
+            cpu: thread_cpu_ns(),
+        }
+    }
+
+    /// On-CPU fraction since `start` (call on the same thread).
+    pub fn fraction(&self) -> f64 {
+        let wall = self.wall.elapsed().as_nanos().max(1) as f64;
+        (thread_cpu_ns().saturating_sub(self.cpu)) as f64 / wall
+    }
+}
