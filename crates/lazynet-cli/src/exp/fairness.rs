@@ -420,10 +420,7 @@ fn run_with<N: Nic + Send + 'static>(
                 worker_done_ns: None,
             };
             let rmode = mode.receive_mode();
-            let mut hcfg = HostConfig::for_mode(rmode);
-            if hcfg.rx_budget.is_some() {
-                hcfg.rx_budget = Some(super::synflood::RX_BUDGET);
-            }
+            let hcfg = HostConfig::for_mode(rmode);
             let mut h = Host::new(stack, app, TscClock::new(), hcfg)
                 .map_err(|e| anyhow::anyhow!("host: {e}"))?;
             let worker = h.add_owner("worker", Class::BestEffort)?;

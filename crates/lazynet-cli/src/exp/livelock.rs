@@ -28,8 +28,9 @@
 //! frames it received) is reported beside W: it is what makes `eager`
 //! collapse.
 //!
-//! **Soft-LRP's budget.** The soft-lrp host demultiplexes within a CPU
-//! budget ([`lazynet::host::RxBudget`], 10% of the core): beyond it frames
+//! **Soft-LRP's budget.** The soft-lrp host may spend at most 10% of the
+//! core on demultiplexing frames it then drops ([`lazynet::host::RxBudget`];
+//! demultiplexing that feeds an owner is not limited): beyond it frames
 //! wait on the NIC ring and overflow there, so soft LRP does not merely
 //! postpone livelock (LRP §4.2) — the "NIC ring" drops in the summary.
 //! `eager` and `early-demux` receive without a budget, as 4.4BSD's

@@ -58,7 +58,7 @@ use super::hostloop::{send_frames, Mode, NiStep, OnCpu, QUIET};
 use super::{Checks, ExpOpts, Results};
 use crate::http::{HttpConn, ServerConfig};
 use crate::loadgen::{Endpoints, Pacer, PacerConfig, SynTemplate};
-use lazynet::host::{Host, HostConfig, HostState, RxBudget};
+use lazynet::host::{Host, HostConfig, HostState};
 
 /// Concurrent closed-loop HTTP clients (the paper's eight).
 pub const CLIENTS: usize = 8;
@@ -70,18 +70,6 @@ const SPOOF_NET: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 0);
 const SPOOF_PREFIX: u8 = 15;
 const HTTP_PORT: u16 = 80;
 const DUMMY_PORT: u16 = 81;
-/// soft-lrp's receive budget here (and in `fairness`): 40% of the core.
-/// The runtime's default (15%) is sized for servers that do microseconds of
-/// work per datagram; a busy server of cheap requests (fairness: about a
-/// million a second), or an HTTP server's own traffic (about
-/// five frames per transfer, each demultiplexed across cores for a few
-/// hundred ns) already needs about that much at the unloaded rate, and
-/// beyond the budget frames — the legitimate ones with the flood — wait and
-/// overflow at the NIC ring.
-pub(crate) const RX_BUDGET: RxBudget = RxBudget {
-    share_ppm: 400_000,
-    burst_ns: 200_000,
-};
 /// Connections the server keeps at once (more are reset at accept).
 const MAX_CONNS: usize = 64;
 /// The top SYN rate of a quick run: well past eager's collapse, within what
@@ -456,10 +444,7 @@ fn run_with<N: Nic + Send + 'static>(
                     buf: vec![0u8; 4096].into_boxed_slice(),
                 };
                 let rmode = mode.receive_mode();
-                let mut hcfg = HostConfig::for_mode(rmode);
-                if hcfg.rx_budget.is_some() {
-                    hcfg.rx_budget = Some(RX_BUDGET);
-                }
+                let hcfg = HostConfig::for_mode(rmode);
                 let mut h = Host::new(stack, app, TscClock::new(), hcfg)
                     .map_err(|e| anyhow::anyhow!("host: {e}"))?;
                 // Each owner gets its TCP protocol handler (its tag): the

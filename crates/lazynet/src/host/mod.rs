@@ -29,7 +29,7 @@
 //! |---|---|---|---|---|
 //! | `eager` | IP queue, IP/UDP checks, demux, TCP input ([`Stack::poll`]) | in the receive task, charged to whoever was interrupted | in the receive task | — |
 //! | `early-demux` | demux, then IP/UDP checks and TCP input | in the receive task, charged to the interrupted owner | in the receive task | — |
-//! | `soft-lrp` | demux only (small, still charged as an interrupt), within a CPU budget ([`RxBudget`]) | in the owner's `recv`, at its priority | the owner's protocol handler ([`Stack::tcp_service_tag`]), charged to it | checks queued datagrams nobody is reading ([`Stack::udp_prepare`]), each socket's work charged to its owner ([`Cx::charge_to`]); untagged TCP |
+//! | `soft-lrp` | demux only, charged to the owners of the UDP sockets it fed (the rest as an interrupt); demultiplexing wasted on dropped frames within a CPU budget ([`RxBudget`]) | in the owner's `recv`, at its priority | the owner's protocol handler ([`Stack::tcp_service_tag`]), charged to it | checks queued datagrams nobody is reading ([`Stack::udp_prepare`]), each socket's work charged to its owner ([`Cx::charge_to`]); untagged TCP |
 //! | `ni-lrp` ([`HostConfig::ni_lrp`]) | none: the NI engine demultiplexes on another core; a `net` control task serves the ARP/ICMP and fragment channels and the timers when they hold frames (LRP §3.5) | as `soft-lrp` | as `soft-lrp` | — (the channels' producer is the NI core) |
 //!
 //! # Ownership and wake-ups
@@ -95,14 +95,22 @@ pub struct HostConfig {
 /// "Receive modes": "in the receive loop, at top priority, bounded budget";
 /// the RTU reactive class: "rate-limited by a token bucket so it cannot
 /// monopolize the core"). A token bucket of CPU time: it fills at `share`
-/// of the clock (ppm) up to `burst_ns`; each receive-task iteration spends
-/// what it ran. While the bucket is empty the receive task is not woken:
-/// frames wait on the NIC's ring and, if it overflows, are dropped there —
-/// at the NIC, before the host spent anything on them — so the host keeps
-/// at least `1 − share` of the core for the owners whatever the offered
-/// load (soft LRP no longer only postpones livelock, LRP §4.2). An idle
-/// core does not need the budget: when nothing else is runnable the
-/// receive task runs anyway.
+/// of the clock (ppm) up to `burst_ns`. While the bucket is empty the
+/// receive task is not woken: frames wait on the NIC's ring and, if it
+/// overflows, are dropped there — at the NIC, before the host spent
+/// anything on them. An idle core does not need the budget: when nothing
+/// else is runnable the receive task runs anyway.
+///
+/// What it limits is **wasted** demultiplexing: each receive-task
+/// iteration spends from the bucket only the share of its time that went
+/// to frames the classifier then dropped (a full channel above all — the
+/// symptom of overload, as in Mogul and Ramakrishnan's livelock feedback),
+/// `spent × dropped / frames`. Demultiplexing that put a frame on a
+/// channel is work its owner asked for (a busy server of cheap requests
+/// needs a lot of it) and is not limited. So whatever the offered load,
+/// the host wastes at most `share` of the core on frames nobody will take
+/// (soft LRP no longer only postpones livelock, LRP §4.2), and one
+/// default serves every workload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RxBudget {
     /// Share of the core, parts per million.
@@ -115,10 +123,10 @@ impl RxBudget {
     /// The default of `soft-lrp`: 10% of the core, 200 µs of burst. The
     /// trade-off: owners keep at least 90% of the core under any load (the
     /// livelock goal, ≥ 85% of peak), while beyond 10% of the core's worth
-    /// of demultiplexing (about 0.6 Mpps for frames written by another
-    /// core, ~170 ns each) frames queue on the NIC ring, and so do other
-    /// sockets' frames behind them (latency under a blast). `ni-lrp` has
-    /// neither cost.
+    /// of *dropped* frames (about 0.6 Mpps for frames written by another
+    /// core, ~170 ns each to demultiplex) frames queue on the NIC ring, and
+    /// so do other sockets' frames behind them (latency under a blast, the
+    /// legitimate connections of a SYN flood). `ni-lrp` has neither cost.
     pub const SOFT_LRP: RxBudget = RxBudget {
         share_ppm: 100_000,
         burst_ns: 200_000,
@@ -163,6 +171,9 @@ struct UdpReg {
 #[derive(Debug, Default)]
 struct Registry {
     udp: Vec<UdpReg>,
+    /// Queued datagrams of each `udp` entry before a receive iteration
+    /// (reused; for charging demultiplexing to the receivers).
+    pending_before: Vec<usize>,
     tcp: FxHashMap<TcpHandle, TaskId>,
     listeners: FxHashMap<ListenHandle, TaskId>,
     /// Protocol-handler task per owner index (`None` for the host's own).
@@ -603,6 +614,7 @@ impl<N: Nic + 'static, A: 'static> Host<N, A> {
     pub fn step(&mut self) -> Option<TaskId> {
         self.pre_step();
         let before = self.exec.usage(self.net).task_ns;
+        let demux_before = demux_counts(&self.st.stack);
         let mut ran = self.exec.run_once(&mut self.st);
         if ran.is_none() && self.cfg.rx_budget.is_some() {
             // Idle core: the budget protects owners, and there are none
@@ -616,7 +628,17 @@ impl<N: Nic + 'static, A: 'static> Host<N, A> {
         }
         if ran.is_some() && ran == self.st.reg.rx {
             let spent = self.exec.usage(self.net).task_ns.saturating_sub(before);
-            self.rx_tokens = self.rx_tokens.saturating_sub(spent as i64);
+            let (frames, dropped) = demux_counts(&self.st.stack);
+            let frames = frames.saturating_sub(demux_before.0);
+            let dropped = dropped.saturating_sub(demux_before.1).min(frames);
+            // Only the wasted share counts (see `RxBudget`); an iteration
+            // that classified nothing (timers, control) counts in full.
+            let waste = if frames == 0 {
+                spent
+            } else {
+                (u128::from(spent) * u128::from(dropped) / u128::from(frames)) as u64
+            };
+            self.rx_tokens = self.rx_tokens.saturating_sub(waste as i64);
         }
         match ran {
             Some(_) => self.stats.iterations += 1,
@@ -666,6 +688,13 @@ impl<N: Nic + 'static, A: 'static> Host<N, A> {
     }
 }
 
+/// Frames the host's classifier has seen and dropped, so far.
+#[inline]
+fn demux_counts<N: Nic>(stack: &Stack<N>) -> (u64, u64) {
+    let s = stack.demux().stats();
+    (s.frames, s.dropped())
+}
+
 /// The receive task: one bounded [`Stack::poll`] (which does all protocol
 /// work in the eager modes and only demultiplexing in soft-lrp), then the
 /// wakes of the owners whose sockets got input — the interrupt handler
@@ -673,13 +702,53 @@ impl<N: Nic + 'static, A: 'static> Host<N, A> {
 /// has frames.
 fn receive_task<N: Nic, A>(cx: &mut Cx<'_>, st: &mut HostState<N, A>) -> Status {
     let now = st.stack.now();
-    st.stack.poll(now);
+    if st.reg.eager {
+        st.stack.poll(now);
+    } else {
+        demux_charged_to_receivers(cx, st, now);
+    }
     let mut wake = |t| cx.wake(t);
     st.notify(&mut wake);
     if st.reg.eager {
         st.dispatch_tcp_events(&mut wake);
     }
     Status::Wait
+}
+
+/// soft-lrp's receive iteration: [`Stack::poll`] (demultiplexing only),
+/// with the time it took charged to the owners of the UDP sockets whose
+/// channels it fed, in proportion to their frames — LRP charges protocol
+/// work to the receiver; here even the demultiplexing is, once it is
+/// known whose frames they were. The rest (frames dropped, TCP, control)
+/// stays with the interrupted owner, as LRP's interrupt does. Costs two
+/// looks at each registered socket's queue length per iteration, not per
+/// frame.
+fn demux_charged_to_receivers<N: Nic, A>(cx: &mut Cx<'_>, st: &mut HostState<N, A>, now: u64) {
+    let reg = &mut st.reg;
+    reg.pending_before.clear();
+    for r in &reg.udp {
+        reg.pending_before
+            .push(st.stack.udp_pending(r.h).unwrap_or(0));
+    }
+    let frames_before = st.stack.demux().stats().frames;
+    let t0 = cx.now_ns();
+    st.stack.poll(now);
+    let spent = cx.now_ns().saturating_sub(t0);
+    let frames = st.stack.demux().stats().frames - frames_before;
+    if frames == 0 {
+        return;
+    }
+    for (r, &before) in reg.udp.iter().zip(&reg.pending_before) {
+        let fed = st
+            .stack
+            .udp_pending(r.h)
+            .unwrap_or(0)
+            .saturating_sub(before) as u64;
+        if fed > 0 {
+            let ns = (u128::from(spent) * u128::from(fed.min(frames)) / u128::from(frames)) as u64;
+            cx.charge_measured(r.owner, ns);
+        }
+    }
 }
 
 /// The idle drain (soft-lrp, LRP §3.3): checks datagrams queued for sockets

@@ -492,6 +492,20 @@ impl<'a> Cx<'a> {
         r
     }
 
+    /// Charges `ns` of the current section, measured by the caller, to
+    /// `owner` instead of the current target — for work whose beneficiary
+    /// is known only after it was done (the receive loop learns whose
+    /// frames it demultiplexed afterwards). `ns` must lie inside the
+    /// section; whatever exceeds it is taken from nobody. An unknown owner
+    /// is charged nothing.
+    pub fn charge_measured(&mut self, owner: OwnerId, ns: u64) {
+        if owner.index() >= self.core.owners.len() || ns == 0 {
+            return;
+        }
+        self.core.charge(owner, ns, Some(self.owner));
+        self.excluded_ns += ns;
+    }
+
     /// Whether a more urgent owner became runnable during this iteration
     /// (delayed preemption: a long iteration should finish up and return
     /// `Ready`). Also picks up wakes from other threads.

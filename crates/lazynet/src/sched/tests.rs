@@ -331,6 +331,32 @@ fn charge_to_moves_time_to_the_other_owner() {
 }
 
 #[test]
+fn charge_measured_moves_part_of_a_section_to_an_owner_known_afterwards() {
+    let clock = VirtualClock::new();
+    let mut ex: Executor<()> = exec(&clock);
+    let stack = ex.add_owner("stack", Class::Fixed(0)).unwrap();
+    let app = ex.add_owner("app", Class::BestEffort).unwrap();
+    let c = clock.clone();
+    ex.spawn(stack, move |cx: &mut Cx<'_>, _: &mut ()| {
+        let t0 = cx.now_ns();
+        c.advance(40 * US); // demux of a batch: whose frames, known after
+        let spent = cx.now_ns() - t0;
+        cx.charge_measured(app, spent * 3 / 4); // three quarters were app's
+        cx.charge_measured(app, 0); // nothing to move: no-op
+        Status::Done
+    })
+    .unwrap();
+    ex.run_until_idle(&mut (), 10);
+    let (s, a) = (ex.usage(stack), ex.usage(app));
+    assert_eq!(s.task_ns, 40 * US);
+    assert_eq!(s.cpu_ns, 10 * US);
+    assert_eq!(a.cpu_ns, 30 * US);
+    assert_eq!(a.recent_ns, 30 * US);
+    assert_eq!(s.charged_to_others_ns, 30 * US);
+    check_invariant(&ex);
+}
+
+#[test]
 fn interrupted_policy_charges_whoever_ran_last() {
     let clock = VirtualClock::new();
     let mut ex: Executor<()> = exec(&clock);
