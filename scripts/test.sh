@@ -27,3 +27,27 @@ RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p lazynet --rele
 # The loom model of the ni-lrp channel notification (it also proves that a
 # weakened disarm strands a frame).
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p lazynet --release --test loom_notify
+# The quick overload experiments (issue 4), optimized as users run them, one
+# after the other (each pins a thread to each core): each fails if its
+# qualitative shape (LRP flat, eager collapsing, ...) is not there. The Linux
+# series needs root; under CI=true it must run.
+cargo build --release -q -p lazynet-cli
+exp_out="$(mktemp -d)"
+trap 'rm -rf "$exp_out"' EXIT
+linux_flag=()
+if [ "$(id -u)" != 0 ]; then
+  if [ "${CI:-}" = true ]; then
+    echo "the overload experiments' Linux series needs root under CI=true" >&2
+    exit 1
+  fi
+  echo "skipped: needs root (Linux series of the overload experiments)"
+  linux_flag=(--no-linux)
+fi
+for e in livelock latency-under-load fairness syn-flood; do
+  echo "exp $e --quick"
+  ./target/release/lazynet exp "$e" --quick "${linux_flag[@]}" --out "$exp_out/$e" >"$exp_out/$e.log" 2>&1 || {
+    cat "$exp_out/$e.log"
+    exit 1
+  }
+  grep -E '^  (met|MISSED|not)' "$exp_out/$e/$e.txt" || true
+done

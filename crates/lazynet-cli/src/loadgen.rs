@@ -34,8 +34,9 @@
 //!   on an unconnected socket, so a full socket buffer or qdisc is counted
 //!   as dropped, never waited on, and ICMP errors cannot fail later calls.
 
-// The overload experiments (issue 4) are the callers of the blaster;
-// until they land only the tests use parts of it.
+// The experiments drive the load one step at a time (`BlastStepper`); the
+// thread-based `WireBlaster`, `blast` and the virtual clock serve the tests
+// and programs that want a free-running generator.
 #![allow(dead_code)]
 
 use std::net::{Ipv4Addr, SocketAddrV4};

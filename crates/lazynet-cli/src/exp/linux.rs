@@ -271,12 +271,6 @@ impl LinuxNet {
         self.pids.lock().map(|p| p.clone()).unwrap_or_default()
     }
 
-    /// True while both namespaces exist.
-    pub fn exists(&self) -> bool {
-        lazynet::nic::netns::netns_exists(&self.host_ns)
-            && lazynet::nic::netns::netns_exists(&self.gen_ns)
-    }
-
     /// Starts `lazynet ARGS` in `side`'s namespace.
     fn spawn(&self, side: Side, what: &str, args: &[String]) -> anyhow::Result<Proc> {
         let mut cmd = Command::new("ip");

@@ -49,6 +49,9 @@
 //!
 //! **Linux** (root, unless `--no-linux`): the same W and target rates
 //! through [`super::linux::livelock_point`] (rows with mode `linux`).
+//! **Kernel traffic into lazynet** (full runs, root): the same W over TAP
+//! from the Linux peer namespace, per mode ([`super::linux::tap_livelock_point`];
+//! rows `MODE/tap`, `livelock-tap.png`).
 //!
 //! **May not touch:** stack internals; the host runtime and loadgen are used
 //! through their public APIs.
@@ -554,6 +557,60 @@ fn linux_series(
     Ok(Some(pts))
 }
 
+/// The same traffic from the Linux kernel: `lazynet loadgen udp` in a peer
+/// namespace sends over a TAP device into a lazynet host (the same server,
+/// W, and host runtime) in each mode — real kernel traffic instead of the
+/// emulated NIC. Full runs only (root); rows `MODE/tap`, plotted in
+/// `livelock-tap.png` beside Linux. The kernel sender reaches a few hundred
+/// thousand datagrams/s, so only the rates up to that are run; TAP costs
+/// the host a `read()` per frame (part of what this series measures).
+fn tap_series(
+    opts: &ExpOpts,
+    modes: &[Mode],
+    rates: &[u64],
+    w: u32,
+    secs: f64,
+    res: &mut Results,
+) -> anyhow::Result<Vec<Series>> {
+    if opts.quick || !opts.linux()? {
+        return Ok(Vec::new());
+    }
+    let rates: Vec<u64> = rates
+        .iter()
+        .copied()
+        .filter(|&r| r <= TAP_MAX_RATE)
+        .collect();
+    let bar = progress((modes.len() * rates.len()) as u64, "livelock tap");
+    let mut out = Vec::new();
+    for &m in modes {
+        let mut pts = Vec::new();
+        for &r in &rates {
+            bar.set_message(format!("{}/tap @ {r}", m.name()));
+            let p = super::linux::tap_livelock_point(m.receive_mode(), r, secs, w)
+                .with_context(|| format!("{}/tap at {r} pps", m.name()))?;
+            res.row(format!(
+                "{}/tap,{:.0},{:.0}",
+                m.name(),
+                p.offered_pps,
+                p.delivered_pps
+            ));
+            res.note(format!("  {}/tap @ {r} pps: {}", m.name(), p.summary()));
+            pts.push((p.offered_pps, p.delivered_pps));
+            bar.inc(1);
+        }
+        out.push((format!("{} (TAP)", m.name()), pts));
+    }
+    bar.finish_and_clear();
+    Ok(out)
+}
+
+/// A named line of (offered, delivered) points.
+type Series = (String, Vec<(f64, f64)>);
+
+/// Highest target rate of the TAP series (beyond what the kernel's sender
+/// offers here anyway).
+const TAP_MAX_RATE: u64 = 1_500_000;
+
 /// Runs the experiment.
 pub fn run(opts: &ExpOpts) -> anyhow::Result<()> {
     let quick = opts.quick;
@@ -642,6 +699,14 @@ pub fn run(opts: &ExpOpts) -> anyhow::Result<()> {
     }
     bar.finish_and_clear();
     let linux = linux_series(opts, &rates, w, window.as_secs_f64().max(1.0), &mut res)?;
+    let tap = tap_series(
+        opts,
+        &modes,
+        &rates,
+        w,
+        window.as_secs_f64().max(1.0),
+        &mut res,
+    )?;
 
     res.note(format!(
         "per mode (peak; delivered at the highest rate as % of peak{}; drops over the window at the highest rate):",
@@ -772,6 +837,30 @@ pub fn run(opts: &ExpOpts) -> anyhow::Result<()> {
         true,
         false,
     )?;
+    if !tap.is_empty() {
+        let mut tap_plot = tap.clone();
+        if let Some(l) = &linux {
+            tap_plot.push(("linux".to_string(), l.clone()));
+        }
+        crate::plot::line_chart(
+            &res.path("tap.png").with_file_name("livelock-tap.png"),
+            "Receive livelock, kernel traffic over TAP (LRP Fig. 3)",
+            "offered rate (datagrams/s)",
+            "delivered to the server (datagrams/s)",
+            &tap_plot,
+            true,
+            false,
+        )?;
+        res.note("kernel traffic over TAP (rows MODE/tap; livelock-tap.png):");
+        for (name, pts) in &tap {
+            let peak = pts.iter().map(|p| p.1).fold(0.0, f64::max);
+            let top = pts.last().map_or(0.0, |p| p.1);
+            res.note(format!(
+                "  {name:<18} peak {peak:.0} pps, at the top {top:.0} pps = {:.0}% of peak",
+                if peak > 0.0 { 100.0 * top / peak } else { 0.0 }
+            ));
+        }
+    }
     // The files are written even when a shape check fails.
     let verdict = checks.finish(&mut res, quick);
     res.write(opts)?;

@@ -17,9 +17,6 @@
 //! thread run on the other CPU ([`LOAD_CPU`]). Every load is bounded in
 //! count and time.
 
-// Until the four experiments land (this session), parts are unused.
-#![allow(dead_code)]
-
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
