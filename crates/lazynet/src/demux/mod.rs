@@ -676,6 +676,22 @@ impl Classifier {
     /// call to `out` (oldest first) and clears their ready marks. A channel
     /// emptied in between is still reported; its consumer finds nothing.
     pub fn take_ready(&mut self, out: &mut Vec<u32>) {
+        // (`is_some` first: without a ring — every mode but ni-lrp — this
+        // costs one test, not a move of the whole option.)
+        if self.ready_in.is_some() {
+            self.take_ready_inbound();
+        }
+        for &id in &self.ready {
+            if let Some(Some(ch)) = self.channels.get_mut(id as usize) {
+                ch.in_ready = false;
+            }
+        }
+        out.append(&mut self.ready);
+    }
+
+    /// Folds the NI's ready ring into the ready list (`ni-lrp`).
+    #[cold]
+    fn take_ready_inbound(&mut self) {
         if let Some(mut rin) = self.ready_in.take() {
             // Each channel is on the ring at most once: one ring's worth.
             for _ in 0..rin.capacity() {
@@ -690,12 +706,6 @@ impl Classifier {
             }
             self.ready_in = Some(rin);
         }
-        for &id in &self.ready {
-            if let Some(Some(ch)) = self.channels.get_mut(id as usize) {
-                ch.in_ready = false;
-            }
-        }
-        out.append(&mut self.ready);
     }
 
     /// Puts channel `c` back on the ready list if it still holds frames (a

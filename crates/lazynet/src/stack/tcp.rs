@@ -930,7 +930,9 @@ impl<N: Nic> Stack<N> {
         }
         // Expired entries of other tags are set aside (a bounded number per
         // call) and pushed back after the loop.
-        let mut others = [Reverse((0u64, 0u32, 0u32)); 32];
+        // (Only a tagged call looks at tags: the untagged one, the common
+        // path, pays neither the lookups nor the set-aside array.)
+        let mut others: Option<[Reverse<(u64, u32, u32)>; 32]> = None;
         let mut n_others = 0;
         while work < budget {
             let Some(&Reverse((t, id, gen))) = self.tcp.timers.peek() else {
@@ -939,11 +941,12 @@ impl<N: Nic> Stack<N> {
             if t > now {
                 break;
             }
-            if self.tcp.timer_tag(id).is_some_and(|tg| !mine(tg)) {
-                if n_others == others.len() {
+            if only.is_some() && self.tcp.timer_tag(id).is_some_and(|tg| !mine(tg)) {
+                let set = others.get_or_insert([Reverse((0, 0, 0)); 32]);
+                if n_others == set.len() {
                     break;
                 }
-                others[n_others] = Reverse((t, id, gen));
+                set[n_others] = Reverse((t, id, gen));
                 n_others += 1;
                 self.tcp.timers.pop();
                 continue;
@@ -953,8 +956,10 @@ impl<N: Nic> Stack<N> {
                 work += 1;
             }
         }
-        for e in &others[..n_others] {
-            self.tcp.timers.push(*e);
+        if let Some(set) = &others {
+            for e in &set[..n_others] {
+                self.tcp.timers.push(*e);
+            }
         }
         let mut ready = std::mem::take(&mut self.tcp.ready);
         self.demux.take_ready(&mut ready);
@@ -962,7 +967,9 @@ impl<N: Nic> Stack<N> {
         while i < ready.len() {
             let c = ready[i];
             i += 1;
-            if work >= budget || (self.tcp.is_owned(c) && !mine(self.tcp.tag_of(c))) {
+            if work >= budget
+                || (only.is_some() && self.tcp.is_owned(c) && !mine(self.tcp.tag_of(c)))
+            {
                 self.demux.mark_ready(ChannelId(c));
                 continue;
             }
