@@ -551,17 +551,7 @@ fn clients(
     go: &AtomicBool,
     rate: &AtomicU64,
 ) -> f64 {
-    super::pin_load();
-    super::livelock::boost();
-    let mut s = Stack::new(
-        end,
-        StackConfig {
-            addr: CLIENT_IP,
-            seed: 7,
-            ..StackConfig::default()
-        },
-    );
-    s.set_neighbor(HOST_IP, host_mac);
+    let mut s = super::hostloop::load_client(end, CLIENT_IP, HOST_IP, host_mac, 7);
     let Ok(sock) = s.udp_bind(SocketAddrV4::new(CLIENT_IP, 0), Some(1024)) else {
         return 0.0;
     };

@@ -151,3 +151,28 @@ impl OnCpu {
         (thread_cpu_ns().saturating_sub(self.cpu)) as f64 / wall
     }
 }
+
+/// The load thread's start: pinned to the load CPU and boosted, with a
+/// lazynet client stack at `client` on the wire end `end` that reaches the
+/// host `host` (MAC `host_mac`) without ARP. `seed` keeps the experiments'
+/// client stacks apart.
+pub fn load_client(
+    end: lazynet::nic::wirepair::WireEnd,
+    client: std::net::Ipv4Addr,
+    host: std::net::Ipv4Addr,
+    host_mac: [u8; 6],
+    seed: u64,
+) -> lazynet::stack::Stack<lazynet::nic::wirepair::WireEnd> {
+    super::pin_load();
+    super::livelock::boost();
+    let mut s = lazynet::stack::Stack::new(
+        end,
+        lazynet::stack::StackConfig {
+            addr: client,
+            seed,
+            ..lazynet::stack::StackConfig::default()
+        },
+    );
+    s.set_neighbor(host, host_mac);
+    s
+}

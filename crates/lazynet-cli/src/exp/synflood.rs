@@ -635,17 +635,7 @@ fn load(
     stop: &AtomicBool,
     go: &AtomicBool,
 ) -> Point {
-    super::pin_load();
-    super::livelock::boost();
-    let mut s = Stack::new(
-        end,
-        StackConfig {
-            addr: CLIENT_IP,
-            seed: 11,
-            ..StackConfig::default()
-        },
-    );
-    s.set_neighbor(HOST_IP, host_mac);
+    let mut s = super::hostloop::load_client(end, CLIENT_IP, HOST_IP, host_mac, 11);
     let mut syn = SynTemplate::new(
         &Endpoints {
             src_mac: s.mac(),
