@@ -49,7 +49,7 @@ use lazynet::stack::{Stack, StackConfig};
 
 use super::livelock::{
     generator_max, host_config, host_stack, host_thread, load_thread, log_rates, ni_tail, udp_gen,
-    wire, HostStack, Mode, HOST_IP, LOAD_IP,
+    wait_host_ready, wire, HostStack, Mode, HOST_IP, LOAD_IP,
 };
 use super::{progress, Checks, ExpOpts, Results};
 use crate::loadgen::{BlastStepper, PacerConfig};
@@ -298,13 +298,7 @@ fn point(mode: Mode, blast_pps: u64, warmup: Duration, window: Duration) -> anyh
         });
         let c = sc.spawn(move || {
             load_thread();
-            let t0 = Instant::now();
-            while !ready.load(Ordering::Acquire) && t0.elapsed() < Duration::from_secs(5) {
-                if let Some(e) = engine.as_mut() {
-                    e.step();
-                }
-                std::hint::spin_loop();
-            }
+            wait_host_ready(ready, engine.as_mut());
             let mut stepper = (blast_pps > 0).then(|| {
                 BlastStepper::new(
                     gen,

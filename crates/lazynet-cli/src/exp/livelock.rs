@@ -162,6 +162,19 @@ pub(crate) enum HostStack {
 /// Builds the host's stack on wire end `b` with `cfg` (from
 /// [`host_config`]); in `ni-lrp` also the NI engine, which the load thread
 /// steps.
+/// The load thread's wait (at most 5 s) for the host to say it is ready;
+/// the host calibrates its clock meanwhile, and in ni-lrp the NI engine
+/// must keep going for it.
+pub(crate) fn wait_host_ready(ready: &AtomicBool, mut engine: Option<&mut NiEngine<WireEnd>>) {
+    let t0 = Instant::now();
+    while !ready.load(Ordering::Acquire) && t0.elapsed() < Duration::from_secs(5) {
+        if let Some(e) = engine.as_deref_mut() {
+            e.step();
+        }
+        std::hint::spin_loop();
+    }
+}
+
 pub(crate) fn host_stack(
     b: WireEnd,
     mode: Mode,
@@ -422,14 +435,7 @@ fn point(
         });
         let l = sc.spawn(move || {
             load_thread();
-            let t0 = Instant::now();
-            while !ready.load(Ordering::Acquire) && t0.elapsed() < Duration::from_secs(5) {
-                // The host calibrates its clock meanwhile; keep the NI going.
-                if let Some(e) = engine.as_mut() {
-                    e.step();
-                }
-                std::hint::spin_loop();
-            }
+            wait_host_ready(ready, engine.as_mut());
             let mut s = BlastStepper::new(gen, PacerConfig::new(rate_pps, total.as_secs_f64()));
             let st = load_loop(
                 &mut a,

@@ -174,6 +174,10 @@ struct Registry {
     /// Queued datagrams of each `udp` entry before a receive iteration
     /// (reused; for charging demultiplexing to the receivers).
     pending_before: Vec<usize>,
+    /// Frames the last receive iteration classified, and of those dropped
+    /// (soft-lrp's budget counts the dropped share of its time).
+    rx_classified: u64,
+    rx_dropped: u64,
     tcp: FxHashMap<TcpHandle, TaskId>,
     listeners: FxHashMap<ListenHandle, TaskId>,
     /// Protocol-handler task per owner index (`None` for the host's own).
@@ -267,13 +271,19 @@ impl<N: Nic, A> HostState<N, A> {
                 wake(t);
             }
         }
+        self.notify_tcp(wake);
+        any
+    }
+
+    /// The TCP half of [`HostState::notify`]: wakes the protocol handlers
+    /// of owners with ready TCP channels (lazy modes).
+    fn notify_tcp(&mut self, wake: &mut impl FnMut(TaskId)) {
         if !self.reg.eager {
             let mask = self.stack.tcp_ready_tags();
             if mask != 0 {
                 self.wake_tags(mask, wake);
             }
         }
-        any
     }
 
     /// Wakes the handlers of the tags in `mask` (bit 0: untagged → the idle
@@ -614,7 +624,6 @@ impl<N: Nic + 'static, A: 'static> Host<N, A> {
     pub fn step(&mut self) -> Option<TaskId> {
         self.pre_step();
         let before = self.exec.usage(self.net).task_ns;
-        let demux_before = demux_counts(&self.st.stack);
         let mut ran = self.exec.run_once(&mut self.st);
         if ran.is_none() && self.cfg.rx_budget.is_some() {
             // Idle core: the budget protects owners, and there are none
@@ -628,9 +637,8 @@ impl<N: Nic + 'static, A: 'static> Host<N, A> {
         }
         if ran.is_some() && ran == self.st.reg.rx {
             let spent = self.exec.usage(self.net).task_ns.saturating_sub(before);
-            let (frames, dropped) = demux_counts(&self.st.stack);
-            let frames = frames.saturating_sub(demux_before.0);
-            let dropped = dropped.saturating_sub(demux_before.1).min(frames);
+            let frames = self.st.reg.rx_classified;
+            let dropped = self.st.reg.rx_dropped.min(frames);
             // Only the wasted share counts (see `RxBudget`); an iteration
             // that classified nothing (timers, control) counts in full.
             let waste = if frames == 0 {
@@ -688,7 +696,7 @@ impl<N: Nic + 'static, A: 'static> Host<N, A> {
     }
 }
 
-/// Frames the host's classifier has seen and dropped, so far.
+/// Frames the host's classifier has seen, and dropped, so far.
 #[inline]
 fn demux_counts<N: Nic>(stack: &Stack<N>) -> (u64, u64) {
     let s = stack.demux().stats();
@@ -704,13 +712,12 @@ fn receive_task<N: Nic, A>(cx: &mut Cx<'_>, st: &mut HostState<N, A>) -> Status 
     let now = st.stack.now();
     if st.reg.eager {
         st.stack.poll(now);
+        let mut wake = |t| cx.wake(t);
+        st.notify(&mut wake);
+        st.dispatch_tcp_events(&mut wake);
     } else {
         demux_charged_to_receivers(cx, st, now);
-    }
-    let mut wake = |t| cx.wake(t);
-    st.notify(&mut wake);
-    if st.reg.eager {
-        st.dispatch_tcp_events(&mut wake);
+        st.notify_tcp(&mut |t| cx.wake(t));
     }
     Status::Wait
 }
@@ -730,24 +737,33 @@ fn demux_charged_to_receivers<N: Nic, A>(cx: &mut Cx<'_>, st: &mut HostState<N, 
         reg.pending_before
             .push(st.stack.udp_pending(r.h).unwrap_or(0));
     }
-    let frames_before = st.stack.demux().stats().frames;
+    let (frames0, dropped0) = demux_counts(&st.stack);
     let t0 = cx.now_ns();
     st.stack.poll(now);
     let spent = cx.now_ns().saturating_sub(t0);
-    let frames = st.stack.demux().stats().frames - frames_before;
-    if frames == 0 {
-        return;
-    }
+    let (frames1, dropped1) = demux_counts(&st.stack);
+    let frames = frames1 - frames0;
+    reg.rx_classified = frames;
+    reg.rx_dropped = dropped1 - dropped0;
+    // One look at each socket's queue after the poll: it both charges the
+    // demultiplexing and wakes the socket's task (the interrupt handler
+    // waking processes).
+    let mut any = false;
     for (r, &before) in reg.udp.iter().zip(&reg.pending_before) {
-        let fed = st
-            .stack
-            .udp_pending(r.h)
-            .unwrap_or(0)
-            .saturating_sub(before) as u64;
-        if fed > 0 {
+        let pending = st.stack.udp_pending(r.h).unwrap_or(0);
+        if pending == 0 {
+            continue;
+        }
+        cx.wake(r.task);
+        any = true;
+        let fed = pending.saturating_sub(before) as u64;
+        if fed > 0 && frames > 0 {
             let ns = (u128::from(spent) * u128::from(fed.min(frames)) / u128::from(frames)) as u64;
             cx.charge_measured(r.owner, ns);
         }
+    }
+    if let (true, Some(t)) = (any, reg.idle) {
+        cx.wake(t);
     }
 }
 
