@@ -72,12 +72,13 @@ use crate::mem::Desc;
 use crate::nic::Nic;
 use crate::proto::icmp::RateLimiter;
 use crate::proto::tcp::{
-    reset_for, Config, ConnError, Connection, EphemeralPorts, ListenConfig, Listener, Secret,
-    State, TimeWaitConfig, TimeWaitTable, TwAction, TwKey,
+    reset_for, Burst, Config, ConnError, Connection, EphemeralPorts, ListenConfig, Listener,
+    Secret, State, TimeWaitConfig, TimeWaitTable, TwAction, TwKey,
 };
+use crate::wire::checksum;
 use crate::wire::ethernet::HEADER_LEN as ETH_LEN;
 use crate::wire::ipv4::PROTO_TCP;
-use crate::wire::tcp::{TcpPacket, TcpRepr};
+use crate::wire::tcp::{TcpFlags, TcpPacket, TcpRepr};
 use crate::wire::Ipv4Repr;
 
 /// Where a segment's payload starts in a transmit buffer: room for the
@@ -491,6 +492,24 @@ impl<N: Nic> Out<N> {
         let src = *conn.local().ip();
         let dst = *conn.remote().ip();
         while sent < MAX_TX_PER_CALL {
+            // The transmit fast path: a run of full segments decided once
+            // (`proto/tcp/burst.rs`). A lone segment goes the slow way,
+            // which costs the same.
+            if let Some(plan) = conn.burst_plan(now, MAX_TX_PER_CALL - sent) {
+                if plan.count >= 2 {
+                    if let Some((n, out_of_bufs)) =
+                        self.conn_burst(conn, &plan, src, dst, ident, now, &mut batch)
+                    {
+                        sent += n;
+                        ok += n;
+                        if out_of_bufs {
+                            starved = true;
+                            break;
+                        }
+                        continue;
+                    }
+                }
+            }
             if !conn.wants_output(now) {
                 // Nothing to send: skip the empty `poll_transmit` (most
                 // calls on request/response traffic). A `poll_transmit`
@@ -536,6 +555,119 @@ impl<N: Nic> Out<N> {
         }
         self.send_batch(&mut batch);
         (ok, starved)
+    }
+
+    /// Sends segments of burst `plan` (see `proto/tcp/burst.rs`): the
+    /// first with headers built as `tcp_emit` builds them, the others
+    /// with a copy of those headers in which only the IP ident, SEG.SEQ,
+    /// PSH and the two checksums change. Returns the segments sent and
+    /// whether it stopped for want of a buffer, or `None` (nothing done)
+    /// if the next hop is not resolved or a buffer cannot hold an MSS:
+    /// the slow path then handles the segment (and queues it for ARP).
+    #[allow(clippy::too_many_arguments)]
+    fn conn_burst(
+        &mut self,
+        conn: &mut Connection,
+        plan: &Burst,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        ident: &mut u16,
+        now: u64,
+        batch: &mut TxBatch,
+    ) -> Option<(usize, bool)> {
+        let first = plan.first;
+        let mss = first.payload_len;
+        let hl = first.header_len().ok()?;
+        let my_mac = self.mac;
+        // Only a known neighbour: resolving (and ARP requests) is the slow
+        // path's business.
+        let hop = self.next_hop(dst)?;
+        let mac = if self.is_broadcast(hop) {
+            [0xff; 6]
+        } else {
+            self.arp.lookup(hop, now)?
+        };
+        if self.nic.buffers().buf_size() < TX_PAYLOAD_AT + mss {
+            return None;
+        }
+        let start = TX_PAYLOAD_AT - hl - 20 - ETH_LEN;
+        let tcp_at = TX_PAYLOAD_AT - hl;
+        let hlen = TX_PAYLOAD_AT - start;
+        let ph = checksum::pseudo_header_ipv4(src, dst, PROTO_TCP, (hl + mss) as u16);
+        let mut tmpl = [0u8; ETH_LEN + 20 + 60];
+        let mut n = 0;
+        let mut starved = false;
+        while n < plan.count {
+            let Some(b) = self.take_tx_buf() else {
+                self.drop_tx(StackDrop::TxNoBuffer);
+                starved = true;
+                break;
+            };
+            let Some(buf) = self.nic.buffers_mut().buf_mut(b) else {
+                self.release(Desc::new(b, 0));
+                break;
+            };
+            let payload = &mut buf[TX_PAYLOAD_AT..TX_PAYLOAD_AT + mss];
+            let mut sum = conn.burst_payload(plan, n, payload, FUSED_TX_SUM);
+            if !FUSED_TX_SUM {
+                sum = checksum::partial(payload, 0);
+            }
+            *ident = ident.wrapping_add(1);
+            let f = &mut buf[start..TX_PAYLOAD_AT];
+            if n == 0 {
+                let ip = Ipv4Repr {
+                    src,
+                    dst,
+                    protocol: PROTO_TCP,
+                    ttl: self.ttl,
+                    ident: *ident,
+                    dont_frag: true,
+                    more_frags: false,
+                    frag_offset: 0,
+                    payload_len: hl + mss,
+                };
+                let ok = emit_eth_ipv4(f, my_mac, mac, &ip)
+                    && plan
+                        .repr(0)
+                        .emit_header_with_payload_sum(&mut f[ETH_LEN + 20..], src, dst, sum)
+                        .is_ok();
+                if !ok {
+                    self.release(Desc::new(b, 0));
+                    *ident = ident.wrapping_sub(1);
+                    return None;
+                }
+                tmpl[..hlen].copy_from_slice(f);
+            } else {
+                f.copy_from_slice(&tmpl[..hlen]);
+                let ip = &mut f[ETH_LEN..ETH_LEN + 20];
+                ip[4..6].copy_from_slice(&ident.to_be_bytes());
+                ip[10..12].copy_from_slice(&[0, 0]);
+                let c = checksum::checksum(ip);
+                ip[10..12].copy_from_slice(&c.to_be_bytes());
+                let t = &mut f[tcp_at - start..];
+                t[4..8].copy_from_slice(&plan.seq(n).0.to_be_bytes());
+                t[13] = if plan.psh(n) {
+                    t[13] | TcpFlags::PSH.0
+                } else {
+                    t[13] & !TcpFlags::PSH.0
+                };
+                t[16..18].copy_from_slice(&[0, 0]);
+                let c = !checksum::fold(checksum::combine(checksum::partial(t, ph), sum));
+                t[16..18].copy_from_slice(&c.to_be_bytes());
+            }
+            if batch.n == batch.d.len() {
+                self.send_batch(batch);
+            }
+            batch.d[batch.n] = Desc {
+                buf: b,
+                off: start as u16,
+                len: (hlen + mss) as u16,
+            };
+            batch.n += 1;
+            n += 1;
+        }
+        conn.burst_commit(now, plan, n);
+        Some((n, starved))
     }
 
     /// Hands the batched segments to the NIC in one call (one ring

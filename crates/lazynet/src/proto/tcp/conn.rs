@@ -74,6 +74,10 @@ use crate::wire::tcp::{SackBlocks, SeqNumber, TcpFlags, TcpRepr, Timestamps};
 // Header prediction; a child module so that it reads the TCB's fields.
 #[path = "fast.rs"]
 mod fast;
+// The transmit fast path (bursts of full segments), likewise.
+#[path = "burst.rs"]
+mod burst;
+pub use burst::Burst;
 
 const MS: u64 = 1_000_000;
 const SEC: u64 = 1_000_000_000;
@@ -300,6 +304,8 @@ pub struct TcpCounters {
     pub sack_retransmits: u64,
     /// Segments handled by header prediction (counted in `segs_in` too).
     pub fast_path: u64,
+    /// Segments sent by the transmit fast path (bursts, `burst.rs`).
+    pub fast_tx: u64,
 }
 
 impl TcpCounters {
@@ -1037,6 +1043,16 @@ impl<C: CongestionControl> Connection<C> {
 
     /// Window field for an outgoing non-SYN segment; updates RCV.ADV.
     fn advertise_window(&mut self) -> u16 {
+        let (field, edge) = self.window_to_advertise();
+        if let Some(edge) = edge {
+            self.rcv_adv = edge;
+        }
+        field
+    }
+
+    /// What [`Connection::advertise_window`] returns, and the new RCV.ADV
+    /// if it moves it, without changing anything.
+    fn window_to_advertise(&self) -> (u16, Option<SeqNumber>) {
         let cur = self.rcv_adv.diff(self.rcv_nxt).max(0) as u32;
         let possible = self.window_possible();
         let mut wnd = possible;
@@ -1053,10 +1069,8 @@ impl<C: CongestionControl> Connection<C> {
         }
         let field = field.min(65535);
         let edge = self.rcv_nxt + (field << s);
-        if edge.diff(self.rcv_adv) > 0 || self.rcv_adv.diff(self.rcv_nxt) < 0 {
-            self.rcv_adv = edge;
-        }
-        field as u16
+        let moved = edge.diff(self.rcv_adv) > 0 || self.rcv_adv.diff(self.rcv_nxt) < 0;
+        (field as u16, moved.then_some(edge))
     }
 
     /// SEG.SEQ for a segment without data or FIN (pure ACK, RST): the

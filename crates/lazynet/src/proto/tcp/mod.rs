@@ -57,7 +57,7 @@ mod tuple_index;
 
 pub use cc::{Cc, CcAlgo, CongestionControl, Cubic, NewReno};
 pub use conn::{
-    reset_for, Config, ConnError, Connection, State, TcpCounters, TcpDrop, DEFAULT_MSS,
+    reset_for, Burst, Config, ConnError, Connection, State, TcpCounters, TcpDrop, DEFAULT_MSS,
 };
 pub use listen::{ListenConfig, ListenCounters, ListenDrop, ListenOutput, Listener};
 pub use rtt::RttEstimator;
