@@ -27,7 +27,7 @@ fn lcfg() -> ListenConfig {
 }
 
 fn listener(l: ListenConfig) -> Listener {
-    Listener::new(l, cfg(), LOCAL)
+    Listener::new(l, cfg(), LOCAL, &secret())
 }
 
 /// The n-th remote peer (port 49500 + n).
@@ -839,7 +839,7 @@ fn iss_advances_with_time_for_same_tuple() {
 
 #[test]
 fn options_negotiated_on_normal_path() {
-    let mut l = Listener::new(lcfg(), Config::default(), LOCAL);
+    let mut l = Listener::new(lcfg(), Config::default(), LOCAL, &secret());
     let syn = TcpRepr {
         mss: Some(1460),
         window_scale: Some(2),
@@ -1220,7 +1220,7 @@ fn compact_synack_matches_connection_synack() {
     let now = 1234 * MS;
     for (ci, c) in cfgs.iter().enumerate() {
         for (si, syn) in syns.iter().enumerate() {
-            let mut l = Listener::new(lcfg(), *c, LOCAL);
+            let mut l = Listener::new(lcfg(), *c, LOCAL, &secret());
             input(&mut l, now, REMOTE, *syn, &[]);
             let got = synack_to(&mut l, now, 0);
             let iss = secret().isn(LOCAL, REMOTE, now);
@@ -1254,7 +1254,7 @@ fn paws_ack_on_half_open_matches_connection() {
         }),
         ..syn_in()
     };
-    let mut l = Listener::new(lcfg(), c, LOCAL);
+    let mut l = Listener::new(lcfg(), c, LOCAL, &secret());
     input(&mut l, 0, REMOTE, syn, &[]);
     let sa = synack_to(&mut l, 0, 0);
     let mut conn = Connection::accept_syn(

@@ -233,6 +233,7 @@ impl Tcp {
     ) -> Self {
         let mut key = [0u8; 16];
         rng.fill_bytes(&mut key);
+        let secret = Secret::new(key);
         Tcp {
             conns: Vec::new(),
             conn_gen: Vec::new(),
@@ -242,7 +243,7 @@ impl Tcp {
             free_listeners: Vec::new(),
             owner: Vec::new(),
             tags: Vec::new(),
-            secret: Secret::new(key),
+            secret,
             ports: EphemeralPorts::default(),
             timers: BinaryHeap::new(),
             ready: Vec::new(),
@@ -251,11 +252,14 @@ impl Tcp {
             listen_cfg,
             chan_cap: chan_cap.max(1),
             rst_limit: RateLimiter::new(rst_rate.0, rst_rate.1, 0),
-            tw: TimeWaitTable::new(TimeWaitConfig {
-                capacity: tw_capacity,
-                time_wait: cfg.time_wait,
-                ..TimeWaitConfig::default()
-            }),
+            tw: TimeWaitTable::new(
+                TimeWaitConfig {
+                    capacity: tw_capacity,
+                    time_wait: cfg.time_wait,
+                    ..TimeWaitConfig::default()
+                },
+                &secret,
+            ),
             stats: TcpStats::default(),
         }
     }
@@ -1284,7 +1288,7 @@ impl<N: Nic> Stack<N> {
         // SYN-ACK path; the fitted one serves as the listener's.
         cfg.ts_offset = 0;
         let me = SocketAddrV4::new(self.out.addr, local.port());
-        let l = Listener::new(lcfg, cfg, me);
+        let l = Listener::new(lcfg, cfg, me, &self.tcp.secret);
         let idx = match self.tcp.free_listeners.pop() {
             Some(i) => i,
             None => {

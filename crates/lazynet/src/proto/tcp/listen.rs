@@ -43,9 +43,10 @@
 //! entries plus `backlog` connections.
 //!
 //! **Lookups** of a remote address go through one open-addressing index
-//! over both queues (`tuple_index`): expected O(1), no scans. It
-//! is not keyed: a peer choosing colliding addresses can lengthen a probe
-//! sequence up to `syn_queue + backlog` (the old linear scan's cost).
+//! over both queues (`tuple_index`): expected O(1), no scans. Its hash
+//! is keyed from the stack's [`Secret`] (given to [`Listener::new`]), so a
+//! peer cannot choose remote addresses that collide; the worst case, were
+//! it to, is a probe sequence of `syn_queue + backlog`.
 //!
 //! **SYN-ACK timers.** Each entry is on exactly one intrusive list: the
 //! *pending* list (a SYN-ACK is due: new entry, duplicate SYN, or timer
@@ -100,7 +101,7 @@ use super::conn::{reset_for, Config, Connection, State};
 use super::cookie;
 use super::rtt::RttEstimator;
 use super::secret::Secret;
-use super::tuple_index::{hash_addr, TupleIndex};
+use super::tuple_index::{TupleIndex, TupleKey};
 use crate::wire::tcp::{SeqNumber, TcpFlags, TcpRepr, Timestamps};
 
 /// Upper bound on any queue capacity (a configuration error guard).
@@ -402,8 +403,9 @@ impl Listener {
     /// A listener on `local` (LISTEN state). Connections it creates use
     /// `tcp`, with `syn_retries` replaced by `cfg.synack_retries`. Queue
     /// slots and the index are allocated here; capacities are clamped to
-    /// `1..=65536`.
-    pub fn new(cfg: ListenConfig, tcp: Config, local: SocketAddrV4) -> Self {
+    /// `1..=65536`. The index's hash is keyed from `secret` (the stack's,
+    /// seeded at start-up), so peers cannot choose colliding addresses.
+    pub fn new(cfg: ListenConfig, tcp: Config, local: SocketAddrV4, secret: &Secret) -> Self {
         let mut cfg = cfg;
         cfg.backlog = cfg.backlog.clamp(1, MAX_QUEUE);
         cfg.syn_queue = cfg.syn_queue.clamp(1, MAX_QUEUE);
@@ -431,7 +433,7 @@ impl Listener {
             acc_fifo: EMPTY_LIST,
             acc_timer: None,
             acc_tx: false,
-            index: TupleIndex::new(cfg.syn_queue + cfg.backlog),
+            index: TupleIndex::new(cfg.syn_queue + cfg.backlog, TupleKey::from_secret(secret)),
             replies: VecDeque::with_capacity(cfg.reply_queue),
             cfg,
             tcp,
@@ -496,16 +498,17 @@ impl Listener {
 
     fn lookup(&self, remote: SocketAddrV4) -> Option<(usize, u32)> {
         let (syn, acc) = (&self.syn, &self.acc);
-        self.index.find(hash_addr(remote), |v| {
+        self.index.find(self.index.key().addr(remote), |v| {
             Self::remote_of(syn, acc, v) == remote
         })
     }
 
     fn index_remove(&mut self, remote: SocketAddrV4, v: u32) {
         let (syn, acc) = (&self.syn, &self.acc);
-        if let Some(b) = self.index.bucket_of(hash_addr(remote), v) {
+        let k = self.index.key();
+        if let Some(b) = self.index.bucket_of(k.addr(remote), v) {
             self.index
-                .remove_at(b, |x| hash_addr(Self::remote_of(syn, acc, x)));
+                .remove_at(b, |x| k.addr(Self::remote_of(syn, acc, x)));
         }
     }
 
@@ -632,7 +635,8 @@ impl Listener {
         match bucket {
             Some(b) => self.index.set(b, a | ACCEPT_TAG),
             None => {
-                let ok = self.index.insert(hash_addr(remote), a | ACCEPT_TAG);
+                let hash = self.index.key().addr(remote);
+                let ok = self.index.insert(hash, a | ACCEPT_TAG);
                 debug_assert!(ok, "index sized for both queues");
             }
         }
@@ -766,7 +770,8 @@ impl Listener {
             };
             h.set_syn(seg);
             let s = self.alloc_half_open(h);
-            let ok = self.index.insert(hash_addr(remote), s);
+            let hash = self.index.key().addr(remote);
+            let ok = self.index.insert(hash, s);
             debug_assert!(ok, "index sized for both queues");
             self.push_list(PENDING, s);
             self.syn_len += 1;
