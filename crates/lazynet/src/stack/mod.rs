@@ -482,7 +482,7 @@ impl StackStats {
 
     /// Writes every non-zero counter as `name value` lines.
     pub fn write_table(&self, out: &mut impl std::fmt::Write) -> std::fmt::Result {
-        let rows: [(&str, u64); 33] = [
+        let rows: [(&str, u64); 34] = [
             ("rx_frames", self.rx_frames),
             ("tx_frames", self.tx_frames),
             ("demux_enqueued", self.demux.enqueued),
@@ -512,6 +512,7 @@ impl StackStats {
             ("tcp_redirected", self.tcp.redirected),
             ("tcp_resets_sent", self.tcp.resets_sent),
             ("tcp_resets_suppressed", self.tcp.resets_suppressed),
+            ("tcp_close_resets_unsent", self.tcp.close_resets_unsent),
             ("tcp_connects", self.tcp.connects),
             ("tcp_accepted", self.tcp.accepted),
             ("tcp_closed", self.tcp.closed),

@@ -86,13 +86,20 @@
 //! side channel of CVE-2016-5696). No ACK is queued while the entry's
 //! SYN-ACK is pending (it acknowledges the same).
 //!
+//! **Closing** ([`Listener::poll_close`], RFC 9293 §3.10.4): each
+//! half-open entry gets `<SEQ=ISS+1><ACK=IRS+1><CTL=RST,ACK>` and each
+//! queued connection is aborted ([`Connection::abort`]'s RST), one per
+//! call, until both queues are empty; the caller sends them and drops the
+//! listener. Before, the half-open entries vanished silently (the peer
+//! learned only from its next segment, or its timeout).
+//!
 //! **Work per call:** `handle_segment`: one index lookup, O(1) list
 //! updates, and at most one `Connection::handle_segment` (plus, for a
 //! final ACK, building the connection with at most 16 replayed
 //! timeouts). `poll_timeout`: 17 list heads. `handle_timeout`: the expired
 //! entries, plus one pass over the accept queue when one of its timers is
 //! due. `poll_transmit`: O(1) per returned segment, plus one pass over the
-//! accept queue after it was touched.
+//! accept queue after it was touched. `poll_close`: O(1) per returned RST.
 
 use std::collections::VecDeque;
 use std::net::SocketAddrV4;
@@ -227,8 +234,12 @@ pub struct ListenCounters {
     pub synack_timeouts: u64,
     /// Half-open or queued entries removed by a RST (or otherwise closed).
     pub removed: u64,
-    /// RSTs sent by the listener itself.
+    /// RSTs sent by the listener itself (replies, and the RSTs of
+    /// [`Listener::poll_close`]).
     pub resets_sent: u64,
+    /// Half-open entries and queued connections reset by closing the
+    /// listener ([`Listener::poll_close`]).
+    pub close_resets: u64,
 }
 
 impl ListenCounters {
@@ -1203,6 +1214,67 @@ impl Listener {
                 a = q.next;
             }
             self.acc_tx = false;
+        }
+        None
+    }
+
+    /// Closing the listener (the user's CLOSE in LISTEN, RFC 9293
+    /// §3.10.4): every half-open entry and every queued connection is
+    /// aborted, so that its peer learns at once instead of after its own
+    /// timeouts. Each call removes one of them and returns the RST to send
+    /// for it (half-open entries first, then the accept queue in order);
+    /// `None` once both queues are empty. Pending replies are discarded.
+    ///
+    /// After the first call the listener is closing: call until `None`
+    /// (at most `syn_queue + backlog` calls, each O(1): 18 list heads or
+    /// the accept FIFO's head), then drop it. Feeding it segments
+    /// meanwhile is not supported.
+    pub fn poll_close(&mut self, now: u64) -> Option<(SocketAddrV4, TcpRepr)> {
+        self.replies.clear();
+        if let Some(s) = self.lists.iter().map(|l| l.head).find(|&s| s != NIL) {
+            let h = self.syn[s as usize];
+            self.remove_half_open(s);
+            self.counters.resets_sent += 1;
+            self.counters.close_resets += 1;
+            // RFC 9293 §3.10.4, ABORT in SYN-RECEIVED: <SEQ=SND.NXT><CTL=RST>,
+            // SND.NXT = ISS + 1. With ACK = RCV.NXT (IRS + 1), as
+            // Connection::abort and Linux (tcp_send_active_reset): a peer
+            // that has not seen our SYN-ACK is in SYN-SENT and accepts a RST
+            // only with an acceptable ACK (§3.10.7.3, §3.5.2); one in
+            // ESTABLISHED accepts it because SEQ is exactly its RCV.NXT
+            // (§3.10.7.4, RFC 5961 §3.2).
+            let r = TcpRepr {
+                src_port: self.local.port(),
+                dst_port: h.remote.port(),
+                seq: h.iss + 1,
+                ack: h.irs + 1,
+                flags: TcpFlags::RST | TcpFlags::ACK,
+                window: 0,
+                timestamps: self.ts_ok(&h).then(|| Timestamps {
+                    tsval: self.ts_now(now),
+                    tsecr: h.ts_recent,
+                }),
+                ..TcpRepr::EMPTY
+            };
+            return Some((h.remote, r));
+        }
+        // Bounded: each pass removes the head of the accept queue.
+        for _ in 0..self.acc_len {
+            let a = self.acc_fifo.head;
+            let q = self.acc.get_mut(a as usize)?;
+            let remote = q.remote;
+            let conn = q.conn.take();
+            self.remove_queued(a);
+            let Some(mut c) = conn else { continue };
+            // Connection::abort: <SEQ=SND.NXT><ACK=RCV.NXT><CTL=RST,ACK>
+            // in every synchronized state a queued connection can be in.
+            c.abort();
+            if let Some(r) = c.poll_transmit(now, &mut []) {
+                self.counters.resets_sent += 1;
+                self.counters.close_resets += 1;
+                return Some((remote, r));
+            }
+            self.counters.removed += 1;
         }
         None
     }
