@@ -1007,6 +1007,16 @@ impl<N: Nic> Stack<N> {
             cfg.tcp_time_wait_cap,
             &mut rng,
         );
+        let mut demux = Classifier::new(
+            mac,
+            cfg.addr,
+            cfg.prefix_len,
+            cfg.control_cap,
+            cfg.fragment_cap,
+        );
+        // Keyed from the TCP secret (no extra draw from `rng`): peers cannot
+        // choose 4-tuples that collide in the classifier's tables.
+        demux.set_hash_key(tcp.demux_key());
         Stack {
             tcp,
             // Without an NI thread, NI demux is soft demux (documented rule).
@@ -1030,13 +1040,7 @@ impl<N: Nic> Stack<N> {
                 spare: None,
                 stats: OutStats::default(),
             },
-            demux: Classifier::new(
-                mac,
-                cfg.addr,
-                cfg.prefix_len,
-                cfg.control_cap,
-                cfg.fragment_cap,
-            ),
+            demux,
             reasm: Reassembler::new(cfg.reasm),
             store: DgramStore::new(cfg.reasm_store),
             sockets: Vec::new(),

@@ -268,6 +268,11 @@ impl Tcp {
         }
     }
 
+    /// The key of the classifier's hash tables, derived from the secret.
+    pub(super) fn demux_key(&self) -> [u64; 2] {
+        self.secret.table_key(Secret::TABLE_DEMUX)
+    }
+
     fn set_owner(&mut self, c: ChannelId, o: Owner) {
         let i = c.0 as usize;
         if self.owner.len() <= i {

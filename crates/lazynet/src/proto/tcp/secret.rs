@@ -102,17 +102,24 @@ impl Secret {
 }
 
 impl Secret {
-    /// The 128-bit key of the tables' hash index (`tuple_index`), derived
-    /// once per table: SipHash-2-4 of two domain-separated counters, so it
-    /// reveals nothing of the ISN, port or cookie hashes.
-    pub(crate) fn index_key(&self) -> [u64; 2] {
+    /// A 128-bit key for a hash table (`tuple_index`: [`Secret::TABLE_INDEX`];
+    /// the classifier: [`Secret::TABLE_DEMUX`]), derived once per table:
+    /// SipHash-2-4 of domain-separated counters, so it reveals nothing of
+    /// the ISN, port or cookie hashes, nor one table's key another's.
+    pub(crate) fn table_key(&self, table: u8) -> [u64; 2] {
         let word = |i: u8| {
             let mut h = self.hasher(TAG_INDEX);
+            h.write_u8(table);
             h.write_u8(i);
             h.finish()
         };
         [word(0), word(1)]
     }
+
+    /// [`Secret::table_key`] of the listener's and TIME-WAIT table's index.
+    pub(crate) const TABLE_INDEX: u8 = 0;
+    /// [`Secret::table_key`] of the demux classifier's tables.
+    pub(crate) const TABLE_DEMUX: u8 = 1;
 }
 
 fn write_addr(h: &mut SipHasher24, a: SocketAddrV4) {

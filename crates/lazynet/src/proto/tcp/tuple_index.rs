@@ -54,6 +54,14 @@ fn folded_multiply(a: u64, b: u64) -> u64 {
     (p as u64) ^ ((p >> 64) as u64)
 }
 
+/// splitmix64's finaliser (key set-up only).
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
 /// The key of a [`TupleIndex`]'s hash (128 bits, secret).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) struct TupleKey {
@@ -70,16 +78,18 @@ impl core::fmt::Debug for TupleKey {
 impl TupleKey {
     /// The key derived from the stack's secret (once, at construction).
     pub(crate) fn from_secret(secret: &Secret) -> Self {
-        let [k0, k1] = secret.index_key();
+        let [k0, k1] = secret.table_key(Secret::TABLE_INDEX);
         Self::from_words(k0, k1)
     }
 
-    /// A key from two words. The address words are 48 bits, so the top
-    /// bits of each key word keep the multiplied operands nonzero.
+    /// A key from two words, mixed first (splitmix64's finaliser) so that
+    /// no choice of words (`0`, `u64::MAX`, ...) gives a weak multiplier.
+    /// The address words are 48 bits, so the top bit of each key word
+    /// keeps the multiplied operands nonzero.
     pub(crate) fn from_words(k0: u64, k1: u64) -> Self {
         TupleKey {
-            k0: k0 | (1 << 63),
-            k1: k1 | (1 << 63),
+            k0: mix(k0) | (1 << 63),
+            k1: mix(k1 ^ 0x5851_F42D_4C95_7F2D) | (1 << 63) | 1,
         }
     }
 
