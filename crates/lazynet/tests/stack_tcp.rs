@@ -446,7 +446,7 @@ fn listener_close_resets_half_open_entries() {
     assert_eq!(sb.tcp_syn_queue_len(l), Ok(1));
     let resets0 = sb.stats().tcp.resets_sent;
     sb.tcp_listen_close(l, now).unwrap();
-    // RFC 9293 §3.10.4: <SEQ=SND.NXT = ISS + 1>, with <ACK=RCV.NXT> so that
+    // RFC 9293 §3.10.5 (ABORT): <SEQ=SND.NXT = ISS + 1>, with <ACK=RCV.NXT> so that
     // A, still in SYN-SENT, accepts it (§3.10.7.3).
     let segs = take_segments(&mut sa);
     assert_eq!(segs.len(), 1, "{segs:?}");

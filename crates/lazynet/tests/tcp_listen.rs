@@ -616,7 +616,7 @@ fn rst_before_accept_removes_queued_connection() {
     assert!(l.accept().is_none());
 }
 
-// ---- Closing the listener (RFC 9293 §3.10.4): RSTs for what it holds ----
+// ---- Closing the listener (RFC 9293 §3.10.5, ABORT): RSTs for what it holds ----
 
 /// Drains `poll_close`, checking the invariants after every call.
 fn close_all(l: &mut Listener, now: u64) -> Vec<(SocketAddrV4, TcpRepr)> {

@@ -1410,7 +1410,7 @@ impl<N: Nic> Stack<N> {
 
     /// Closes a listener: its queued frames are released; every half-open
     /// entry and every connection not yet accepted is reset (RFC 9293
-    /// §3.10.4, see [`Listener::poll_close`]) and dropped, so nothing of
+    /// §3.10.5 ABORT, see [`Listener::poll_close`]) and dropped, so nothing of
     /// the listener is left. Work: at most `syn_queue + backlog` RSTs, sent
     /// in batches; one that finds no transmit buffer is counted
     /// (`TxNoBuffer`) and not retried. Not rate limited: the RSTs answer

@@ -86,7 +86,7 @@
 //! side channel of CVE-2016-5696). No ACK is queued while the entry's
 //! SYN-ACK is pending (it acknowledges the same).
 //!
-//! **Closing** ([`Listener::poll_close`], RFC 9293 §3.10.4): each
+//! **Closing** ([`Listener::poll_close`]; RFC 9293 §3.10.5, ABORT): each
 //! half-open entry gets `<SEQ=ISS+1><ACK=IRS+1><CTL=RST,ACK>` and each
 //! queued connection is aborted ([`Connection::abort`]'s RST), one per
 //! call, until both queues are empty; the caller sends them and drops the
@@ -1219,9 +1219,9 @@ impl Listener {
     }
 
     /// Closing the listener (the user's CLOSE in LISTEN, RFC 9293
-    /// §3.10.4): every half-open entry and every queued connection is
-    /// aborted, so that its peer learns at once instead of after its own
-    /// timeouts. Each call removes one of them and returns the RST to send
+    /// §3.10.4): every half-open entry and every queued connection, which
+    /// the user never accepted, is aborted (§3.10.5, as Linux does), so
+    /// that its peer learns at once instead of after its own timeouts. Each call removes one of them and returns the RST to send
     /// for it (half-open entries first, then the accept queue in order);
     /// `None` once both queues are empty. Pending replies are discarded.
     ///
@@ -1236,7 +1236,7 @@ impl Listener {
             self.remove_half_open(s);
             self.counters.resets_sent += 1;
             self.counters.close_resets += 1;
-            // RFC 9293 §3.10.4, ABORT in SYN-RECEIVED: <SEQ=SND.NXT><CTL=RST>,
+            // RFC 9293 §3.10.5, ABORT in SYN-RECEIVED: <SEQ=SND.NXT><CTL=RST>,
             // SND.NXT = ISS + 1. With ACK = RCV.NXT (IRS + 1), as
             // Connection::abort and Linux (tcp_send_active_reset): a peer
             // that has not seen our SYN-ACK is in SYN-SENT and accepts a RST
