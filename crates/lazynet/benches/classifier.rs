@@ -4,9 +4,11 @@
 //! grow with the number of sockets. 100,000 sockets need two local addresses
 //! (one address has at most 65,535 ports). "spread" classifies 4096 frames to
 //! distinct random sockets (the table does not stay in L1); "hot" one frame.
+//! "tcp_spread" does the same for TCP segments over 10 and 10,000
+//! connections (the 4-tuple table).
 
 use std::hint::black_box;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddrV4};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use lazynet::demux::{Classifier, Verdict};
@@ -47,6 +49,37 @@ fn setup(n: usize) -> (Classifier, Vec<Vec<u8>>) {
     (c, frames)
 }
 
+/// A TCP segment from `src` to ADDRS[0]:80.
+fn tcp_frame(src: SocketAddrV4) -> Vec<u8> {
+    let mut f = frame(ADDRS[0], 80);
+    f[23] = 6;
+    f[16..18].copy_from_slice(&((20 + 20 + 52) as u16).to_be_bytes());
+    f[26..30].copy_from_slice(&src.ip().octets());
+    f[34..36].copy_from_slice(&src.port().to_be_bytes());
+    f[36..38].copy_from_slice(&80u16.to_be_bytes());
+    f
+}
+
+/// `n` TCP connections to ADDRS[0]:80 (the 4-tuple table).
+fn setup_tcp(n: usize) -> (Classifier, Vec<Vec<u8>>) {
+    let mut c = Classifier::new(MAC, ADDRS[0], 24, 64, 64);
+    let local = SocketAddrV4::new(ADDRS[0], 80);
+    let mut peers = Vec::with_capacity(n);
+    for i in 0..n {
+        let p = SocketAddrV4::new(
+            Ipv4Addr::new(10, 0, 0, 100 + (i / 20_000) as u8),
+            20_000 + (i % 20_000) as u16,
+        );
+        c.bind_tcp_conn(local, p, 2).expect("bind");
+        peers.push(p);
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(6);
+    let frames = (0..4096)
+        .map(|_| tcp_frame(peers[rng.random_range(0..n)]))
+        .collect();
+    (c, frames)
+}
+
 fn bench(cr: &mut Criterion) {
     let mut g = cr.benchmark_group("classify");
     for n in [10usize, 100_000] {
@@ -65,6 +98,20 @@ fn bench(cr: &mut Criterion) {
         g.throughput(Throughput::Elements(1));
         g.bench_function(format!("hot/{n}"), |b| {
             b.iter(|| black_box(c.classify(black_box(&frames[0]))))
+        });
+    }
+    for n in [10usize, 10_000] {
+        let (c, frames) = setup_tcp(n);
+        assert!(frames
+            .iter()
+            .all(|f| matches!(c.classify(f), Verdict::Channel(ch) if ch.0 > 1)));
+        g.throughput(Throughput::Elements(frames.len() as u64));
+        g.bench_function(format!("tcp_spread/{n}"), |b| {
+            b.iter(|| {
+                for f in &frames {
+                    black_box(c.classify(black_box(f)));
+                }
+            })
         });
     }
     g.finish();

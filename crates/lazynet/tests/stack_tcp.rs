@@ -6,11 +6,15 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 
 use lazynet::demux::DropReason;
+use lazynet::mem::Desc;
 use lazynet::nic::wirepair::{WireConfig, WireEnd, WirePair};
 use lazynet::nic::Nic;
 use lazynet::proto::tcp::{ListenConfig, State};
 use lazynet::socket::{SocketError, TcpListener, TcpStream};
-use lazynet::stack::{Stack, StackConfig, StackDrop, TcpEvent, TcpHandle};
+use lazynet::stack::{ListenHandle, Stack, StackConfig, StackDrop, TcpEvent, TcpHandle};
+use lazynet::wire::ethernet::EthernetFrame;
+use lazynet::wire::ipv4::Ipv4Packet;
+use lazynet::wire::tcp::{TcpFlags, TcpPacket, TcpRepr};
 
 const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
@@ -374,6 +378,160 @@ fn listener_close_resets_unaccepted_connections() {
     assert_eq!(sb.tcp_accept(l, now), Err(SocketError::BadHandle));
     // The port is free again.
     sb.tcp_listen(SocketAddrV4::new(B, 80), None, None).unwrap();
+}
+
+/// Takes every frame waiting for A off its wire end (A never sees them)
+/// and returns the TCP segments among them.
+fn take_segments(sa: &mut Stack<WireEnd>) -> Vec<TcpRepr> {
+    let nic = sa.nic_mut();
+    let mut d = [Desc::default(); 64];
+    let mut v = Vec::new();
+    loop {
+        let n = nic.recv(&mut d);
+        if n == 0 {
+            return v;
+        }
+        for x in &d[..n] {
+            let f = nic.buffers().frame(*x).expect("a frame");
+            let eth = EthernetFrame::new_checked(f).unwrap();
+            if eth.ethertype() != 0x0800 {
+                continue;
+            }
+            let ip = Ipv4Packet::new_checked(eth.payload()).unwrap();
+            if ip.protocol() != 6 {
+                continue;
+            }
+            let t = TcpPacket::new_checked(ip.payload()).unwrap();
+            v.push(TcpRepr::parse(&t).unwrap());
+        }
+        nic.release(&d[..n]);
+    }
+}
+
+/// A connects to B's listener `l` (port 80); B's SYN-ACK is taken off the
+/// wire before A sees it, so B holds a half-open entry. Returns A's handle
+/// and the SYN-ACK.
+fn half_open(
+    sa: &mut Stack<WireEnd>,
+    sb: &mut Stack<WireEnd>,
+    l: ListenHandle,
+    now: &mut u64,
+) -> (TcpHandle, TcpRepr) {
+    let before = sb.tcp_syn_queue_len(l).unwrap();
+    let c = sa
+        .tcp_connect(SocketAddrV4::new(B, 80), None, *now)
+        .unwrap();
+    for _ in 0..10 {
+        *now += MS;
+        sa.poll(*now);
+        sa.tcp_service(*now, 1024);
+        sb.poll(*now);
+        sb.tcp_service(*now, 1024);
+        if sb.tcp_syn_queue_len(l) == Ok(before + 1) {
+            let segs = take_segments(sa);
+            assert_eq!(segs.len(), 1, "{segs:?}");
+            assert_eq!(segs[0].flags, TcpFlags::SYN | TcpFlags::ACK);
+            return (c, segs[0]);
+        }
+    }
+    panic!("no half-open entry");
+}
+
+#[test]
+fn listener_close_resets_half_open_entries() {
+    let (mut sa, mut sb) = pair();
+    let l = sb.tcp_listen(SocketAddrV4::new(B, 80), None, None).unwrap();
+    let mut now = 0;
+    let (_c, synack) = half_open(&mut sa, &mut sb, l, &mut now);
+    assert_eq!(sb.tcp_syn_queue_len(l), Ok(1));
+    let resets0 = sb.stats().tcp.resets_sent;
+    sb.tcp_listen_close(l, now).unwrap();
+    // RFC 9293 §3.10.5 (ABORT): <SEQ=SND.NXT = ISS + 1>, with <ACK=RCV.NXT> so that
+    // A, still in SYN-SENT, accepts it (§3.10.7.3).
+    let segs = take_segments(&mut sa);
+    assert_eq!(segs.len(), 1, "{segs:?}");
+    let r = segs[0];
+    assert_eq!(r.flags, TcpFlags::RST | TcpFlags::ACK);
+    assert_eq!(r.seq, synack.seq + 1);
+    assert_eq!(r.ack, synack.ack);
+    assert_eq!((r.src_port, r.dst_port), (80, synack.dst_port));
+    assert_eq!(sb.stats().tcp.resets_sent, resets0 + 1);
+    assert_eq!(sb.stats().tcp.close_resets_unsent, 0);
+    assert_eq!(sb.tcp_syn_queue_len(l), Err(SocketError::BadHandle));
+    assert_eq!(sb.tcp_connections(), 0);
+    check_accounting(&sb);
+    // The port is free again.
+    sb.tcp_listen(SocketAddrV4::new(B, 80), None, None).unwrap();
+}
+
+#[test]
+fn listener_close_resets_queued_connections_with_snd_nxt() {
+    let (mut sa, mut sb) = pair();
+    let l = sb.tcp_listen(SocketAddrV4::new(B, 80), None, None).unwrap();
+    let mut now = 0;
+    // The first SYN-ACK is lost; the retransmitted one (same ISS) completes
+    // the handshake, and the connection waits in the accept queue.
+    let (c, synack) = half_open(&mut sa, &mut sb, l, &mut now);
+    for _ in 0..5000 {
+        now += MS;
+        pump(&mut sa, &mut sb, now);
+        if sb.tcp_accept_queue_len(l) == Ok(1) {
+            break;
+        }
+    }
+    assert_eq!(sb.tcp_accept_queue_len(l), Ok(1));
+    assert_eq!(sa.tcp_state(c, now), Ok(State::Established));
+    let resets0 = sb.stats().tcp.resets_sent;
+    sb.tcp_listen_close(l, now).unwrap();
+    let segs = take_segments(&mut sa);
+    assert_eq!(segs.len(), 1, "{segs:?}");
+    let r = segs[0];
+    assert_eq!(r.flags, TcpFlags::RST | TcpFlags::ACK);
+    // ESTABLISHED, nothing sent: SND.NXT = ISS + 1, exactly A's RCV.NXT.
+    assert_eq!(r.seq, synack.seq + 1);
+    assert_eq!(r.ack, synack.ack);
+    assert_eq!(sb.stats().tcp.resets_sent, resets0 + 1);
+    assert_eq!(sb.tcp_connections(), 0, "nothing installed, nothing left");
+    assert_eq!(sb.tcp_accept(l, now), Err(SocketError::BadHandle));
+    check_accounting(&sb);
+}
+
+#[test]
+fn listener_close_counts_resets_without_buffers() {
+    let (mut sa, mut sb) = pair();
+    let l = sb.tcp_listen(SocketAddrV4::new(B, 80), None, None).unwrap();
+    let mut now = 0;
+    for _ in 0..3 {
+        half_open(&mut sa, &mut sb, l, &mut now);
+    }
+    assert_eq!(sb.tcp_syn_queue_len(l), Ok(3));
+    // Hold every free transmit buffer of B.
+    let mut held = Vec::new();
+    loop {
+        let mut b = [0u32; 64];
+        let n = sb.nic_mut().alloc(&mut b);
+        if n == 0 {
+            break;
+        }
+        held.extend(b[..n].iter().map(|&x| Desc::new(x, 0)));
+    }
+    let resets0 = sb.stats().tcp.resets_sent;
+    let nobuf0 = sb.stats().drops[StackDrop::TxNoBuffer as usize];
+    sb.tcp_listen_close(l, now).unwrap();
+    let sent = sb.stats().tcp.resets_sent - resets0;
+    let unsent = sb.stats().tcp.close_resets_unsent;
+    // At most the one spare buffer the stack keeps; the rest are counted
+    // once each, not retried.
+    assert!(sent <= 1, "{sent} sent");
+    assert_eq!(sent + unsent, 3);
+    assert_eq!(
+        sb.stats().drops[StackDrop::TxNoBuffer as usize] - nobuf0,
+        unsent
+    );
+    assert_eq!(take_segments(&mut sa).len() as u64, sent);
+    sb.nic_mut().release(&held);
+    assert_eq!(sb.tcp_connections(), 0);
+    assert_eq!(sb.tcp_syn_queue_len(l), Err(SocketError::BadHandle));
 }
 
 #[test]

@@ -393,6 +393,7 @@ fn listener_connections_use_config_cc() {
             },
             Config { cc: algo, ..cfg() },
             LOCAL,
+            &secret,
         );
         let syn = syn_in();
         let o = l.handle_segment(0, REMOTE, &syn, &[], &secret);

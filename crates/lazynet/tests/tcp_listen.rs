@@ -27,7 +27,7 @@ fn lcfg() -> ListenConfig {
 }
 
 fn listener(l: ListenConfig) -> Listener {
-    Listener::new(l, cfg(), LOCAL)
+    Listener::new(l, cfg(), LOCAL, &secret())
 }
 
 /// The n-th remote peer (port 49500 + n).
@@ -616,6 +616,88 @@ fn rst_before_accept_removes_queued_connection() {
     assert!(l.accept().is_none());
 }
 
+// ---- Closing the listener (RFC 9293 §3.10.5, ABORT): RSTs for what it holds ----
+
+/// Drains `poll_close`, checking the invariants after every call.
+fn close_all(l: &mut Listener, now: u64) -> Vec<(SocketAddrV4, TcpRepr)> {
+    let mut v = Vec::new();
+    while let Some(r) = l.poll_close(now) {
+        l.check_invariants()
+            .expect("listener invariants while closing");
+        v.push(r);
+        assert!(v.len() <= 8, "poll_close bounded by the queues");
+    }
+    v
+}
+
+#[test]
+fn close_resets_half_open_entries() {
+    let mut l = listener(lcfg());
+    let mut iss = Vec::new();
+    for n in 0..3 {
+        input(&mut l, 0, peer(n), syn_from(n), &[]);
+        iss.push(synack_to(&mut l, 0, n).seq);
+    }
+    assert_eq!(l.syn_queue_len(), 3);
+    let out = close_all(&mut l, 10 * MS);
+    assert_eq!(out.len(), 3);
+    for n in 0..3u16 {
+        let (_, r) = out
+            .iter()
+            .find(|(to, _)| *to == peer(n))
+            .expect("a RST for every half-open entry");
+        // <SEQ=SND.NXT = ISS + 1><ACK=RCV.NXT = IRS + 1><CTL=RST,ACK>.
+        assert_eq!(r.flags, RST | ACK);
+        assert_eq!(r.seq, iss[n as usize] + 1);
+        assert_eq!(r.ack, REMOTE_SEQ + 1);
+        assert_eq!((r.src_port, r.dst_port), (LOCAL.port(), 49500 + n));
+        assert_eq!(r.payload_len, 0);
+    }
+    assert_eq!((l.syn_queue_len(), l.accept_queue_len()), (0, 0));
+    assert_eq!(l.counters().close_resets, 3);
+    assert_eq!(l.counters().resets_sent, 3);
+    assert!(l.poll_timeout().is_none(), "no timer left");
+    assert!(drain(&mut l, 20 * MS).is_empty(), "no SYN-ACK left");
+}
+
+#[test]
+fn close_resets_queued_connections_then_half_open() {
+    let mut l = listener(lcfg());
+    establish(&mut l, 0, 0);
+    establish(&mut l, 0, 1);
+    input(&mut l, 0, peer(2), syn_from(2), &[]);
+    let iss2 = synack_to(&mut l, 0, 2).seq;
+    assert_eq!((l.syn_queue_len(), l.accept_queue_len()), (1, 2));
+    let out = close_all(&mut l, 10 * MS);
+    assert_eq!(out.len(), 3);
+    // Half-open entries first, then the accept queue in order.
+    assert_eq!(out[0].0, peer(2));
+    assert_eq!(out[0].1.seq, iss2 + 1);
+    for (k, n) in [(1, 0u16), (2, 1)] {
+        let (to, r) = out[k];
+        assert_eq!(to, peer(n));
+        assert_eq!(r.flags, RST | ACK);
+        // ESTABLISHED, nothing sent since the SYN-ACK: SND.NXT = ISS + 1.
+        assert_eq!(r.seq, secret().isn(LOCAL, peer(n), 0) + 1);
+        assert_eq!(r.ack, REMOTE_SEQ + 1);
+    }
+    assert_eq!((l.syn_queue_len(), l.accept_queue_len()), (0, 0));
+    assert!(l.accept().is_none());
+    assert_eq!(l.counters().close_resets, 3);
+    assert!(l.poll_timeout().is_none());
+    assert!(drain(&mut l, 20 * MS).is_empty());
+}
+
+#[test]
+fn close_of_an_empty_listener_sends_nothing() {
+    let mut l = listener(lcfg());
+    // A pending stateless reply is discarded, not sent as a close RST.
+    input(&mut l, 0, peer(0), ack_from(0, SeqNumber(1234)), &[]);
+    assert!(close_all(&mut l, 0).is_empty());
+    assert_eq!(l.counters().close_resets, 0);
+    assert!(drain(&mut l, 0).is_empty());
+}
+
 // ---- Segments without an entry (RFC 9293 §3.10.7.2) ----
 
 #[test]
@@ -839,7 +921,7 @@ fn iss_advances_with_time_for_same_tuple() {
 
 #[test]
 fn options_negotiated_on_normal_path() {
-    let mut l = Listener::new(lcfg(), Config::default(), LOCAL);
+    let mut l = Listener::new(lcfg(), Config::default(), LOCAL, &secret());
     let syn = TcpRepr {
         mss: Some(1460),
         window_scale: Some(2),
@@ -1220,7 +1302,7 @@ fn compact_synack_matches_connection_synack() {
     let now = 1234 * MS;
     for (ci, c) in cfgs.iter().enumerate() {
         for (si, syn) in syns.iter().enumerate() {
-            let mut l = Listener::new(lcfg(), *c, LOCAL);
+            let mut l = Listener::new(lcfg(), *c, LOCAL, &secret());
             input(&mut l, now, REMOTE, *syn, &[]);
             let got = synack_to(&mut l, now, 0);
             let iss = secret().isn(LOCAL, REMOTE, now);
@@ -1254,7 +1336,7 @@ fn paws_ack_on_half_open_matches_connection() {
         }),
         ..syn_in()
     };
-    let mut l = Listener::new(lcfg(), c, LOCAL);
+    let mut l = Listener::new(lcfg(), c, LOCAL, &secret());
     input(&mut l, 0, REMOTE, syn, &[]);
     let sa = synack_to(&mut l, 0, 0);
     let mut conn = Connection::accept_syn(

@@ -108,9 +108,9 @@ proptest! {
             tc.rto_min = MS;
             tc.rto_max = 300 * MS;
         }
-        let mut a = Listener::new(lc, tc, LOCAL);
-        let mut b = OldListener::new(lc, tc, LOCAL);
         let secret = Secret::new(*b"listen-test-key.");
+        let mut a = Listener::new(lc, tc, LOCAL, &secret);
+        let mut b = OldListener::new(lc, tc, LOCAL);
         let mut now = 0u64;
         let mut iss = [SeqNumber(0); 4];
         let data = [7u8; 8];

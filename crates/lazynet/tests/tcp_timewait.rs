@@ -6,7 +6,8 @@ mod tcp_util;
 use std::net::{Ipv4Addr, SocketAddrV4};
 
 use lazynet::proto::tcp::{
-    TimeWaitConfig, TimeWaitEntry, TimeWaitTable, TwAction, TwDrop, TwEvict, TwKey, TwTimestamps,
+    Secret, TimeWaitConfig, TimeWaitEntry, TimeWaitTable, TwAction, TwDrop, TwEvict, TwKey,
+    TwTimestamps,
 };
 use tcp_util::*;
 
@@ -51,11 +52,14 @@ fn entry_ts(ts_recent: u32) -> TimeWaitEntry {
 }
 
 fn table(capacity: usize) -> TimeWaitTable {
-    TimeWaitTable::new(TimeWaitConfig {
-        capacity,
-        time_wait: TW,
-        ack_limit: 1000,
-    })
+    TimeWaitTable::new(
+        TimeWaitConfig {
+            capacity,
+            time_wait: TW,
+            ack_limit: 1000,
+        },
+        &Secret::new(*b"timewait-key...."),
+    )
 }
 
 fn input(t: &mut TimeWaitTable, now: u64, seg: TcpRepr) -> TwAction {
@@ -388,11 +392,14 @@ fn window_scaled_in_ack() {
 
 #[test]
 fn ack_rate_limited_table_wide() {
-    let mut t = TimeWaitTable::new(TimeWaitConfig {
-        capacity: 4,
-        time_wait: TW,
-        ack_limit: 2,
-    });
+    let mut t = TimeWaitTable::new(
+        TimeWaitConfig {
+            capacity: 4,
+            time_wait: TW,
+            ack_limit: 2,
+        },
+        &Secret::new(*b"timewait-key...."),
+    );
     t.insert(0, entry());
     assert!(matches!(
         input(&mut t, SEC, peer_fin()),

@@ -393,3 +393,71 @@ fn tcp_channel_full_drops_early() {
     );
     assert_eq!(c.channel(l).unwrap().dropped_full, 1);
 }
+
+// ---- Keyed hash of the channel tables ----
+
+#[test]
+fn rekeying_keeps_every_binding_reachable() {
+    let mut c = cls();
+    let l = c.bind_tcp_listen(Ipv4Addr::UNSPECIFIED, 80, 8).unwrap();
+    let u = c.bind_udp(ME, 53, 8).unwrap();
+    let conns: Vec<_> = (0..20u16)
+        .map(|p| {
+            let r = SocketAddrV4::new(*PEER.ip(), 40000 + p);
+            (r, c.bind_tcp_conn(SocketAddrV4::new(ME, 80), r, 4).unwrap())
+        })
+        .collect();
+    c.set_hash_key([0x1234_5678, 0x9abc_def0]);
+    for &(r, id) in &conns {
+        assert_eq!(c.lookup_tcp_conn(SocketAddrV4::new(ME, 80), r), Some(id));
+        assert_eq!(c.classify(&tcp_frame(ME, r, 80)), Verdict::Channel(id));
+    }
+    let other = SocketAddrV4::new(*PEER.ip(), 50000);
+    assert_eq!(c.classify(&tcp_frame(ME, other, 80)), Verdict::Channel(l));
+    assert_eq!(c.lookup_udp(ME, 53), Some(u));
+    assert_eq!(c.classify(&udp(53)), Verdict::Channel(u));
+}
+
+#[test]
+fn table_hash_depends_on_key_and_spreads_old_fx_collisions() {
+    use rustc_hash::FxHasher;
+    use std::hash::Hash;
+    // What a peer could compute before: FxHash of the old key
+    // (local address, remote address, local port, remote port).
+    let old = |r: SocketAddrV4| {
+        let mut h = FxHasher::default();
+        (u32::from(ME), u32::from(*r.ip()), 80u16, r.port()).hash(&mut h);
+        h.finish()
+    };
+    // Remote ports that share the low 8 bits of the old hash (one home
+    // group of a 256-bucket table): found offline, by brute force.
+    let fx: Vec<SocketAddrV4> = (1024..=u16::MAX)
+        .map(|p| SocketAddrV4::new(*PEER.ip(), p))
+        .filter(|&r| old(r) & 0xff == old(SocketAddrV4::new(*PEER.ip(), 1024)) & 0xff)
+        .take(64)
+        .collect();
+    assert_eq!(fx.len(), 64, "enough colliding ports under FxHash");
+    let mut c = cls();
+    for seed in 1..=4u64 {
+        // Any words do (`set_hash_key` mixes them), even these.
+        c.set_hash_key([seed, !seed]);
+        let st = *c.tcp.hasher();
+        let mut per_bucket = [0u32; 256];
+        for &r in &fx {
+            per_bucket[(st.hash_one(tcp_key(SocketAddrV4::new(ME, 80), r)) & 0xff) as usize] += 1;
+        }
+        let worst = per_bucket.iter().max().copied().unwrap_or(0);
+        // 64 keys over 256 buckets: a handful per bucket at most.
+        assert!(worst <= 5, "key {seed}: {worst} in one bucket");
+    }
+    let k = |key: [u64; 2]| {
+        let mut c = cls();
+        c.set_hash_key(key);
+        c.tcp
+            .hasher()
+            .hash_one(tcp_key(SocketAddrV4::new(ME, 80), PEER))
+    };
+    assert_ne!(k([1, 2]), k([1, 3]));
+    assert_ne!(k([1, 2]), k([2, 2]));
+    assert_eq!(k([1, 2]), k([1, 2]));
+}

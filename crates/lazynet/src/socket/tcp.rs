@@ -118,7 +118,8 @@ impl TcpListener {
         }
     }
 
-    /// Stops listening; connections not yet accepted are reset.
+    /// Stops listening; half-open and not yet accepted connections are
+    /// reset.
     pub fn close<N: Nic>(self, stack: &mut Stack<N>) -> Result<(), SocketError> {
         let now = stack.now();
         stack.tcp_listen_close(self.h, now)

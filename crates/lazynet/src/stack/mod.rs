@@ -482,7 +482,7 @@ impl StackStats {
 
     /// Writes every non-zero counter as `name value` lines.
     pub fn write_table(&self, out: &mut impl std::fmt::Write) -> std::fmt::Result {
-        let rows: [(&str, u64); 33] = [
+        let rows: [(&str, u64); 34] = [
             ("rx_frames", self.rx_frames),
             ("tx_frames", self.tx_frames),
             ("demux_enqueued", self.demux.enqueued),
@@ -512,6 +512,7 @@ impl StackStats {
             ("tcp_redirected", self.tcp.redirected),
             ("tcp_resets_sent", self.tcp.resets_sent),
             ("tcp_resets_suppressed", self.tcp.resets_suppressed),
+            ("tcp_close_resets_unsent", self.tcp.close_resets_unsent),
             ("tcp_connects", self.tcp.connects),
             ("tcp_accepted", self.tcp.accepted),
             ("tcp_closed", self.tcp.closed),
@@ -1006,6 +1007,16 @@ impl<N: Nic> Stack<N> {
             cfg.tcp_time_wait_cap,
             &mut rng,
         );
+        let mut demux = Classifier::new(
+            mac,
+            cfg.addr,
+            cfg.prefix_len,
+            cfg.control_cap,
+            cfg.fragment_cap,
+        );
+        // Keyed from the TCP secret (no extra draw from `rng`): peers cannot
+        // choose 4-tuples that collide in the classifier's tables.
+        demux.set_hash_key(tcp.demux_key());
         Stack {
             tcp,
             // Without an NI thread, NI demux is soft demux (documented rule).
@@ -1029,13 +1040,7 @@ impl<N: Nic> Stack<N> {
                 spare: None,
                 stats: OutStats::default(),
             },
-            demux: Classifier::new(
-                mac,
-                cfg.addr,
-                cfg.prefix_len,
-                cfg.control_cap,
-                cfg.fragment_cap,
-            ),
+            demux,
             reasm: Reassembler::new(cfg.reasm),
             store: DgramStore::new(cfg.reasm_store),
             sockets: Vec::new(),

@@ -508,6 +508,8 @@ impl Stack<NiNic> {
             },
         );
         stack.mode = ReceiveMode::NiLrp;
+        // The NI's tables are keyed as the host's (see `Stack::new`).
+        ni_demux.set_hash_key(stack.tcp.demux_key());
         for (c, cap) in [(CONTROL, control_cap), (FRAGMENT, fragment_cap)] {
             let (inb, out) = link_pair(c, cap);
             stack.demux.attach_link(c, inb);

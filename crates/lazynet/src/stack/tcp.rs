@@ -172,8 +172,12 @@ pub struct TcpStats {
     /// Frames moved from a listener's channel to the channel of the
     /// connection accepted meanwhile (still queued, not yet processed).
     pub redirected: u64,
-    /// RSTs sent for segments to no connection and no listener.
+    /// RSTs sent for segments to no connection and no listener, and for
+    /// the half-open and queued connections of a closed listener.
     pub resets_sent: u64,
+    /// RSTs of a closed listener not sent for want of a transmit buffer
+    /// (also in the stack's `TxNoBuffer` drops).
+    pub close_resets_unsent: u64,
     /// RSTs not sent because of the rate limit.
     pub resets_suppressed: u64,
     /// Active opens.
@@ -234,6 +238,7 @@ impl Tcp {
     ) -> Self {
         let mut key = [0u8; 16];
         rng.fill_bytes(&mut key);
+        let secret = Secret::new(key);
         Tcp {
             conns: Vec::new(),
             conn_gen: Vec::new(),
@@ -243,7 +248,7 @@ impl Tcp {
             free_listeners: Vec::new(),
             owner: Vec::new(),
             tags: Vec::new(),
-            secret: Secret::new(key),
+            secret,
             ports: EphemeralPorts::default(),
             timers: BinaryHeap::new(),
             ready: Vec::new(),
@@ -252,13 +257,21 @@ impl Tcp {
             listen_cfg,
             chan_cap: chan_cap.max(1),
             rst_limit: RateLimiter::new(rst_rate.0, rst_rate.1, 0),
-            tw: TimeWaitTable::new(TimeWaitConfig {
-                capacity: tw_capacity,
-                time_wait: cfg.time_wait,
-                ..TimeWaitConfig::default()
-            }),
+            tw: TimeWaitTable::new(
+                TimeWaitConfig {
+                    capacity: tw_capacity,
+                    time_wait: cfg.time_wait,
+                    ..TimeWaitConfig::default()
+                },
+                &secret,
+            ),
             stats: TcpStats::default(),
         }
+    }
+
+    /// The key of the classifier's hash tables, derived from the secret.
+    pub(super) fn demux_key(&self) -> [u64; 2] {
+        self.secret.table_key(Secret::TABLE_DEMUX)
     }
 
     fn set_owner(&mut self, c: ChannelId, o: Owner) {
@@ -684,6 +697,31 @@ impl<N: Nic> Out<N> {
             self.release(batch.d[i]);
         }
         batch.n = 0;
+    }
+
+    /// Sends the RSTs of closing `l` ([`Listener::poll_close`]) until it is
+    /// empty, in batches of [`TX_BATCH`]: at most `syn_queue + backlog`
+    /// segments. Returns the RSTs handed on and those dropped for want of
+    /// a transmit buffer (counted as `TxNoBuffer`, not retried).
+    fn listen_close_output(&mut self, l: &mut Listener, now: u64) -> (usize, usize) {
+        let (mut sent, mut unsent) = (0, 0);
+        let mut batch = TxBatch::new();
+        let src = *l.local().ip();
+        while let Some((remote, repr)) = l.poll_close(now) {
+            let Some(b) = self.take_tx_buf() else {
+                self.drop_tx(StackDrop::TxNoBuffer);
+                unsent += 1;
+                continue;
+            };
+            if self
+                .tcp_emit(b, src, *remote.ip(), &repr, None, 0, now, Some(&mut batch))
+                .is_ok()
+            {
+                sent += 1;
+            }
+        }
+        self.send_batch(&mut batch);
+        (sent, unsent)
     }
 
     /// Sends what `l` has to send (SYN-ACKs, cookie SYN-ACKs, RSTs, ACKs
@@ -1416,7 +1454,7 @@ impl<N: Nic> Stack<N> {
         // SYN-ACK path; the fitted one serves as the listener's.
         cfg.ts_offset = 0;
         let me = SocketAddrV4::new(self.out.addr, local.port());
-        let l = Listener::new(lcfg, cfg, me);
+        let l = Listener::new(lcfg, cfg, me, &self.tcp.secret);
         let idx = match self.tcp.free_listeners.pop() {
             Some(i) => i,
             None => {
@@ -1473,6 +1511,11 @@ impl<N: Nic> Stack<N> {
         Ok(listener_stalled(&s.l, !self.mode.eager_protocol()))
     }
 
+    /// Half-open connections (SYN-RECEIVED) of a listener.
+    pub fn tcp_syn_queue_len(&self, h: ListenHandle) -> Result<usize, SocketError> {
+        Ok(self.tcp.listener(h)?.l.syn_queue_len())
+    }
+
     /// Connections waiting in a listener's accept queue.
     pub fn tcp_accept_queue_len(&self, h: ListenHandle) -> Result<usize, SocketError> {
         Ok(self.tcp.listener(h)?.l.accept_queue_len())
@@ -1497,8 +1540,13 @@ impl<N: Nic> Stack<N> {
         Ok(self.tcp.listener(h)?.bound)
     }
 
-    /// Closes a listener: its queued frames are released, connections not
-    /// yet accepted are reset.
+    /// Closes a listener: its queued frames are released; every half-open
+    /// entry and every connection not yet accepted is reset (RFC 9293
+    /// §3.10.5 ABORT, see [`Listener::poll_close`]) and dropped, so nothing of
+    /// the listener is left. Work: at most `syn_queue + backlog` RSTs, sent
+    /// in batches; one that finds no transmit buffer is counted
+    /// (`TxNoBuffer`) and not retried. Not rate limited: the RSTs answer
+    /// our own close, not a peer's segments, and are bounded by the queues.
     pub fn tcp_listen_close(&mut self, h: ListenHandle, now: u64) -> Result<(), SocketError> {
         self.tcp.listener(h)?;
         let Some(mut s) = self.tcp.listeners[h.idx as usize].take() else {
@@ -1515,15 +1563,10 @@ impl<N: Nic> Stack<N> {
             self.stats.rx_frame_drops += 1;
             self.out.release(d);
         }
-        while let Some((_, conn)) = s.l.accept() {
-            if let Ok(c) = self.install_conn(conn) {
-                if let Some(Some(cs)) = self.tcp.conns.get_mut(c.idx as usize) {
-                    cs.conn.abort();
-                    cs.detached = true;
-                }
-                self.conn_after(c.idx, now, false);
-            }
-        }
+        let (sent, unsent) = self.out.listen_close_output(&mut s.l, now);
+        self.tcp.stats.resets_sent += sent as u64;
+        self.tcp.stats.segments_out += sent as u64;
+        self.tcp.stats.close_resets_unsent += unsent as u64;
         self.tcp.listen_gen[h.idx as usize] = self.tcp.listen_gen[h.idx as usize].wrapping_add(1);
         self.tcp.free_listeners.push(h.idx);
         self.out.flush_release();

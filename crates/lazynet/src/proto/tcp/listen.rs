@@ -43,9 +43,10 @@
 //! entries plus `backlog` connections.
 //!
 //! **Lookups** of a remote address go through one open-addressing index
-//! over both queues (`tuple_index`): expected O(1), no scans. It
-//! is not keyed: a peer choosing colliding addresses can lengthen a probe
-//! sequence up to `syn_queue + backlog` (the old linear scan's cost).
+//! over both queues (`tuple_index`): expected O(1), no scans. Its hash
+//! is keyed from the stack's [`Secret`] (given to [`Listener::new`]), so a
+//! peer cannot choose remote addresses that collide; the worst case, were
+//! it to, is a probe sequence of `syn_queue + backlog`.
 //!
 //! **SYN-ACK timers.** Each entry is on exactly one intrusive list: the
 //! *pending* list (a SYN-ACK is due: new entry, duplicate SYN, or timer
@@ -85,13 +86,20 @@
 //! side channel of CVE-2016-5696). No ACK is queued while the entry's
 //! SYN-ACK is pending (it acknowledges the same).
 //!
+//! **Closing** ([`Listener::poll_close`]; RFC 9293 §3.10.5, ABORT): each
+//! half-open entry gets `<SEQ=ISS+1><ACK=IRS+1><CTL=RST,ACK>` and each
+//! queued connection is aborted ([`Connection::abort`]'s RST), one per
+//! call, until both queues are empty; the caller sends them and drops the
+//! listener. Before, the half-open entries vanished silently (the peer
+//! learned only from its next segment, or its timeout).
+//!
 //! **Work per call:** `handle_segment`: one index lookup, O(1) list
 //! updates, and at most one `Connection::handle_segment` (plus, for a
 //! final ACK, building the connection with at most 16 replayed
 //! timeouts). `poll_timeout`: 17 list heads. `handle_timeout`: the expired
 //! entries, plus one pass over the accept queue when one of its timers is
 //! due. `poll_transmit`: O(1) per returned segment, plus one pass over the
-//! accept queue after it was touched.
+//! accept queue after it was touched. `poll_close`: O(1) per returned RST.
 
 use std::collections::VecDeque;
 use std::net::SocketAddrV4;
@@ -100,7 +108,7 @@ use super::conn::{reset_for, Config, Connection, State};
 use super::cookie;
 use super::rtt::RttEstimator;
 use super::secret::Secret;
-use super::tuple_index::{hash_addr, TupleIndex};
+use super::tuple_index::{TupleIndex, TupleKey};
 use crate::wire::tcp::{SeqNumber, TcpFlags, TcpRepr, Timestamps};
 
 /// Upper bound on any queue capacity (a configuration error guard).
@@ -226,8 +234,12 @@ pub struct ListenCounters {
     pub synack_timeouts: u64,
     /// Half-open or queued entries removed by a RST (or otherwise closed).
     pub removed: u64,
-    /// RSTs sent by the listener itself.
+    /// RSTs sent by the listener itself (replies, and the RSTs of
+    /// [`Listener::poll_close`]).
     pub resets_sent: u64,
+    /// Half-open entries and queued connections reset by closing the
+    /// listener ([`Listener::poll_close`]).
+    pub close_resets: u64,
 }
 
 impl ListenCounters {
@@ -402,8 +414,9 @@ impl Listener {
     /// A listener on `local` (LISTEN state). Connections it creates use
     /// `tcp`, with `syn_retries` replaced by `cfg.synack_retries`. Queue
     /// slots and the index are allocated here; capacities are clamped to
-    /// `1..=65536`.
-    pub fn new(cfg: ListenConfig, tcp: Config, local: SocketAddrV4) -> Self {
+    /// `1..=65536`. The index's hash is keyed from `secret` (the stack's,
+    /// seeded at start-up), so peers cannot choose colliding addresses.
+    pub fn new(cfg: ListenConfig, tcp: Config, local: SocketAddrV4, secret: &Secret) -> Self {
         let mut cfg = cfg;
         cfg.backlog = cfg.backlog.clamp(1, MAX_QUEUE);
         cfg.syn_queue = cfg.syn_queue.clamp(1, MAX_QUEUE);
@@ -431,7 +444,7 @@ impl Listener {
             acc_fifo: EMPTY_LIST,
             acc_timer: None,
             acc_tx: false,
-            index: TupleIndex::new(cfg.syn_queue + cfg.backlog),
+            index: TupleIndex::new(cfg.syn_queue + cfg.backlog, TupleKey::from_secret(secret)),
             replies: VecDeque::with_capacity(cfg.reply_queue),
             cfg,
             tcp,
@@ -496,16 +509,17 @@ impl Listener {
 
     fn lookup(&self, remote: SocketAddrV4) -> Option<(usize, u32)> {
         let (syn, acc) = (&self.syn, &self.acc);
-        self.index.find(hash_addr(remote), |v| {
+        self.index.find(self.index.key().addr(remote), |v| {
             Self::remote_of(syn, acc, v) == remote
         })
     }
 
     fn index_remove(&mut self, remote: SocketAddrV4, v: u32) {
         let (syn, acc) = (&self.syn, &self.acc);
-        if let Some(b) = self.index.bucket_of(hash_addr(remote), v) {
+        let k = self.index.key();
+        if let Some(b) = self.index.bucket_of(k.addr(remote), v) {
             self.index
-                .remove_at(b, |x| hash_addr(Self::remote_of(syn, acc, x)));
+                .remove_at(b, |x| k.addr(Self::remote_of(syn, acc, x)));
         }
     }
 
@@ -632,7 +646,8 @@ impl Listener {
         match bucket {
             Some(b) => self.index.set(b, a | ACCEPT_TAG),
             None => {
-                let ok = self.index.insert(hash_addr(remote), a | ACCEPT_TAG);
+                let hash = self.index.key().addr(remote);
+                let ok = self.index.insert(hash, a | ACCEPT_TAG);
                 debug_assert!(ok, "index sized for both queues");
             }
         }
@@ -766,7 +781,8 @@ impl Listener {
             };
             h.set_syn(seg);
             let s = self.alloc_half_open(h);
-            let ok = self.index.insert(hash_addr(remote), s);
+            let hash = self.index.key().addr(remote);
+            let ok = self.index.insert(hash, s);
             debug_assert!(ok, "index sized for both queues");
             self.push_list(PENDING, s);
             self.syn_len += 1;
@@ -1198,6 +1214,67 @@ impl Listener {
                 a = q.next;
             }
             self.acc_tx = false;
+        }
+        None
+    }
+
+    /// Closing the listener (the user's CLOSE in LISTEN, RFC 9293
+    /// §3.10.4): every half-open entry and every queued connection, which
+    /// the user never accepted, is aborted (§3.10.5, as Linux does), so
+    /// that its peer learns at once instead of after its own timeouts. Each call removes one of them and returns the RST to send
+    /// for it (half-open entries first, then the accept queue in order);
+    /// `None` once both queues are empty. Pending replies are discarded.
+    ///
+    /// After the first call the listener is closing: call until `None`
+    /// (at most `syn_queue + backlog` calls, each O(1): 18 list heads or
+    /// the accept FIFO's head), then drop it. Feeding it segments
+    /// meanwhile is not supported.
+    pub fn poll_close(&mut self, now: u64) -> Option<(SocketAddrV4, TcpRepr)> {
+        self.replies.clear();
+        if let Some(s) = self.lists.iter().map(|l| l.head).find(|&s| s != NIL) {
+            let h = self.syn[s as usize];
+            self.remove_half_open(s);
+            self.counters.resets_sent += 1;
+            self.counters.close_resets += 1;
+            // RFC 9293 §3.10.5, ABORT in SYN-RECEIVED: <SEQ=SND.NXT><CTL=RST>,
+            // SND.NXT = ISS + 1. With ACK = RCV.NXT (IRS + 1), as
+            // Connection::abort and Linux (tcp_send_active_reset): a peer
+            // that has not seen our SYN-ACK is in SYN-SENT and accepts a RST
+            // only with an acceptable ACK (§3.10.7.3, §3.5.2); one in
+            // ESTABLISHED accepts it because SEQ is exactly its RCV.NXT
+            // (§3.10.7.4, RFC 5961 §3.2).
+            let r = TcpRepr {
+                src_port: self.local.port(),
+                dst_port: h.remote.port(),
+                seq: h.iss + 1,
+                ack: h.irs + 1,
+                flags: TcpFlags::RST | TcpFlags::ACK,
+                window: 0,
+                timestamps: self.ts_ok(&h).then(|| Timestamps {
+                    tsval: self.ts_now(now),
+                    tsecr: h.ts_recent,
+                }),
+                ..TcpRepr::EMPTY
+            };
+            return Some((h.remote, r));
+        }
+        // Bounded: each pass removes the head of the accept queue.
+        for _ in 0..self.acc_len {
+            let a = self.acc_fifo.head;
+            let q = self.acc.get_mut(a as usize)?;
+            let remote = q.remote;
+            let conn = q.conn.take();
+            self.remove_queued(a);
+            let Some(mut c) = conn else { continue };
+            // Connection::abort: <SEQ=SND.NXT><ACK=RCV.NXT><CTL=RST,ACK>
+            // in every synchronized state a queued connection can be in.
+            c.abort();
+            if let Some(r) = c.poll_transmit(now, &mut []) {
+                self.counters.resets_sent += 1;
+                self.counters.close_resets += 1;
+                return Some((remote, r));
+            }
+            self.counters.removed += 1;
         }
         None
     }

@@ -1,5 +1,7 @@
 //! The keyed hash behind initial sequence numbers (RFC 6528), ephemeral
-//! ports (RFC 6056) and SYN cookies (RFC 4987, see [`super::cookie`]).
+//! ports (RFC 6056) and SYN cookies (RFC 4987, see [`super::cookie`]), and
+//! the source of the key of the listener's and TIME-WAIT table's hash
+//! index (`tuple_index`, a cheaper keyed hash for the per-segment path).
 //!
 //! **Owns:** a 128-bit SipHash-2-4 key, given at construction (the caller
 //! seeds it once at start-up from its RNG), and the per-table counter of
@@ -21,6 +23,7 @@ use crate::wire::tcp::SeqNumber;
 const TAG_ISN: u8 = 1;
 const TAG_PORT: u8 = 2;
 const TAG_COOKIE: u8 = 3;
+const TAG_INDEX: u8 = 4;
 
 /// RFC 6528 §3: M is a timer incremented every 4 µs.
 const ISN_TICK_NS: u64 = 4_000;
@@ -96,6 +99,27 @@ impl Secret {
         h.write_u8(mss_index);
         h.finish()
     }
+}
+
+impl Secret {
+    /// A 128-bit key for a hash table (`tuple_index`: [`Secret::TABLE_INDEX`];
+    /// the classifier: [`Secret::TABLE_DEMUX`]), derived once per table:
+    /// SipHash-2-4 of domain-separated counters, so it reveals nothing of
+    /// the ISN, port or cookie hashes, nor one table's key another's.
+    pub(crate) fn table_key(&self, table: u8) -> [u64; 2] {
+        let word = |i: u8| {
+            let mut h = self.hasher(TAG_INDEX);
+            h.write_u8(table);
+            h.write_u8(i);
+            h.finish()
+        };
+        [word(0), word(1)]
+    }
+
+    /// [`Secret::table_key`] of the listener's and TIME-WAIT table's index.
+    pub(crate) const TABLE_INDEX: u8 = 0;
+    /// [`Secret::table_key`] of the demux classifier's tables.
+    pub(crate) const TABLE_DEMUX: u8 = 1;
 }
 
 fn write_addr(h: &mut SipHasher24, a: SocketAddrV4) {

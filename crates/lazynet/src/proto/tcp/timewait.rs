@@ -88,7 +88,8 @@
 
 use std::net::SocketAddrV4;
 
-use super::tuple_index::{hash_tuple, TupleIndex};
+use super::secret::Secret;
+use super::tuple_index::{TupleIndex, TupleKey};
 use crate::wire::tcp::{SeqNumber, TcpFlags, TcpRepr, Timestamps};
 
 const NIL: u32 = u32::MAX;
@@ -300,8 +301,10 @@ impl TimeWaitTable {
     /// Bytes per entry, including the table's links and expiry time.
     pub const SLOT_BYTES: usize = core::mem::size_of::<Slot>();
 
-    /// An empty table; its slots and index are allocated here.
-    pub fn new(cfg: TimeWaitConfig) -> Self {
+    /// An empty table; its slots and index are allocated here. The
+    /// index's hash is keyed from `secret` (the stack's, seeded at
+    /// start-up), so peers cannot choose colliding 4-tuples.
+    pub fn new(cfg: TimeWaitConfig, secret: &Secret) -> Self {
         let mut cfg = cfg;
         cfg.capacity = cfg.capacity.clamp(1, MAX_CAPACITY);
         TimeWaitTable {
@@ -310,7 +313,7 @@ impl TimeWaitTable {
             head: NIL,
             tail: NIL,
             len: 0,
-            index: TupleIndex::new(cfg.capacity),
+            index: TupleIndex::new(cfg.capacity, TupleKey::from_secret(secret)),
             ack_window_start: 0,
             acks_in_window: 0,
             counters: TwCounters::default(),
@@ -340,7 +343,8 @@ impl TimeWaitTable {
 
     fn find(&self, key: &TwKey) -> Option<(usize, u32)> {
         let slots = &self.slots;
-        self.index.find(hash_tuple(key.local, key.remote), |s| {
+        let k = self.index.key();
+        self.index.find(k.tuple(key.local, key.remote), |s| {
             slots.get(s as usize).is_some_and(|x| x.entry.key == *key)
         })
     }
@@ -397,9 +401,8 @@ impl TimeWaitTable {
             self.slots.push(slot);
             (self.slots.len() - 1) as u32
         };
-        let inserted = self
-            .index
-            .insert(hash_tuple(entry.key.local, entry.key.remote), s);
+        let hash = self.index.key().tuple(entry.key.local, entry.key.remote);
+        let inserted = self.index.insert(hash, s);
         debug_assert!(inserted, "index sized for capacity");
         self.push_tail(s);
         self.len += 1;
@@ -609,10 +612,11 @@ impl TimeWaitTable {
         };
         let key = slot.entry.key;
         let slots = &self.slots;
-        if let Some(b) = self.index.bucket_of(hash_tuple(key.local, key.remote), s) {
+        let hk = self.index.key();
+        if let Some(b) = self.index.bucket_of(hk.tuple(key.local, key.remote), s) {
             self.index.remove_at(b, |x| {
                 let k = slots[x as usize].entry.key;
-                hash_tuple(k.local, k.remote)
+                hk.tuple(k.local, k.remote)
             });
         }
         self.unlink(s);
