@@ -330,6 +330,17 @@ enum BenchCmd {
         /// everything else while it runs).
         #[arg(long)]
         fifo: bool,
+        /// lazynet's receiving end runs its protocol handler in every poll
+        /// before reading (as smoltcp's poll does) instead of letting its
+        /// reads process their segments (LRP), which places in-order text
+        /// directly into the reader's buffer.
+        #[arg(long)]
+        eager_receiver: bool,
+        /// Also run the wire reference series each run: the same bytes
+        /// over the same wire with only the per-byte work (copies and
+        /// checksums) and no protocol, the bound of every stack here.
+        #[arg(long)]
+        wire: bool,
         /// Directory for tcp-bulk.csv and tcp-bulk.txt.
         #[arg(long, default_value = "results/tcp")]
         out: PathBuf,
@@ -577,11 +588,14 @@ fn main() -> anyhow::Result<()> {
                     nodelay,
                     send_buf,
                     fifo,
+                    wire,
+                    eager_receiver,
                     out,
                 },
         } => {
             tcp_bench::set_fifo(fifo);
-            tcp_bench::bench_bulk(seconds, runs, stack, nodelay, send_buf, &out)
+            tcp_bench::set_eager_receiver(eager_receiver);
+            tcp_bench::bench_bulk(seconds, runs, stack, nodelay, send_buf, wire, &out)
         }
         Cmd::Bench {
             what:

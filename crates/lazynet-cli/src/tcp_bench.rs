@@ -18,10 +18,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
+use lazynet::mem::Desc;
 use lazynet::nic::wirepair::{WireConfig, WireEnd, WirePair};
+use lazynet::nic::Nic;
 use lazynet::proto::tcp::{Config, State};
 use lazynet::socket::SocketError;
 use lazynet::stack::{ListenHandle, Stack, StackConfig, TcpHandle};
+use lazynet::wire::checksum;
 
 use crate::util::{cpus, pin_to};
 
@@ -47,6 +50,24 @@ fn bench_thread(cpu: usize) {
         if r != 0 {
             eprintln!("SCHED_FIFO refused: {}", std::io::Error::last_os_error());
         }
+    }
+}
+
+/// `bench tcp-bulk --eager-receiver`: the lazynet receiver runs its
+/// protocol handler in every poll, before reading, as smoltcp's poll does
+/// (no direct placement).
+static EAGER_RECEIVER: AtomicBool = AtomicBool::new(false);
+
+/// Sets [`EAGER_RECEIVER`].
+pub fn set_eager_receiver(on: bool) {
+    EAGER_RECEIVER.store(on, Ordering::Relaxed);
+}
+
+fn eager_flag() -> &'static str {
+    if EAGER_RECEIVER.load(Ordering::Relaxed) {
+        " --eager-receiver"
+    } else {
+        ""
     }
 }
 
@@ -106,6 +127,12 @@ pub trait Endpoint: Sized {
     fn push(&mut self) {}
     /// Reads bytes; 0 if there are none.
     fn recv(&mut self, buf: &mut [u8]) -> usize;
+    /// From now on this end mostly reads (the bulk receiver). lazynet
+    /// then leaves received segments to `recv`, which processes them in
+    /// the reader's context (LRP §3.4) and places in-order text straight
+    /// into the reader's buffer; its protocol handler runs when `recv`
+    /// finds nothing. Other stacks ignore it.
+    fn reader(&mut self) {}
 }
 
 // ----- lazynet -----
@@ -118,6 +145,8 @@ pub struct Lazy {
     now: u64,
     l: Option<ListenHandle>,
     c: Option<TcpHandle>,
+    /// See [`Endpoint::reader`].
+    reader: bool,
 }
 
 fn lazy_stack(end: WireEnd, addr: Ipv4Addr, seed: u64, nodelay: bool) -> Stack<WireEnd> {
@@ -152,6 +181,7 @@ impl Endpoint for Lazy {
             stack,
             l: Some(l),
             c: None,
+            reader: false,
         }
     }
 
@@ -166,6 +196,7 @@ impl Endpoint for Lazy {
             stack,
             l: None,
             c: Some(c),
+            reader: false,
         }
     }
 
@@ -174,7 +205,9 @@ impl Endpoint for Lazy {
         let now = self.stack.now();
         self.now = now;
         self.stack.poll(now);
-        self.stack.tcp_service(now, 1024);
+        if !self.reader {
+            self.stack.tcp_service(now, 1024);
+        }
     }
 
     fn connected(&mut self) -> bool {
@@ -203,9 +236,19 @@ impl Endpoint for Lazy {
         let Some(c) = self.c else { return 0 };
         match self.stack.tcp_recv(c, buf, self.now) {
             Ok(n) => n,
-            Err(SocketError::WouldBlock) => 0,
+            Err(SocketError::WouldBlock) => {
+                if self.reader {
+                    // Nothing to read: timers and whatever `recv` left.
+                    self.stack.tcp_service(self.now, 1024);
+                }
+                0
+            }
             Err(e) => panic!("lazynet recv: {e}"),
         }
+    }
+
+    fn reader(&mut self) {
+        self.reader = !EAGER_RECEIVER.load(Ordering::Relaxed);
     }
 }
 
@@ -277,6 +320,7 @@ pub fn bulk_run<E: Endpoint>(duration: Duration, nodelay: bool) -> anyhow::Resul
         let r = (|| {
             let mut e = E::server(b, nodelay);
             establish(&mut e, deadline)?;
+            e.reader();
             let mut buf = vec![0u8; 65536];
             let mut total = 0u64;
             let mut start: Option<(Instant, u64)> = None;
@@ -369,6 +413,147 @@ pub fn bulk_run<E: Endpoint>(duration: Duration, nodelay: bool) -> anyhow::Resul
     client
         .join()
         .map_err(|_| anyhow::anyhow!("client thread panicked"))??;
+    r
+}
+
+/// The reference series of `bench tcp-bulk --wire`: the same bytes over
+/// the same wire, cores and buffer sizes with no protocol at all, only the
+/// per-byte work any stack with copy semantics does. Sender: the
+/// application's 64 KiB write copied into a 256 KiB send ring, then per
+/// 1448-byte segment a buffer, a 66-byte header copied in, the payload
+/// copied from the ring and summed, batches of 16 sent. Receiver: each
+/// payload summed and copied into a 256 KiB receive ring, 64 KiB read out
+/// of it by the application, buffers released in batches. No flow
+/// control but the wire's own (free buffers, ring slots). How close a
+/// stack comes to this is how much its protocol work costs; both stacks
+/// are bounded by it, so it also bounds their ratio.
+pub fn wire_run(duration: Duration) -> anyhow::Result<BulkResult> {
+    const PAY: usize = 1448;
+    const HDR: usize = 66;
+    const RING: usize = 256 * 1024;
+    const APP: usize = 64 * 1024;
+    let (mut a, mut b) = WirePair::new(wire_config())?;
+    let cp = cpu_pair();
+    let stop = Arc::new(AtomicBool::new(false));
+    let deadline = Instant::now() + WARMUP + duration + Duration::from_secs(5);
+    let stop2 = stop.clone();
+    let server = std::thread::spawn(move || -> anyhow::Result<BulkResult> {
+        bench_thread(cp.1);
+        let mut ring = vec![0u8; RING];
+        let mut app = vec![0u8; APP];
+        let (mut wpos, mut fill, mut total) = (0usize, 0usize, 0u64);
+        let mut d = [Desc::default(); 64];
+        let mut sink = 0u32;
+        let mut start: Option<(Instant, u64)> = None;
+        let first = Instant::now();
+        let mut turn = 0u32;
+        let r = loop {
+            let n = b.recv(&mut d);
+            for x in &d[..n] {
+                let Some(f) = b.buffers().frame(*x) else {
+                    continue;
+                };
+                let p = &f[HDR.min(f.len())..];
+                if wpos + p.len() > RING {
+                    wpos = 0;
+                }
+                sink = sink.wrapping_add(checksum::partial(p, 0));
+                ring[wpos..wpos + p.len()].copy_from_slice(p);
+                wpos += p.len();
+                fill += p.len();
+                total += p.len() as u64;
+                if fill >= APP {
+                    let st = wpos.saturating_sub(APP);
+                    app.copy_from_slice(&ring[st..st + APP]);
+                    fill -= APP;
+                }
+            }
+            b.release(&d[..n]);
+            b.flush();
+            turn = turn.wrapping_add(1);
+            if turn % 16 != 0 {
+                continue;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                break Err(anyhow::anyhow!("wire: run stalled"));
+            }
+            match start {
+                None if now - first >= WARMUP => start = Some((now, total)),
+                Some((t0, b0)) if now - t0 >= duration => {
+                    break Ok(BulkResult {
+                        bytes: total - b0,
+                        elapsed: now - t0,
+                    })
+                }
+                _ => {}
+            }
+        };
+        std::hint::black_box((sink, app[7]));
+        stop2.store(true, Ordering::Relaxed);
+        r
+    });
+    let client = std::thread::spawn(move || {
+        bench_thread(cp.0);
+        let src = vec![0x5au8; APP];
+        let mut sbuf = vec![0u8; RING];
+        let (mut spos, mut rpos) = (0usize, 0usize);
+        let hdr = [0x11u8; HDR];
+        let mut ids = [0u32; 16];
+        let mut d = [Desc::default(); 16];
+        'outer: while !stop.load(Ordering::Relaxed) {
+            if spos + APP > RING {
+                spos = 0;
+            }
+            sbuf[spos..spos + APP].copy_from_slice(&src);
+            spos += APP;
+            let mut left = APP;
+            while left > 0 {
+                let k = a.alloc(&mut ids[..left.div_ceil(PAY).min(16)]);
+                if k == 0 {
+                    if stop.load(Ordering::Relaxed) {
+                        break 'outer;
+                    }
+                    continue;
+                }
+                for (m, &id) in ids[..k].iter().enumerate() {
+                    let take = left.min(PAY);
+                    if rpos + take > RING {
+                        rpos = 0;
+                    }
+                    let Some(buf) = a.buffers_mut().buf_mut(id) else {
+                        break 'outer;
+                    };
+                    buf[..HDR].copy_from_slice(&hdr);
+                    let p = &sbuf[rpos..rpos + take];
+                    buf[HDR..HDR + take].copy_from_slice(p);
+                    let sum = checksum::partial(&buf[HDR..HDR + take], 0);
+                    buf[50..52].copy_from_slice(&(sum as u16).to_be_bytes());
+                    rpos += take;
+                    left -= take;
+                    d[m] = Desc {
+                        buf: id,
+                        off: 0,
+                        len: (HDR + take) as u16,
+                    };
+                }
+                let mut sent = 0;
+                while sent < k {
+                    sent += a.send(&d[sent..k]);
+                    a.flush();
+                    if stop.load(Ordering::Relaxed) {
+                        break 'outer;
+                    }
+                }
+            }
+        }
+    });
+    let r = server
+        .join()
+        .map_err(|_| anyhow::anyhow!("wire receiver panicked"))?;
+    client
+        .join()
+        .map_err(|_| anyhow::anyhow!("wire sender panicked"))?;
     r
 }
 
@@ -539,6 +724,7 @@ pub fn bulk_single<E: Endpoint>(bytes: u64) -> anyhow::Result<u64> {
         }
     }
     anyhow::ensure!(up == (true, true), "{}: no connection", E::NAME);
+    s.reader();
     let data = vec![0x5au8; 65536];
     let mut buf = vec![0u8; 65536];
     let (mut sent, mut got, mut polls) = (0u64, 0u64, 0u64);
@@ -567,6 +753,7 @@ pub fn bulk_single<E: Endpoint>(bytes: u64) -> anyhow::Result<u64> {
 fn bulk_by(stack: &str, d: Duration, nodelay: bool) -> anyhow::Result<BulkResult> {
     match stack {
         "lazynet" => bulk_run::<Lazy>(d, nodelay),
+        "wire" => wire_run(d),
         #[cfg(feature = "smoltcp-bench")]
         "smoltcp" => bulk_run::<smol::Smol>(d, nodelay),
         _ => Err(no_smoltcp()),
@@ -594,6 +781,12 @@ fn stacks(which: Which) -> Vec<&'static str> {
     }
 }
 
+/// Per-run ratio of series `a` to series `b` (same run index), median.
+fn run_ratio(a: &[f64], b: &[f64]) -> f64 {
+    let r: Vec<f64> = a.iter().zip(b).map(|(x, y)| x / y).collect();
+    median(&r)
+}
+
 /// Alternation: run `run` takes the stacks in turn, starting with a
 /// different one each run.
 fn order(n: usize, run: usize) -> impl Iterator<Item = usize> {
@@ -614,14 +807,19 @@ fn settings() -> String {
     format!(
         "settings: in-memory wire ({} buffers of {} B, ring {}, MTU {}), MSS 1460 (1448 with timestamps), \
          send buffer {} KiB, receive buffer {} KiB, window scaling and timestamps on in both stacks, software checksums \
-         in both, one pinned busy-polling thread per stack (cpus {:?})\n",
+         in both, one pinned busy-polling thread per stack (cpus {:?}); bulk: lazynet's receiver {}\n",
         wire_config().buf_count,
         wire_config().buf_size,
         wire_config().ring_capacity,
         wire_config().mtu,
         send_buf() / 1024,
         BUF / 1024,
-        cpu_pair()
+        cpu_pair(),
+        if EAGER_RECEIVER.load(Ordering::Relaxed) {
+            "runs its protocol handler in every poll, before reading (--eager-receiver)"
+        } else {
+            "lets its reads process its segments (LRP; in-order text placed directly into the reader's buffer) and runs its protocol handler when a read finds nothing"
+        }
     )
 }
 
@@ -653,11 +851,15 @@ pub fn bench_bulk(
     which: Which,
     nodelay: bool,
     send_kib: usize,
+    wire: bool,
     out: &Path,
 ) -> anyhow::Result<()> {
     SEND_BUF.store(send_kib.max(4) * 1024, Ordering::Relaxed);
     let d = Duration::from_secs_f64(seconds);
-    let names = stacks(which);
+    let mut names = stacks(which);
+    if wire {
+        names.push("wire");
+    }
     let mut csv = String::from("bench,stack,run,seconds,bytes,gbit_s,p50_us,p99_us,round_trips\n");
     let mut g: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
     for run in 0..runs.max(1) {
@@ -688,18 +890,33 @@ pub fn bench_bulk(
                 .collect::<Vec<_>>()
         )?;
     }
-    if names.len() == 2 {
+    let at = |n: &str| names.iter().position(|x| *x == n);
+    if let (Some(l), Some(s)) = (at("lazynet"), at("smoltcp")) {
         writeln!(
             summary,
-            "tcp-bulk ratio lazynet/smoltcp: {:.2}x (goal >= 1.5x)",
-            median(&g[0]) / median(&g[1])
+            "tcp-bulk ratio lazynet/smoltcp: {:.2}x of the medians, {:.2}x median of the per-run ratios (goal >= 1.5x)",
+            median(&g[l]) / median(&g[s]),
+            run_ratio(&g[l], &g[s])
         )?;
+    }
+    if let Some(w) = at("wire") {
+        for (i, name) in names.iter().enumerate() {
+            if i != w {
+                writeln!(
+                    summary,
+                    "tcp-bulk {name}/wire: {:.2} (median of the per-run ratios; the wire series is the per-byte work alone)",
+                    run_ratio(&g[i], &g[w])
+                )?;
+            }
+        }
     }
     print!("{summary}");
     let cmd = format!(
-        "lazynet bench tcp-bulk --seconds {seconds} --runs {runs} --stack {} --send-buf {send_kib}{}{}",
+        "lazynet bench tcp-bulk --seconds {seconds} --runs {runs} --stack {} --send-buf {send_kib}{}{}{}{}",
         format!("{which:?}").to_lowercase(),
         if nodelay { " --nodelay" } else { "" },
+        if wire { " --wire" } else { "" },
+        eager_flag(),
         fifo_flag()
     );
     write_out(out, "tcp-bulk", &cmd, &csv, &summary)

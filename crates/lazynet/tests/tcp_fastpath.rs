@@ -533,6 +533,13 @@ enum Op {
         ack: u8,
         psh: bool,
     },
+    /// The same, read at once by a reader: `on` places it directly
+    /// (`direct_ok`/`direct_commit`) where it may, `off` queues it and
+    /// reads it with `recv`.
+    Direct {
+        len: usize,
+        ack: u8,
+    },
     /// A pure ACK from the peer.
     Ack {
         ack: u8,
@@ -560,6 +567,7 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         12 => (1usize..1100, any::<u8>(), any::<bool>())
             .prop_map(|(len, ack, psh)| Op::Data { len, ack, psh }),
+        8 => (1usize..1100, any::<u8>()).prop_map(|(len, ack)| Op::Direct { len, ack }),
         6 => any::<u8>().prop_map(|ack| Op::Ack { ack }),
         3 => (
             any::<u8>(),
@@ -627,13 +635,26 @@ fn stream(s: SeqNumber, len: usize) -> Vec<u8> {
 /// Everything but the fast-path switch and its counter, via `Debug`: the
 /// whole TCB including buffer contents, timers and congestion state.
 fn tcb(c: &Conn) -> String {
-    let (n, t) = (c.counters().fast_path, c.counters().fast_tx);
-    format!("{c:?}")
+    let k = c.counters();
+    let s = format!("{c:?}")
         .replace("fast_path: true }", "fast_path: false }")
         .replace(
-            &format!("fast_path: {n}, fast_tx: {t} }}"),
-            "fast_path: 0, fast_tx: 0 }",
-        )
+            &format!(
+                "fast_path: {}, fast_tx: {}, direct: {} }}",
+                k.fast_path, k.fast_tx, k.direct
+            ),
+            "fast_path: 0, fast_tx: 0, direct: 0 }",
+        );
+    // The receive buffer by its length only: direct placement leaves it
+    // untouched where `recv` moved its head past bytes it read.
+    let at = s.find("rx: Ring {").expect("rx ring in Debug");
+    let end = at + s[at..].find('}').expect("end of rx ring");
+    format!(
+        "{}rx: Ring {{ len: {} }}{}",
+        &s[..at],
+        c.recv_queue(),
+        &s[end + 1..]
+    )
 }
 
 struct Pair {
@@ -646,6 +667,8 @@ struct Pair {
     turn: u32,
     /// Segments sent by the transmit fast path.
     burst_segs: u64,
+    /// Segments placed directly into a reader's buffer.
+    direct_segs: u64,
 }
 
 impl Pair {
@@ -696,6 +719,7 @@ impl Pair {
             ts,
             turn: 0,
             burst_segs: 0,
+            direct_segs: 0,
         };
         p.poll();
         p.seg(ACK, p.peer.nxt, LOCAL_SEQ + 1, 0, None, false);
@@ -860,6 +884,45 @@ impl Pair {
                 };
                 self.seg(f, self.peer.nxt, a, len, None, false);
             }
+            Op::Direct { len, ack } => {
+                let a = self.ack_for(ack);
+                let avail = self.peer.edge.diff(self.peer.nxt);
+                let len = if avail > 0 {
+                    len.min(avail as usize)
+                } else {
+                    len
+                };
+                let seq = self.peer.nxt;
+                self.peer.tsval = self.peer.tsval.wrapping_add(1);
+                let r = TcpRepr {
+                    seq,
+                    ack: a,
+                    flags: ACK,
+                    window: self.peer.window,
+                    timestamps: self.ts.then_some(Timestamps {
+                        tsval: self.peer.tsval,
+                        tsecr: self.peer.tsecr,
+                    }),
+                    payload_len: len,
+                    ..SEND_TEMPL
+                };
+                let payload = stream(seq, len);
+                assert!(!self.off.direct_ok(&r, len), "direct without fast_path");
+                if self.on.direct_ok(&r, len) {
+                    self.on.direct_commit(self.now, &r, len);
+                    assert_eq!(self.off.handle_segment(self.now, &r, &payload), Ok(()));
+                    let mut got = vec![0u8; len + 10];
+                    assert_eq!(self.off.recv(&mut got), len, "direct: not all read");
+                    assert_eq!(got[..len], payload[..], "direct: other bytes");
+                    self.direct_segs += 1;
+                } else {
+                    let ra = self.on.handle_segment(self.now, &r, &payload);
+                    let rb = self.off.handle_segment(self.now, &r, &payload);
+                    assert_eq!(ra, rb, "results differ for {r:?}");
+                }
+                self.peer.nxt = self.on.rcv_nxt();
+                self.peer.acked = self.on.snd_una();
+            }
             Op::Ack { ack } => {
                 let a = self.ack_for(ack);
                 self.seg(ACK, self.peer.nxt, a, 0, None, false);
@@ -928,6 +991,7 @@ fn differential_fast_path_equals_slow_path() {
     let fast_total = Cell::new(0u64);
     let segs_total = Cell::new(0u64);
     let burst_total = Cell::new(0u64);
+    let direct_total = Cell::new(0u64);
     let out_total = Cell::new(0u64);
     let strategy = (
         any::<bool>(),
@@ -949,6 +1013,8 @@ fn differential_fast_path_equals_slow_path() {
             burst_total.set(burst_total.get() + p.burst_segs);
             prop_assert_eq!(p.on.counters().fast_tx, p.burst_segs);
             prop_assert_eq!(p.off.counters().fast_tx, 0);
+            prop_assert_eq!(p.on.counters().direct, p.direct_segs);
+            direct_total.set(direct_total.get() + p.direct_segs);
             out_total.set(out_total.get() + p.on.counters().segs_out);
             prop_assert_eq!(p.off.counters().fast_path, 0);
             Ok(())
@@ -964,6 +1030,9 @@ fn differential_fast_path_equals_slow_path() {
     // Likewise the transmit fast path.
     let (b, o) = (burst_total.get(), out_total.get());
     eprintln!("{b} of {o} segments sent in bursts");
+    let d = direct_total.get();
+    eprintln!("{d} segments placed directly");
+    assert!(d >= 2 * u64::from(cases), "{d} segments placed directly");
     assert!(
         b * 10 >= o && b >= 2 * u64::from(cases),
         "{b} of {o} segments sent in bursts"

@@ -306,6 +306,9 @@ pub struct TcpCounters {
     pub fast_path: u64,
     /// Segments sent by the transmit fast path (bursts, `burst.rs`).
     pub fast_tx: u64,
+    /// Segments whose text went straight to a reader's buffer
+    /// ([`Connection::direct_commit`]; counted in `fast_path` too).
+    pub direct: u64,
 }
 
 impl TcpCounters {

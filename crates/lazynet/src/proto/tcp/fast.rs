@@ -51,6 +51,15 @@
 //! PAWS failure, or a missing timestamp when negotiated; SACK blocks;
 //! text beyond the window. Prediction comes back by itself as soon as
 //! the slow path has restored the state above.
+//!
+//! # Direct placement
+//!
+//! When the reader's own `recv` processes its segments (the stack's
+//! `tcp_recv`, LRP §3.4) and the receive buffer is empty, a predicted
+//! segment's text is copied from the NIC buffer straight into the
+//! reader's buffer ([`Connection::direct_ok`],
+//! [`Connection::direct_commit`]): one copy of the text instead of two,
+//! and the receive buffer stays empty, so the window offered stays open.
 
 use super::{seq_le, seq_lt, CongestionControl, Connection, State, Timer};
 use crate::wire::tcp::{TcpFlags, TcpRepr};
@@ -60,10 +69,24 @@ impl<C: CongestionControl> Connection<C> {
     /// otherwise changes nothing and returns `false`.
     #[inline]
     pub(super) fn fast_path(&mut self, now: u64, seg: &TcpRepr, payload: &[u8]) -> bool {
-        let len = payload.len();
+        if !self.predicted(seg, payload.len()) {
+            return false;
+        }
+        self.fast_common(now, seg);
+        if !payload.is_empty() {
+            self.fast_data(now, payload);
+        }
+        self.update_timers(now);
+        true
+    }
+
+    /// Header prediction for `seg` carrying `len` bytes of text (see the
+    /// module docs).
+    #[inline]
+    fn predicted(&self, seg: &TcpRepr, len: usize) -> bool {
         let acked = seg.ack.diff(self.snd_una);
         // Most discriminating and cheapest tests first.
-        let predicted = seg.seq == self.rcv_nxt
+        seg.seq == self.rcv_nxt
             && seg.flags.0 & !TcpFlags::PSH.0 == TcpFlags::ACK.0
             && self.state == State::Established
             && seg.window != 0
@@ -87,10 +110,13 @@ impl<C: CongestionControl> Connection<C> {
                 // SEG.ACK == SND.UNA without text is a duplicate ACK or a
                 // window probe answer: slow path (RFC 5681 §2).
                 len != 0 && self.data_predicted(len)
-            };
-        if !predicted {
-            return false;
-        }
+            }
+    }
+
+    /// What every predicted segment does besides queueing its text.
+    #[inline]
+    fn fast_common(&mut self, now: u64, seg: &TcpRepr) {
+        let acked = seg.ack.diff(self.snd_una);
         self.counters.fast_path += 1;
         // RFC 7323 §4.3: TSval >= TS.Recent holds (predicted).
         if let (true, Some(ts)) = (self.ts_enabled, seg.timestamps) {
@@ -112,11 +138,41 @@ impl<C: CongestionControl> Connection<C> {
             self.snd_wl1 = seg.seq;
             self.snd_wl2 = seg.ack;
         }
-        if len != 0 {
-            self.fast_data(now, payload);
-        }
+    }
+
+    /// Direct delivery, the receive fast path's last step: whether `seg`,
+    /// with `len > 0` bytes of text, may be placed straight into a
+    /// reader's buffer instead of the receive buffer. It must be predicted
+    /// (see the module docs) and nothing may be waiting in the receive
+    /// buffer (the reader gets the bytes in order). Pure.
+    #[inline]
+    pub fn direct_ok(&self, seg: &TcpRepr, len: usize) -> bool {
+        self.cfg.fast_path && len != 0 && self.rx.is_empty() && self.predicted(seg, len)
+    }
+
+    /// Accounts for `seg`, whose `len` bytes of text go straight into the
+    /// reader's buffer (after [`Connection::direct_ok`]; the caller has
+    /// verified the checksum and copies the text before the reader sees
+    /// anything): the TCB ends exactly as after `handle_segment(seg)`
+    /// followed by a `recv` that took those bytes (`tests/tcp_fastpath.rs`
+    /// checks this differentially). LRP §3.4: the receiver's own read does
+    /// the protocol work, and the text is copied once, from the NIC buffer
+    /// to the reader, never through the receive buffer.
+    pub fn direct_commit(&mut self, now: u64, seg: &TcpRepr, len: usize) {
+        self.counters.segs_in += 1;
+        self.counters.direct += 1;
+        self.fast_common(now, seg);
+        self.rcv_mss = self.rcv_mss.max(len as u32).min(u32::from(self.cfg.mss));
+        self.rcv_nxt += len as u32;
+        self.delayed_ack(now, len as u32);
         self.update_timers(now);
-        true
+        // `recv`'s window update (RFC 9293 §3.8.6.2.2), the buffer empty.
+        let before = self.rcv_adv.diff(self.rcv_nxt).max(0) as u32;
+        let possible = self.window_possible();
+        let step = self.sws_step();
+        if possible >= before.saturating_mul(2) && possible - before >= step {
+            self.ack_now = true;
+        }
     }
 
     /// Timestamps not negotiated, or present and not older than TS.Recent
@@ -179,9 +235,14 @@ impl<C: CongestionControl> Connection<C> {
         let n = self.rx.write_at(0, payload);
         self.rx.commit(n);
         self.rcv_nxt += n as u32;
-        // Delayed ACK, RFC 5681 §4.2 / RFC 9293 §3.8.6.3: at least every
-        // second full segment, else within `ack_delay`.
-        self.unacked_bytes = self.unacked_bytes.saturating_add(n as u32);
+        self.delayed_ack(now, n as u32);
+    }
+
+    /// Delayed ACK, RFC 5681 §4.2 / RFC 9293 §3.8.6.3: at least every
+    /// second full segment, else within `ack_delay`.
+    #[inline]
+    fn delayed_ack(&mut self, now: u64, n: u32) {
+        self.unacked_bytes = self.unacked_bytes.saturating_add(n);
         if self.unacked_bytes >= 2 * self.rcv_mss {
             self.ack_now = true;
         } else if self.ack_deadline.is_none() {
