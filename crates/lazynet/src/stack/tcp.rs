@@ -1730,8 +1730,11 @@ impl<N: Nic> Stack<N> {
         buf: &mut [u8],
         now: u64,
     ) -> Result<usize, SocketError> {
-        self.tcp.conn(h)?;
-        let mut n = self.conn_direct(h.idx, buf, now);
+        let s = self.tcp.conn(h)?;
+        let mut n = 0;
+        if !buf.is_empty() && s.conn.recv_queue() == 0 && self.demux.queued(s.chan) > 0 {
+            n = self.conn_direct(h.idx, buf, now);
+        }
         self.conn_catch_up(h, now)?;
         let s = self.tcp.conn_mut(h)?;
         n += s.conn.recv(&mut buf[n..]);

@@ -83,7 +83,10 @@ impl<C: CongestionControl> Connection<C> {
     /// nothing changes until [`Connection::burst_commit`].
     #[inline]
     pub fn burst_plan(&self, now: u64, max: usize) -> Option<Burst> {
-        if !self.cfg.fast_path
+        // Cheapest and most discriminating first: not two full segments
+        // buffered (request/response traffic) ends it at once.
+        if self.tx.len() < 2 * self.eff_mss as usize
+            || !self.cfg.fast_path
             || self.state != State::Established
             || !self.syn_acked
             || self.rst_out.is_some()
