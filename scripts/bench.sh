@@ -38,7 +38,9 @@ prio=()
 if [ "$(id -u)" = 0 ]; then prio=(nice -n -15); fi
 load() { echo "load average before the run: $(cut -d' ' -f1-3 /proc/loadavg)"; }
 bulk_load=$(load)
-"${prio[@]}" "$bin" bench tcp-bulk --seconds "${TCP_SECONDS:-2}" --runs "${TCP_RUNS:-9}" --stack both --out "$tcp"
+# --wire: the no-protocol reference series each run (the bound of both
+# stacks; the host's placement of the two vCPUs moves it 20-95 Gbit/s).
+"${prio[@]}" "$bin" bench tcp-bulk --seconds "${TCP_SECONDS:-2}" --runs "${TCP_RUNS:-9}" --stack both --wire --out "$tcp"
 rr_load=$(load)
 "${prio[@]}" "$bin" bench tcp-rr --seconds "${TCP_SECONDS:-2}" --runs "${TCP_RUNS:-9}" --stack both --out "$tcp"
 # The same work with both ends in one thread: CPU cost only, no cross-core
@@ -65,7 +67,7 @@ cat "$tcp/bench.txt"
 # ~95% of both cores from everything else for about half a minute.
 if [ "${TCP_FIFO:-0}" = 1 ]; then
   mkdir -p "$tcp/fifo"
-  { echo "$(load)"; "$bin" bench tcp-bulk --seconds 1 --runs 5 --stack both --fifo --out "$tcp/fifo"; } | tail -4
+  { echo "$(load)"; "$bin" bench tcp-bulk --seconds 1 --runs 5 --stack both --wire --fifo --out "$tcp/fifo"; } | tail -7
   { echo "$(load)"; "$bin" bench tcp-rr --seconds 1 --runs 5 --stack both --fifo --out "$tcp/fifo"; } | tail -4
 fi
 
@@ -97,5 +99,17 @@ irefs() { grep -m1 '^summary:' "$1" | awk '{print $2}'; }
   done
   a=$(irefs "$cg/nofast.$n"); b=$(irefs "$cg/nofast.$((2 * n))")
   echo "lazynet fast path off: Ir($n) = $a, Ir($((2 * n))) = $b, per round trip = $(( (b - a) / n ))"
+  # Bulk: instructions per byte moved, both ends in one thread (lazynet
+  # with its fast paths on and off, smoltcp); B and 2B bytes.
+  bb=${TCP_BULK_BYTES:-20000000}
+  for v in "lazynet on" "lazynet off" "smoltcp on"; do
+    set -- $v
+    for k in "$bb" "$((2 * bb))"; do
+      echo "command: valgrind --tool=callgrind --callgrind-out-file=$cg/bulk.$1.$2.$k $bin bench tcp-bulk-single --bytes $k --stack $1 --fast-path $2"
+      valgrind --tool=callgrind --callgrind-out-file="$cg/bulk.$1.$2.$k" "$bin" bench tcp-bulk-single --bytes "$k" --stack "$1" --fast-path "$2" >/dev/null 2>&1
+    done
+    a=$(irefs "$cg/bulk.$1.$2.$bb"); b=$(irefs "$cg/bulk.$1.$2.$((2 * bb))")
+    echo "bulk $1 (fast path $2): Ir($bb B) = $a, Ir($((2 * bb)) B) = $b, per byte = $(awk -v a="$a" -v b="$b" -v n="$bb" 'BEGIN { printf "%.3f", (b - a) / n }')"
+  done
 } | tee "$tcp/instructions.txt"
 rm -rf "$cg"

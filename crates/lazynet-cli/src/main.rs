@@ -323,9 +323,12 @@ enum BenchCmd {
         /// Nagle off in both stacks (default: on, as for a plain socket).
         #[arg(long)]
         nodelay: bool,
-        /// Send buffer in KiB, both stacks (the receive buffer is 256 KiB).
+        /// Send buffer in KiB, both stacks.
         #[arg(long, default_value_t = 256)]
         send_buf: usize,
+        /// Receive buffer in KiB, both stacks.
+        #[arg(long, default_value_t = 256)]
+        recv_buf: usize,
         /// Run both threads SCHED_FIFO (root; takes ~95% of two cores from
         /// everything else while it runs).
         #[arg(long)]
@@ -376,6 +379,10 @@ enum BenchCmd {
         /// Runs of each stack (median reported).
         #[arg(long, default_value_t = 1)]
         runs: usize,
+        /// lazynet's TCP fast paths (header prediction, bursts, direct
+        /// placement) on or off.
+        #[arg(long, value_enum, default_value_t = OnOff::On)]
+        fast_path: OnOff,
     },
     /// COUNT 1-byte round trips with both stacks in one thread, ping-pong:
     /// deterministic work for instruction counts (callgrind).
@@ -587,6 +594,7 @@ fn main() -> anyhow::Result<()> {
                     stack,
                     nodelay,
                     send_buf,
+                    recv_buf,
                     fifo,
                     wire,
                     eager_receiver,
@@ -595,7 +603,9 @@ fn main() -> anyhow::Result<()> {
         } => {
             tcp_bench::set_fifo(fifo);
             tcp_bench::set_eager_receiver(eager_receiver);
-            tcp_bench::bench_bulk(seconds, runs, stack, nodelay, send_buf, wire, &out)
+            tcp_bench::bench_bulk(
+                seconds, runs, stack, nodelay, send_buf, recv_buf, wire, &out,
+            )
         }
         Cmd::Bench {
             what:
@@ -611,8 +621,17 @@ fn main() -> anyhow::Result<()> {
             tcp_bench::bench_rr(seconds, runs, stack, &out)
         }
         Cmd::Bench {
-            what: BenchCmd::TcpBulkSingle { bytes, stack, runs },
-        } => tcp_bench::bench_bulk_single(bytes, stack, runs),
+            what:
+                BenchCmd::TcpBulkSingle {
+                    bytes,
+                    stack,
+                    runs,
+                    fast_path,
+                },
+        } => {
+            tcp_bench::set_fast_path(fast_path == OnOff::On);
+            tcp_bench::bench_bulk_single(bytes, stack, runs)
+        }
         Cmd::Bench {
             what:
                 BenchCmd::TcpRrSingle {

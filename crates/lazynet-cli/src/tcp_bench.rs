@@ -36,6 +36,12 @@ pub const PORT: u16 = 5001;
 pub const BUF: usize = 256 * 1024;
 /// Send buffer of each connection, both stacks (`tcp-bulk --send-buf`).
 static SEND_BUF: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(BUF);
+/// Receive buffer of both stacks (`bench tcp-bulk --recv-buf`).
+static RECV_BUF: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(BUF);
+
+fn recv_buf() -> usize {
+    RECV_BUF.load(Ordering::Relaxed)
+}
 
 /// Run the benchmark threads SCHED_FIFO (`--fifo`).
 static FIFO: AtomicBool = AtomicBool::new(false);
@@ -159,7 +165,7 @@ fn lazy_stack(end: WireEnd, addr: Ipv4Addr, seed: u64, nodelay: bool) -> Stack<W
             tcp: Config {
                 send_buf: send_buf(),
                 fast_path: FAST_PATH.load(Ordering::Relaxed),
-                recv_buf: BUF,
+                recv_buf: recv_buf(),
                 nodelay,
                 ..Config::default()
             },
@@ -813,7 +819,7 @@ fn settings() -> String {
         wire_config().ring_capacity,
         wire_config().mtu,
         send_buf() / 1024,
-        BUF / 1024,
+        recv_buf() / 1024,
         cpu_pair(),
         if EAGER_RECEIVER.load(Ordering::Relaxed) {
             "runs its protocol handler in every poll, before reading (--eager-receiver)"
@@ -851,10 +857,12 @@ pub fn bench_bulk(
     which: Which,
     nodelay: bool,
     send_kib: usize,
+    recv_kib: usize,
     wire: bool,
     out: &Path,
 ) -> anyhow::Result<()> {
     SEND_BUF.store(send_kib.max(4) * 1024, Ordering::Relaxed);
+    RECV_BUF.store(recv_kib.max(4) * 1024, Ordering::Relaxed);
     let d = Duration::from_secs_f64(seconds);
     let mut names = stacks(which);
     if wire {
@@ -912,7 +920,7 @@ pub fn bench_bulk(
     }
     print!("{summary}");
     let cmd = format!(
-        "lazynet bench tcp-bulk --seconds {seconds} --runs {runs} --stack {} --send-buf {send_kib}{}{}{}{}",
+        "lazynet bench tcp-bulk --seconds {seconds} --runs {runs} --stack {} --send-buf {send_kib} --recv-buf {recv_kib}{}{}{}{}",
         format!("{which:?}").to_lowercase(),
         if nodelay { " --nodelay" } else { "" },
         if wire { " --wire" } else { "" },
@@ -1069,7 +1077,7 @@ pub mod smol {
     use smoltcp::time::Instant as SInstant;
     use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr};
 
-    use super::{Endpoint, BUF, CLIENT_ADDR, PORT, SERVER_ADDR};
+    use super::{Endpoint, CLIENT_ADDR, PORT, SERVER_ADDR};
 
     const BATCH: usize = 32;
 
@@ -1255,7 +1263,7 @@ pub mod smol {
                 .expect("one address");
         });
         let mut s = tcp::Socket::new(
-            tcp::SocketBuffer::new(vec![0; BUF]),
+            tcp::SocketBuffer::new(vec![0; super::recv_buf()]),
             tcp::SocketBuffer::new(vec![0; super::send_buf()]),
         );
         s.set_nagle_enabled(!nodelay);
