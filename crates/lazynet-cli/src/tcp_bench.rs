@@ -1236,13 +1236,23 @@ pub mod smol {
         EPOCH.get_or_init(std::time::Instant::now)
     }
 
+    thread_local! {
+        /// Milliseconds at the last `now()`: the TSval of the segments
+        /// that poll sends. The clock is read once per poll, as lazynet's
+        /// harness reads it (the stack takes the time from its caller),
+        /// not once more per segment.
+        static LAST_MS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    }
+
     fn now() -> SInstant {
-        SInstant::from_micros(clock().elapsed().as_micros() as i64)
+        let us = clock().elapsed().as_micros() as i64;
+        LAST_MS.with(|m| m.set((us / 1000) as u32));
+        SInstant::from_micros(us)
     }
 
     /// TSval clock for smoltcp's timestamp option (milliseconds).
     fn tsval() -> u32 {
-        clock().elapsed().as_millis() as u32
+        LAST_MS.with(|m| m.get())
     }
 
     /// A smoltcp interface with one TCP socket.
