@@ -19,6 +19,14 @@
 //!   per process in the embedded placement; the scheduler issue gives each
 //!   owner its own).
 //!
+//! When the reader's own [`Stack::tcp_recv`] finds its connection's
+//! segments still queued and its receive buffer empty, predicted in-order
+//! text is placed directly into the reader's buffer (`conn_direct`,
+//! [`Connection::direct_commit`]): one copy, from the NIC buffer, instead of
+//! two through the receive buffer. It works in rounds: checksums and TCB
+//! updates, then the ACK, then the copies, so the sender's credit does not
+//! wait for the copying.
+//!
 //! A listener whose accept queue is full is not processed at all: its
 //! channel fills and further SYNs are dropped there, early, before any
 //! protocol work (LRP §3.4, the SYN-flood defence), until `accept` makes
@@ -48,7 +56,9 @@
 //! ([`TX_PAYLOAD_AT`]) leaving room for the largest header, and the headers
 //! are written in front of it; the descriptor's offset names where the
 //! frame starts. TCP segments carry DF (RFC 9293 §3.7.1: the MSS is derived
-//! from the MTU; we never fragment TCP).
+//! from the MTU; we never fragment TCP). Runs of full segments of new data
+//! ([`Connection::burst_plan`]) are built from the first one's headers,
+//! patched per segment (`conn_burst`): the same frames, decided once.
 //!
 //! **Timers.** A binary heap of (deadline, slot, generation) with lazy
 //! deletion: a slot remembers the deadline it armed; an entry that does not
@@ -761,11 +771,13 @@ const DIRECT_ROUND: usize = 32;
 /// Whether `conn_output` copies the payload and sums it in one pass
 /// (`Connection::poll_transmit_with_sum` + `emit_header_with_payload_sum`)
 /// instead of copying it and summing it again in `TcpRepr::emit`. The
-/// fused path is ~7% cheaper in CPU (tcp-bulk-single 27.7 → 29.2 Gbit/s,
-/// same results, property-tested) but made the threaded tcp-bulk erratic on
-/// the 2-vCPU test machine (medians 28–37 Gbit/s, runs 18–52, against a
-/// steady ~44.5 with it off, 2026-11-21, cause not found): off until that
-/// is understood.
+/// fused path is ~7% cheaper in CPU with both ends in one thread, but not
+/// faster with one thread per end: measured again with the burst path
+/// (2026-11-21, 4 alternated pairs in the host's fast mode) it gave 52.9
+/// Gbit/s against 55.5 with it off (AVX-512 `memcpy` plus the separate
+/// sum beat the fused loop on data that is in L1 anyway). Earlier
+/// "erratic" threaded runs were the host moving the two vCPUs between
+/// its two placement modes (`results/tcp/NOTES.md`).
 const FUSED_TX_SUM: bool = false;
 
 /// Segments of one output call, sent to the NIC together (in groups of
