@@ -604,7 +604,16 @@ fn main() -> anyhow::Result<()> {
             tcp_bench::set_fifo(fifo);
             tcp_bench::set_eager_receiver(eager_receiver);
             tcp_bench::bench_bulk(
-                seconds, runs, stack, nodelay, send_buf, recv_buf, wire, &out,
+                &tcp_bench::BulkOpts {
+                    seconds,
+                    runs,
+                    which: stack,
+                    nodelay,
+                    send_kib: send_buf,
+                    recv_kib: recv_buf,
+                    wire,
+                },
+                &out,
             )
         }
         Cmd::Bench {

@@ -850,17 +850,30 @@ fn uname() -> String {
         .unwrap_or_default()
 }
 
+/// The settings of `lazynet bench tcp-bulk`.
+#[derive(Clone, Copy, Debug)]
+pub struct BulkOpts {
+    pub seconds: f64,
+    pub runs: usize,
+    pub which: Which,
+    pub nodelay: bool,
+    pub send_kib: usize,
+    pub recv_kib: usize,
+    /// Also run the wire reference series ([`wire_run`]).
+    pub wire: bool,
+}
+
 /// `lazynet bench tcp-bulk`.
-pub fn bench_bulk(
-    seconds: f64,
-    runs: usize,
-    which: Which,
-    nodelay: bool,
-    send_kib: usize,
-    recv_kib: usize,
-    wire: bool,
-    out: &Path,
-) -> anyhow::Result<()> {
+pub fn bench_bulk(o: &BulkOpts, out: &Path) -> anyhow::Result<()> {
+    let BulkOpts {
+        seconds,
+        runs,
+        which,
+        nodelay,
+        send_kib,
+        recv_kib,
+        wire,
+    } = *o;
     SEND_BUF.store(send_kib.max(4) * 1024, Ordering::Relaxed);
     RECV_BUF.store(recv_kib.max(4) * 1024, Ordering::Relaxed);
     let d = Duration::from_secs_f64(seconds);

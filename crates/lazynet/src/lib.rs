@@ -25,6 +25,7 @@
 
 pub mod demux;
 pub mod host;
+mod keyhash;
 pub mod mem;
 pub mod nic;
 pub mod nlf;

@@ -60,6 +60,7 @@ use std::hash::{BuildHasher, Hasher};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Arc;
 
+use crate::keyhash::{folded_multiply, mix};
 use crate::mem::{Consumer, Desc, Producer, ReadyFlag};
 
 /// Identifies a channel in a [`Classifier`].
@@ -347,21 +348,6 @@ impl BuildHasher for KeyedState {
 struct KeyedHasher {
     h: u64,
     k: u64,
-}
-
-#[inline(always)]
-fn folded_multiply(a: u64, b: u64) -> u64 {
-    let p = u128::from(a) * u128::from(b);
-    (p as u64) ^ ((p >> 64) as u64)
-}
-
-/// splitmix64's finaliser: turns any key words (`[1, 2]` too) into
-/// well-mixed ones, so no caller can pick a weak multiplier.
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 impl Hasher for KeyedHasher {

@@ -33,7 +33,7 @@
 //! bursts and one by `poll_transmit`, and requires identical segments,
 //! payloads and TCBs.
 
-use super::{seq_lt, CongestionControl, Connection, State};
+use super::{CongestionControl, Connection, State};
 use crate::wire::tcp::{SeqNumber, TcpFlags, TcpRepr, Timestamps};
 
 /// A planned burst: `count` full-sized segments of new data.
@@ -168,16 +168,8 @@ impl<C: CongestionControl> Connection<C> {
         if self.rtt_timing.is_none() && !self.ts_enabled {
             self.rtt_timing = Some((b.first.seq + mss, now));
         }
-        if seq_lt(self.snd_nxt, end) {
-            self.snd_nxt = end;
-        }
-        if seq_lt(self.snd_max, end) {
-            self.snd_max = end;
-        }
-        self.ack_now = false;
-        self.ack_deadline = None;
-        self.unacked_bytes = 0;
-        self.last_ack_sent = self.rcv_nxt;
+        self.sent_up_to(end);
+        self.ack_sent();
         self.counters.segs_out += n as u64;
         self.counters.fast_tx += n as u64;
         self.update_timers(now);

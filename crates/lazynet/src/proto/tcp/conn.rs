@@ -1093,6 +1093,28 @@ impl<C: CongestionControl> Connection<C> {
         }
     }
 
+    /// SND.NXT and SND.MAX after a segment ending at `end` went out
+    /// (`emit_data`, `burst_commit`).
+    #[inline]
+    fn sent_up_to(&mut self, end: SeqNumber) {
+        if seq_lt(self.snd_nxt, end) {
+            self.snd_nxt = end;
+        }
+        if seq_lt(self.snd_max, end) {
+            self.snd_max = end;
+        }
+    }
+
+    /// A segment carrying the current ACK went out: nothing is left to
+    /// acknowledge (`emit_data`, `burst_commit`).
+    #[inline]
+    fn ack_sent(&mut self) {
+        self.ack_now = false;
+        self.ack_deadline = None;
+        self.unacked_bytes = 0;
+        self.last_ack_sent = self.rcv_nxt;
+    }
+
     fn repr_base(&self) -> TcpRepr {
         TcpRepr {
             src_port: self.local.port(),
@@ -2139,17 +2161,9 @@ impl<C: CongestionControl> Connection<C> {
             } else if self.rtt_timing.is_none() && !self.ts_enabled {
                 self.rtt_timing = Some((end, now));
             }
-            if seq_lt(self.snd_nxt, end) {
-                self.snd_nxt = end;
-            }
-            if seq_lt(self.snd_max, end) {
-                self.snd_max = end;
-            }
+            self.sent_up_to(end);
         }
-        self.ack_now = false;
-        self.ack_deadline = None;
-        self.unacked_bytes = 0;
-        self.last_ack_sent = self.rcv_nxt;
+        self.ack_sent();
         Some((r, payload_sum))
     }
 

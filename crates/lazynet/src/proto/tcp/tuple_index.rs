@@ -38,6 +38,7 @@
 use std::net::SocketAddrV4;
 
 use super::secret::Secret;
+use crate::keyhash::{folded_multiply, mix};
 
 const EMPTY: u32 = 0;
 /// 2^64 / golden ratio (Fibonacci hashing).
@@ -45,21 +46,6 @@ const FIB: u64 = 0x9E37_79B9_7F4A_7C15;
 
 fn addr_word(a: SocketAddrV4) -> u64 {
     (u64::from(u32::from(*a.ip())) << 16) | u64::from(a.port())
-}
-
-/// The 128-bit product of `a` and `b`, high half XOR low half.
-#[inline(always)]
-fn folded_multiply(a: u64, b: u64) -> u64 {
-    let p = u128::from(a) * u128::from(b);
-    (p as u64) ^ ((p >> 64) as u64)
-}
-
-/// splitmix64's finaliser (key set-up only).
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 /// The key of a [`TupleIndex`]'s hash (128 bits, secret).
