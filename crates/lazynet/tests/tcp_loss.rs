@@ -625,3 +625,61 @@ fn regression_stale_tsecr_after_rto_not_sampled() {
     .unwrap();
     assert_eq!(c.srtt(), Some(srtt));
 }
+
+// ---- Limited Transmit (RFC 3042) ----
+
+#[test]
+fn limited_transmit_sends_one_new_segment_for_each_of_the_first_two_dupacks() {
+    let mut c = conn_established(cfg());
+    c.send(&data(8000, 1));
+    // Initial window: 4 segments.
+    assert_eq!(sent(&mut c, 0).len(), 4);
+    dupack(&mut c, MS);
+    assert_eq!(sent(&mut c, MS), vec![(4000, 1000)]);
+    dupack(&mut c, MS);
+    assert_eq!(sent(&mut c, MS), vec![(5000, 1000)]);
+    // Flight is cwnd + 2 SMSS now: nothing more until the third.
+    expect_none(&mut c, MS);
+    // RFC 3042 §2: cwnd itself does not change.
+    assert_eq!(c.congestion().window(), 4000);
+    assert!(!c.in_recovery());
+    dupack(&mut c, MS);
+    assert!(c.in_recovery());
+    assert_eq!(sent(&mut c, MS)[0], (0, 1000), "fast retransmit");
+}
+
+#[test]
+fn limited_transmit_stays_inside_the_peers_window() {
+    let mut c = conn_established(cfg());
+    c.send(&data(8000, 1));
+    assert_eq!(sent(&mut c, 0).len(), 4);
+    // The peer's window is 4500: one ACK shrinks it (not a duplicate),
+    // then duplicates with that window.
+    let small = TcpRepr {
+        window: 4500,
+        ..ack_in(0, 0)
+    };
+    feed(&mut c, MS, small, &[]).unwrap();
+    expect_none(&mut c, MS);
+    feed(&mut c, MS, small, &[]).unwrap();
+    // 500 bytes of window left: Nagle/SWS hold a short segment while
+    // data is in flight, so nothing goes.
+    expect_none(&mut c, MS);
+    feed(&mut c, MS, small, &[]).unwrap();
+    expect_none(&mut c, MS);
+    assert_eq!(c.congestion().window(), 4000);
+}
+
+#[test]
+fn limited_transmit_ends_with_a_new_ack() {
+    let mut c = conn_established(cfg());
+    c.send(&data(8000, 1));
+    assert_eq!(sent(&mut c, 0).len(), 4);
+    dupack(&mut c, MS);
+    assert_eq!(sent(&mut c, MS), vec![(4000, 1000)]);
+    // A new ACK resets the count: cwnd alone again (5000 after slow
+    // start's growth by the 1000 acked) against a flight of 4000.
+    feed(&mut c, MS, ack_in(0, 1000), &[]).unwrap();
+    assert_eq!(sent(&mut c, MS), vec![(5000, 1000)]);
+    assert_eq!(c.congestion().window(), 5000);
+}

@@ -19,7 +19,8 @@
 //! - `Config::fast_path` is set;
 //! - state ESTABLISHED with the SYN acked; no RST, keep-alive, probe or
 //!   single retransmission pending; not in loss recovery (RFC 6582, RFC
-//!   6675); `SND.NXT == SND.MAX` (not resending after an RTO, so no
+//!   6675) and no duplicate ACK counted (Limited Transmit's extra
+//!   window stays with the slow path); `SND.NXT == SND.MAX` (not resending after an RTO, so no
 //!   segment is a retransmission and Karn's rule is not involved);
 //! - no FIN queued (the FIN goes by the slow path);
 //! - no SACK blocks to send (no out-of-order data queued, RFC 2018 §4);
@@ -94,6 +95,7 @@ impl<C: CongestionControl> Connection<C> {
             || self.rexmit_one
             || self.probe_now
             || self.in_recovery
+            || self.dupacks != 0
             || self.fin_queued
             || self.snd_nxt != self.snd_max
             || (self.sack_ok && !self.ooo.is_empty())

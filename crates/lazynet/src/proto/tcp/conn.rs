@@ -1093,6 +1093,20 @@ impl<C: CongestionControl> Connection<C> {
         }
     }
 
+    /// The window new data may fill outside loss recovery: the peer's
+    /// window and cwnd, plus one segment for each of the first two
+    /// duplicate ACKs (Limited Transmit, RFC 3042 §2: flight may reach
+    /// cwnd + 2·SMSS; cwnd itself is not changed). RFC 6675 §5 wants it
+    /// with SACK too; the third duplicate ACK starts recovery instead.
+    #[inline]
+    fn usable_window(&self) -> u32 {
+        let mut cwnd = self.cc.window();
+        if !self.in_recovery && self.dupacks > 0 && self.dupacks < DUP_THRESH {
+            cwnd = cwnd.saturating_add(self.dupacks * self.eff_mss);
+        }
+        self.snd_wnd.min(cwnd)
+    }
+
     /// SND.NXT and SND.MAX after a segment ending at `end` went out
     /// (`emit_data`, `burst_commit`).
     #[inline]
@@ -1821,7 +1835,7 @@ impl<C: CongestionControl> Connection<C> {
                 if off < buffered {
                     // Unsent bytes: only the windows can hold them back.
                     let flight = self.snd_nxt.diff(self.snd_una).max(0) as u32;
-                    let win = self.snd_wnd.min(self.cc.window());
+                    let win = self.usable_window();
                     if win > flight {
                         return true;
                     }
@@ -2024,7 +2038,7 @@ impl<C: CongestionControl> Connection<C> {
                 }
                 Some(_) => 0,
                 None => {
-                    let win = self.snd_wnd.min(self.cc.window());
+                    let win = self.usable_window();
                     win.saturating_sub(flight) as usize
                 }
             };

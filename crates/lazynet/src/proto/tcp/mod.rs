@@ -28,6 +28,8 @@
 //!
 //! With SACK negotiated, loss recovery is RFC 6675's (scoreboard in
 //! [`sack`], pipe-driven, NextSeg); without it, NewReno's (RFC 6582).
+//! Either way the first two duplicate ACKs each let one new segment out
+//! (Limited Transmit, RFC 3042).
 //!
 //! **Also here:** SACK-based loss recovery per RFC 6675 with a bounded
 //! scoreboard ([`sack`]); CUBIC (RFC 9438) and NewReno behind
@@ -35,7 +37,7 @@
 //! TIME-WAIT table with RFC 6191 reuse ([`timewait`]), which the stack
 //! fills with connections whose handle was closed.
 //!
-//! **Not yet:** RACK-TLP and Limited Transmit, PRR, HyStart, undo of
+//! **Not yet:** RACK-TLP, PRR, HyStart, undo of
 //! spurious reductions, D-SACK use, RFC 5681 §4.1 restart after idle,
 //! urgent data (ignored, delivered inline), SYN cookies carrying options
 //! other than MSS.
