@@ -933,6 +933,17 @@ impl<N: Nic> Stack<N> {
 
     /// Processes frame `d`, just taken from connection `idx`'s channel.
     fn conn_input_frame(&mut self, idx: u32, d: Desc, now: u64) {
+        let Some(frame) = self.out.nic.buffers().frame(d) else {
+            self.drop_rx(StackDrop::BadDescriptor);
+            return;
+        };
+        let parsed = parse_tcp_frame(frame);
+        self.conn_input_parsed(idx, d, parsed, now);
+    }
+
+    /// [`Stack::conn_input_frame`] for a frame already parsed (and its
+    /// checksums verified) by the caller.
+    fn conn_input_parsed(&mut self, idx: u32, d: Desc, parsed: Result<Seg, StackDrop>, now: u64) {
         let Some(Some(s)) = self.tcp.conns.get_mut(idx as usize) else {
             self.rx_fail(d, StackDrop::SocketClosed);
             return;
@@ -941,7 +952,7 @@ impl<N: Nic> Stack<N> {
             self.drop_rx(StackDrop::BadDescriptor);
             return;
         };
-        match parse_tcp_frame(frame) {
+        match parsed {
             Ok(seg) => {
                 let payload = &frame[seg.payload.0..seg.payload.1];
                 let _ = s.conn.handle_segment(now, &seg.repr, payload);
@@ -1000,29 +1011,23 @@ impl<N: Nic> Stack<N> {
                     self.drop_rx(StackDrop::BadDescriptor);
                     continue;
                 };
-                let ok = match parse_tcp_frame(frame) {
-                    Ok(seg) => {
-                        let (a, b) = seg.payload;
-                        let len = b - a;
-                        if len <= buf.len() - at && s.conn.direct_ok(&seg.repr, len) {
-                            s.conn.direct_commit(now, &seg.repr, len);
-                            round[k] = (d, a as u16, b as u16, at);
-                            k += 1;
-                            at += len;
-                            true
-                        } else {
-                            false
-                        }
+                let parsed = parse_tcp_frame(frame);
+                if let Ok(seg) = &parsed {
+                    let (a, b) = seg.payload;
+                    let len = b - a;
+                    if len <= buf.len() - at && s.conn.direct_ok(&seg.repr, len) {
+                        s.conn.direct_commit(now, &seg.repr, len);
+                        round[k] = (d, a as u16, b as u16, at);
+                        k += 1;
+                        at += len;
+                        continue;
                     }
-                    Err(_) => false,
-                };
-                if !ok {
-                    // The ordinary way (which also counts a malformed
-                    // frame's drop), after this round's copies.
-                    other = Some(d);
-                    stop = true;
-                    break;
                 }
+                // The ordinary way (which also counts a malformed frame's
+                // drop), after this round's copies; parsed once.
+                other = Some((d, parsed));
+                stop = true;
+                break;
             }
             if k > 0 {
                 self.tcp.stats.segments_in += k as u64;
@@ -1042,8 +1047,8 @@ impl<N: Nic> Stack<N> {
                 }
                 n = at;
             }
-            if let Some(d) = other {
-                self.conn_input_frame(idx, d, now);
+            if let Some((d, parsed)) = other {
+                self.conn_input_parsed(idx, d, parsed, now);
             }
         }
         n

@@ -56,10 +56,9 @@ impl Burst {
     /// (as `emit_data` sets it).
     #[inline]
     pub fn repr(&self, i: usize) -> TcpRepr {
-        let mss = self.first.payload_len;
         let mut r = self.first;
-        r.seq = self.first.seq + (i * mss) as u32;
-        if self.off + (i + 1) * mss == self.buffered {
+        r.seq = self.seq(i);
+        if self.psh(i) {
             r.flags |= TcpFlags::PSH;
         }
         r
