@@ -772,10 +772,10 @@ const DIRECT_ROUND: usize = 32;
 /// (`Connection::poll_transmit_with_sum` + `emit_header_with_payload_sum`)
 /// instead of copying it and summing it again in `TcpRepr::emit`. The
 /// fused path is ~7% cheaper in CPU with both ends in one thread, but not
-/// faster with one thread per end: measured again with the burst path
-/// (2026-11-21, 4 alternated pairs in the host's fast mode) it gave 52.9
-/// Gbit/s against 55.5 with it off (AVX-512 `memcpy` plus the separate
-/// sum beat the fused loop on data that is in L1 anyway). Earlier
+/// faster with one thread per end: measured again with bursts and direct
+/// placement (`results/tcp/ab-session3.txt`, fast-mode rounds) it gave
+/// 38.8 / 31.6 Gbit/s against 58.5 / 54.8 with it off (AVX-512 `memcpy`
+/// plus the separate sum beat the fused loop on data that is in L1 anyway). Earlier
 /// "erratic" threaded runs were the host moving the two vCPUs between
 /// its two placement modes (`results/tcp/NOTES.md`).
 const FUSED_TX_SUM: bool = false;
