@@ -184,8 +184,8 @@ pub trait Nic {
     }
 
     /// Receives like [`Nic::recv`], except that gather frames may be handed
-    /// out *as they are*: `out[i]` is then the header and `refs[i]` (len
-    /// > 0) the slice of the peer's ext area holding the rest, readable
+    /// out *as they are*: `out[i]` is then the header and `refs[i]`
+    /// (`len > 0`) the slice of the peer's ext area holding the rest, readable
     /// with [`Nic::ref_bytes`] while the caller holds `out[i]`; giving
     /// `out[i]` back (send or release) gives back the whole frame. For a
     /// contiguous frame `refs[i].len == 0`. Returns how many frames; at
