@@ -263,6 +263,11 @@ impl Drop for Lazy {
     fn drop(&mut self) {
         if verbose() {
             eprintln!("--- lazynet {:?}\n{}", self.c, self.stack.stats());
+            eprintln!(
+                "tcp {:?}\nwire {:?}",
+                self.stack.tcp_stats(),
+                self.stack.nic().stats()
+            );
             if let Some(c) = self.c {
                 eprintln!("{:?}", self.stack.tcp_counters(c));
             }

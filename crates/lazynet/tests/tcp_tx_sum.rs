@@ -1,6 +1,6 @@
-//! The one-pass transmit checksum: `Ring::peek_with_sum` copies like
-//! `Ring::peek` and sums like `checksum::partial` (also across the ring's
-//! wrap), and `TcpRepr::emit_header_with_payload_sum` with that sum writes
+//! The transmit checksums: `Ring::peek_with_sum` copies like `Ring::peek`
+//! and sums like `checksum::partial` (also across the ring's wrap),
+//! `Ring::sum` sums in place like `partial` over a peek, and `TcpRepr::emit_header_with_payload_sum` with that sum writes
 //! the same bytes as `TcpRepr::emit` over the payload.
 
 use std::net::Ipv4Addr;
@@ -34,6 +34,29 @@ proptest! {
         let (m, sum) = r.peek_with_sum(off, &mut b, init);
         prop_assert_eq!(n, m);
         prop_assert_eq!(&a, &b);
+        prop_assert_eq!(checksum::fold(sum), checksum::fold(checksum::partial(&a[..n], init)));
+    }
+
+    /// `Ring::sum` (the burst path sums the payload where it lies, then
+    /// copies it) equals `partial` over what `peek` copies, across the
+    /// wrap too, and for runs long enough for the wide checksum loop.
+    #[test]
+    fn sum_in_place_equals_peek_then_partial(
+        cap in 1usize..3000,
+        pre in 0usize..3000,
+        fill in proptest::collection::vec(any::<u8>(), 0..3000),
+        off in 0usize..3000,
+        want in 0usize..3000,
+        init in any::<u32>(),
+    ) {
+        let mut r = Ring::new(cap);
+        let junk = vec![0x55u8; pre.min(cap)];
+        let k = r.push(&junk);
+        r.consume(k);
+        r.push(&fill);
+        let mut a = vec![0u8; want];
+        let n = r.peek(off, &mut a);
+        let sum = r.sum(off, want, init);
         prop_assert_eq!(checksum::fold(sum), checksum::fold(checksum::partial(&a[..n], init)));
     }
 

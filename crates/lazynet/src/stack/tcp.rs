@@ -618,6 +618,10 @@ impl<N: Nic> Out<N> {
         let hlen = TX_PAYLOAD_AT - start;
         let ph = checksum::pseudo_header_ipv4(src, dst, PROTO_TCP, (hl + mss) as u16);
         let mut tmpl = [0u8; ETH_LEN + 20 + 60];
+        // Partial sums of the template's IP and TCP headers without the
+        // fields that change per segment (RFC 1624: a checksum is updated
+        // from the words that change, not summed again).
+        let (mut ip_base, mut tcp_base) = (0u32, 0u32);
         let mut n = 0;
         let mut starved = false;
         while n < plan.count {
@@ -631,10 +635,14 @@ impl<N: Nic> Out<N> {
                 break;
             };
             let payload = &mut buf[TX_PAYLOAD_AT..TX_PAYLOAD_AT + mss];
-            let mut sum = conn.burst_payload(plan, n, payload, FUSED_TX_SUM);
-            if !FUSED_TX_SUM {
-                sum = checksum::partial(payload, 0);
-            }
+            let sum = if FUSED_TX_SUM {
+                conn.burst_payload(plan, n, payload, true)
+            } else {
+                // Summed at the source (`Connection::burst_sum`), then copied.
+                let sum = conn.burst_sum(plan, n);
+                conn.burst_payload(plan, n, payload, false);
+                sum
+            };
             *ident = ident.wrapping_add(1);
             let f = &mut buf[start..TX_PAYLOAD_AT];
             if n == 0 {
@@ -660,22 +668,32 @@ impl<N: Nic> Out<N> {
                     return None;
                 }
                 tmpl[..hlen].copy_from_slice(f);
+                let ip = &mut tmpl[ETH_LEN..ETH_LEN + 20];
+                ip[4..6].fill(0);
+                ip[10..12].fill(0);
+                ip_base = checksum::partial(ip, 0);
+                let t = &mut tmpl[tcp_at - start..hlen];
+                t[4..8].fill(0);
+                t[13] &= !TcpFlags::PSH.0;
+                t[16..18].fill(0);
+                tcp_base = checksum::partial(t, ph);
             } else {
                 f.copy_from_slice(&tmpl[..hlen]);
                 let ip = &mut f[ETH_LEN..ETH_LEN + 20];
                 ip[4..6].copy_from_slice(&ident.to_be_bytes());
-                ip[10..12].copy_from_slice(&[0, 0]);
-                let c = checksum::checksum(ip);
+                let c = !checksum::fold(checksum::combine(ip_base, u32::from(*ident)));
                 ip[10..12].copy_from_slice(&c.to_be_bytes());
                 let t = &mut f[tcp_at - start..];
-                t[4..8].copy_from_slice(&plan.seq(n).0.to_be_bytes());
-                t[13] = if plan.psh(n) {
-                    t[13] | TcpFlags::PSH.0
-                } else {
-                    t[13] & !TcpFlags::PSH.0
-                };
-                t[16..18].copy_from_slice(&[0, 0]);
-                let c = !checksum::fold(checksum::combine(checksum::partial(t, ph), sum));
+                let seq = plan.seq(n).0;
+                t[4..8].copy_from_slice(&seq.to_be_bytes());
+                let psh = plan.psh(n);
+                if psh {
+                    t[13] |= TcpFlags::PSH.0;
+                }
+                // The flags are the low byte of the word at offset 12.
+                let words =
+                    (seq >> 16) + (seq & 0xFFFF) + u32::from(psh) * u32::from(TcpFlags::PSH.0);
+                let c = !checksum::fold(checksum::combine(checksum::combine(tcp_base, words), sum));
                 t[16..18].copy_from_slice(&c.to_be_bytes());
             }
             if batch.n == batch.d.len() {
@@ -1812,7 +1830,7 @@ impl<N: Nic> Stack<N> {
     /// Bytes that fit in the send buffer now.
     pub fn tcp_send_space(&self, h: TcpHandle) -> Result<usize, SocketError> {
         let s = self.tcp.conn(h)?;
-        Ok(s.conn.send_capacity().saturating_sub(s.conn.send_queue()))
+        Ok(s.conn.send_space())
     }
 
     /// Bytes sent but not yet acknowledged, plus bytes not yet sent.

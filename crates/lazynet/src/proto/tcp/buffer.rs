@@ -79,6 +79,24 @@ impl Ring {
         out[first..n].copy_from_slice(&self.buf[..n - first]);
         n
     }
+    /// `initial` plus the partial checksum sum of the `n` readable bytes
+    /// starting `off` bytes after the head (fewer if fewer are readable),
+    /// read where they lie, without copying.
+    pub fn sum(&self, off: usize, n: usize, initial: u32) -> u32 {
+        if off >= self.len {
+            return initial;
+        }
+        let cap = self.buf.len();
+        let n = n.min(self.len - off);
+        let start = (self.head + off) % cap;
+        let first = n.min(cap - start);
+        let a = checksum::partial(&self.buf[start..start + first], initial);
+        if first == n {
+            return a;
+        }
+        let b = checksum::partial(&self.buf[..n - first], 0);
+        checksum::combine_at(a, first, b)
+    }
     /// [`Ring::peek`] that also returns `initial` plus the partial
     /// checksum sum of the copied bytes (`checksum::partial(out[..n],
     /// initial)`), computed in the same pass as the copy.

@@ -152,6 +152,17 @@ impl<C: CongestionControl> Connection<C> {
         }
     }
 
+    /// The partial checksum sum of segment `i`'s payload, read in the send
+    /// buffer, not in the copy `burst_payload` makes: the send buffer is
+    /// this core's, while the copy's destination (a NIC buffer the peer's
+    /// core read last) may still be on its way here, and summing it would
+    /// wait for it (`results/tcp/NOTES.md`, session 4). Reads only.
+    #[inline]
+    pub fn burst_sum(&self, b: &Burst, i: usize) -> u32 {
+        let mss = b.first.payload_len;
+        self.tx.sum(b.off + i * mss, mss, 0)
+    }
+
     /// Records that the first `n` segments of `b` (`n <= b.count`) were
     /// handed on: the TCB ends exactly as after `n` `poll_transmit` calls
     /// that returned them. `now` must be the time `b` was planned at, and

@@ -709,6 +709,10 @@ impl<C: CongestionControl> Connection<C> {
     pub fn send_capacity(&self) -> usize {
         self.tx.capacity()
     }
+    /// Bytes `send` would accept now.
+    pub fn send_space(&self) -> usize {
+        self.tx.free()
+    }
     /// Switches Nagle's algorithm off (`true`) or on (RFC 9293 §3.7.4).
     pub fn set_nodelay(&mut self, on: bool) {
         self.cfg.nodelay = on;
