@@ -128,6 +128,12 @@ fn sum_block_wide(block: &[u8]) -> u64 {
     sum_block(block)
 }
 
+/// [`copy_sum_block`] in the wide builds of [`sum_block_wide`].
+#[multiversion::multiversion(targets("x86_64+avx512f+avx512bw", "x86_64+avx2"))]
+fn copy_sum_block_wide(src: &[u8], dst: &mut [u8]) -> u64 {
+    copy_sum_block(src, dst)
+}
+
 /// Sums the whole `CHUNK`-sized chunks of `block` (at most `BLOCK_CHUNKS` of
 /// them) in `LANES` parallel `u32` accumulators. This is the loop that must
 /// autovectorize.
@@ -186,7 +192,11 @@ pub fn copy_and_partial(src: &[u8], dst: &mut [u8], initial: u32) -> u32 {
     let mut total: u64 = 0;
     if src.len() <= CHUNK * BLOCK_CHUNKS {
         // Any packet: one block, no block iterators.
-        total += copy_sum_block(src, dst);
+        total += if src.len() >= WIDE_MIN {
+            copy_sum_block_wide(src, dst)
+        } else {
+            copy_sum_block(src, dst)
+        };
         let whole = src.len() - src.len() % CHUNK;
         return add32(
             initial,
