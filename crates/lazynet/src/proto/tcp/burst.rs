@@ -81,12 +81,20 @@ impl<C: CongestionControl> Connection<C> {
     /// Plans a burst of at most `max` full-sized segments of new data, or
     /// `None` where the slow path must decide (see the module docs). Pure:
     /// nothing changes until [`Connection::burst_commit`].
-    #[inline]
+    #[inline(always)]
     pub fn burst_plan(&self, now: u64, max: usize) -> Option<Burst> {
-        // Cheapest and most discriminating first: not two full segments
-        // buffered (request/response traffic) ends it at once.
-        if self.tx.len() < 2 * self.eff_mss as usize
-            || !self.cfg.fast_path
+        // Cheapest and most discriminating first, inlined into the caller:
+        // not two full segments buffered (request/response traffic) ends
+        // it at once, without a call.
+        if self.tx.len() < 2 * self.eff_mss as usize {
+            return None;
+        }
+        self.burst_plan_full(now, max)
+    }
+
+    #[inline(never)]
+    fn burst_plan_full(&self, now: u64, max: usize) -> Option<Burst> {
+        if !self.cfg.fast_path
             || self.state != State::Established
             || !self.syn_acked
             || self.rst_out.is_some()
