@@ -380,10 +380,18 @@ impl<T: Pod> RingRef<T> {
             // written lies inside the entry array. The producer owns those slots
             // (the consumer's Acquire-loaded index says it is done with them);
             // UnsafeCell<T> is repr(transparent) over T.
+            // One entry (request/response traffic) is a plain store, and an
+            // unwrapped run one copy: no library calls for nothing.
             unsafe {
                 let base = UnsafeSlot::raw_get(self.slots);
-                ptr::copy_nonoverlapping(src.as_ptr(), base.add(idx), first);
-                ptr::copy_nonoverlapping(src.as_ptr().add(first), base, src.len() - first);
+                if let [one] = src {
+                    ptr::write(base.add(idx), *one);
+                } else {
+                    ptr::copy_nonoverlapping(src.as_ptr(), base.add(idx), first);
+                    if src.len() > first {
+                        ptr::copy_nonoverlapping(src.as_ptr().add(first), base, src.len() - first);
+                    }
+                }
             }
         }
         #[cfg(loom)]
@@ -411,8 +419,18 @@ impl<T: Pod> RingRef<T> {
             // form a valid T.
             unsafe {
                 let base = UnsafeSlot::raw_get(self.slots).cast_const();
-                ptr::copy_nonoverlapping(base.add(idx), dst.as_mut_ptr(), first);
-                ptr::copy_nonoverlapping(base, dst.as_mut_ptr().add(first), dst.len() - first);
+                if let [one] = dst {
+                    *one = ptr::read(base.add(idx));
+                } else {
+                    ptr::copy_nonoverlapping(base.add(idx), dst.as_mut_ptr(), first);
+                    if dst.len() > first {
+                        ptr::copy_nonoverlapping(
+                            base,
+                            dst.as_mut_ptr().add(first),
+                            dst.len() - first,
+                        );
+                    }
+                }
             }
         }
         #[cfg(loom)]
