@@ -10,6 +10,16 @@ use lazynet::wire::checksum;
 use lazynet::wire::tcp::{SackBlocks, SeqNumber, TcpFlags, TcpRepr, Timestamps};
 use proptest::prelude::*;
 
+/// A ring of `cap` bytes holding `fill` (as much as fits), its head moved
+/// by `pre` bytes first so that reads wrap.
+fn ring(cap: usize, pre: usize, fill: &[u8]) -> Ring {
+    let mut r = Ring::new(cap);
+    let k = r.push(&vec![0x55u8; pre.min(cap)]);
+    r.consume(k);
+    r.push(fill);
+    r
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
@@ -22,12 +32,7 @@ proptest! {
         want in 0usize..300,
         init in any::<u32>(),
     ) {
-        let mut r = Ring::new(cap);
-        // Move the head so that reads wrap.
-        let junk = vec![0x55u8; pre.min(cap)];
-        let k = r.push(&junk);
-        r.consume(k);
-        r.push(&fill);
+        let r = ring(cap, pre, &fill);
         let mut a = vec![0u8; want];
         let mut b = vec![0u8; want];
         let n = r.peek(off, &mut a);
@@ -49,11 +54,7 @@ proptest! {
         want in 0usize..3000,
         init in any::<u32>(),
     ) {
-        let mut r = Ring::new(cap);
-        let junk = vec![0x55u8; pre.min(cap)];
-        let k = r.push(&junk);
-        r.consume(k);
-        r.push(&fill);
+        let r = ring(cap, pre, &fill);
         let mut a = vec![0u8; want];
         let n = r.peek(off, &mut a);
         let sum = r.sum(off, want, init);

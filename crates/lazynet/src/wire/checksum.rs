@@ -70,15 +70,22 @@ const fn add32(a: u32, b: u32) -> u32 {
 /// folded to 16 bits, still in native byte order.
 #[inline]
 fn sum_native(data: &[u8]) -> u16 {
+    sum_native_with(data, sum_block)
+}
+
+/// [`sum_native`] with the block loop `block` (the baseline [`sum_block`]
+/// or the run-time chosen [`sum_block_wide`]).
+#[inline(always)]
+fn sum_native_with(data: &[u8], block: impl Fn(&[u8]) -> u64) -> u16 {
     let mut total: u64 = 0;
     let mut blocks = data.chunks_exact(CHUNK * BLOCK_CHUNKS);
-    for block in &mut blocks {
-        total += sum_block(block);
+    for b in &mut blocks {
+        total += block(b);
     }
     let rest = blocks.remainder();
-    total += sum_block(rest);
+    total += block(rest);
     let mut tail = rest.chunks_exact(CHUNK).remainder();
-    // `sum_block` only consumed whole chunks; sum the rest of the words here.
+    // The block loop only consumed whole chunks; sum the rest of the words here.
     let mut words = tail.chunks_exact(2);
     for w in &mut words {
         total += u64::from(u16::from_ne_bytes([w[0], w[1]]));
@@ -104,23 +111,7 @@ const WIDE_MIN: usize = 256;
 /// and both ends of a bulk transfer spend a third of their time here.
 #[inline(never)]
 fn sum_native_wide(data: &[u8]) -> u16 {
-    let mut total: u64 = 0;
-    let mut blocks = data.chunks_exact(CHUNK * BLOCK_CHUNKS);
-    for block in &mut blocks {
-        total += sum_block_wide(block);
-    }
-    let rest = blocks.remainder();
-    total += sum_block_wide(rest);
-    let mut tail = rest.chunks_exact(CHUNK).remainder();
-    let mut words = tail.chunks_exact(2);
-    for w in &mut words {
-        total += u64::from(u16::from_ne_bytes([w[0], w[1]]));
-    }
-    tail = words.remainder();
-    if let [b] = tail {
-        total += u64::from(u16::from_ne_bytes([*b, 0]));
-    }
-    fold64(total)
+    sum_native_with(data, sum_block_wide)
 }
 
 #[multiversion::multiversion(targets("x86_64+avx512f+avx512bw", "x86_64+avx2"))]
