@@ -3,8 +3,7 @@
 //!
 //! **Owns:** memfd-backed [`Region`]s, the fixed-size buffers inside them
 //! ([`BufArea`]), packet descriptors ([`Desc`]) and the `#[repr(C)]`
-//! single-producer/single-consumer index rings ([`ring`]); send areas
-//! that one side writes and transmits from by reference ([`send`]); and, because it
+//! single-producer/single-consumer index rings ([`ring`]); and, because it
 //! needs `unsafe`, the one-instruction time-stamp-counter read ([`tsc`]) that
 //! `sched` measures CPU time with.
 //!
@@ -20,14 +19,12 @@ pub mod file;
 pub mod notify;
 pub mod region;
 pub mod ring;
-pub mod send;
 pub mod tsc;
 
 pub use file::MappedFile;
 pub use notify::{Applied, ReadyFlag};
 pub use region::{BufArea, Region};
 pub use ring::{Consumer, Pod, Producer, Ring, RingError};
-pub use send::{SendArea, SendBuf};
 
 /// A packet descriptor: a byte range inside one buffer of a [`BufArea`].
 ///

@@ -153,71 +153,6 @@ pub trait Nic {
         None
     }
 
-    /// Lends this end's *send area* (see [`crate::mem::send`]): bytes its
-    /// owner may write at any time and transmit from by reference with
-    /// [`Nic::send_gather`] (the [`ExtRef`]s of a [`crate::mem::SendBuf`]).
-    /// Once: later calls return `None`, as do NICs without one (the
-    /// default) — for them the stack keeps copying into NIC buffers.
-    /// A wrapper NIC that cannot pass gather frames through unchanged must
-    /// not forward this.
-    fn take_send_area(&mut self) -> Option<crate::mem::SendArea> {
-        None
-    }
-
-    /// A ticket for the frame just accepted by `send_gather` with header
-    /// buffer `buf`: [`Nic::tx_done`] with it says when the peer is done
-    /// with the frame's ext bytes. Default 0 (with `tx_done` always true:
-    /// a NIC that copies at send time).
-    fn tx_ticket(&self, buf: u32) -> u32 {
-        let _ = buf;
-        0
-    }
-
-    /// True once the gather frame sent with header buffer `buf` under
-    /// `ticket` ([`Nic::tx_ticket`]) no longer needs its ext bytes: the peer
-    /// gave the header back (or passed it on), so those bytes may be
-    /// written again. It may look at returned buffers to find out, and
-    /// never reports `true` too early; it may report it late.
-    fn tx_done(&mut self, buf: u32, ticket: u32) -> bool {
-        let _ = (buf, ticket);
-        true
-    }
-
-    /// Receives like [`Nic::recv`], except that gather frames may be handed
-    /// out *as they are*: `out[i]` is then the header and `refs[i]`
-    /// (`len > 0`) the slice of the peer's ext area holding the rest, readable
-    /// with [`Nic::ref_bytes`] while the caller holds `out[i]`; giving
-    /// `out[i]` back (send or release) gives back the whole frame. For a
-    /// contiguous frame `refs[i].len == 0`. Returns how many frames; at
-    /// most `min(out.len(), refs.len())`. Default: [`Nic::recv`] (every
-    /// frame contiguous).
-    fn recv_refs(&mut self, out: &mut [Desc], refs: &mut [ExtRef]) -> usize {
-        let m = out.len().min(refs.len());
-        let n = self.recv(&mut out[..m]);
-        refs[..n].fill(ExtRef::default());
-        n
-    }
-
-    /// The ext bytes of a frame received by [`Nic::recv_refs`] (`None` if
-    /// `e` is not inside the peer's ext area). Valid while the caller holds
-    /// the frame's header.
-    fn ref_bytes(&self, e: ExtRef) -> Option<&[u8]> {
-        let _ = e;
-        None
-    }
-
-    /// Turns a frame received by [`Nic::recv_refs`] (header `h`, ext `e`)
-    /// into a contiguous one (copying the ext bytes after the header, in
-    /// its buffer or in a fresh one). `None`: it could not (counted by the
-    /// NIC) and `h` was given back. With `e.len == 0` returns `Some(h)`.
-    fn linearize_ref(&mut self, h: Desc, e: ExtRef) -> Option<Desc> {
-        if e.len == 0 {
-            return Some(h);
-        }
-        self.release(&[h]);
-        None
-    }
-
     /// Transmits gather frames in order: each is the header bytes `Desc`
     /// names (a buffer the caller owns; ownership passes as with `send`)
     /// followed by the ext bytes `ExtRef` names. Returns how many (a prefix)
@@ -311,23 +246,5 @@ impl<T: Nic + ?Sized> Nic for Box<T> {
     }
     fn send_gather(&mut self, frames: &[(Desc, ExtRef)]) -> usize {
         (**self).send_gather(frames)
-    }
-    fn take_send_area(&mut self) -> Option<crate::mem::SendArea> {
-        (**self).take_send_area()
-    }
-    fn tx_ticket(&self, buf: u32) -> u32 {
-        (**self).tx_ticket(buf)
-    }
-    fn tx_done(&mut self, buf: u32, ticket: u32) -> bool {
-        (**self).tx_done(buf, ticket)
-    }
-    fn recv_refs(&mut self, out: &mut [Desc], refs: &mut [ExtRef]) -> usize {
-        (**self).recv_refs(out, refs)
-    }
-    fn ref_bytes(&self, e: ExtRef) -> Option<&[u8]> {
-        (**self).ref_bytes(e)
-    }
-    fn linearize_ref(&mut self, h: Desc, e: ExtRef) -> Option<Desc> {
-        (**self).linearize_ref(h, e)
     }
 }

@@ -1,20 +1,19 @@
 //! An in-memory Ethernet wire: two [`WireEnd`]s joined by SPSC rings in one
 //! shared [`Region`], usable between threads or between processes.
 //!
-//! **Owns:** the wire's region layout (header, four rings, buffers, ext
-//! areas), the circulation of free buffers between the two ends, and the
-//! validation of every descriptor or buffer index the peer hands over.
+//! **Owns:** the wire's region layout (header, four rings, buffers), the
+//! circulation of free buffers between the two ends, and the validation of
+//! every descriptor or buffer index the peer hands over.
 //!
 //! **May not touch:** frame contents (it never parses or copies a frame) and
 //! anything above the [`Nic`] trait. Nothing on the data path allocates,
 //! locks or makes a system call: frames move as descriptors through rings.
 //!
 //! Layout: a header (magic, version, buffer count and size, ring capacities,
-//! offsets, MACs, MTU, ext and send area sizes) so another process can
-//! attach and validate; then the
+//! offsets, MACs, MTU) so another process can attach and validate; then the
 //! data rings A→B and B→A (of [`Desc`]), the return rings to A and to B (of
 //! `u32` buffer indices, like AF_XDP's fill/completion rings); then the
-//! buffers; then the ext areas (below). End A owns buffers `[0, n/2)`, end B `[n/2, n)`. A buffer released
+//! buffers. End A owns buffers `[0, n/2)`, end B `[n/2, n)`. A buffer released
 //! by the end that owns it goes to that end's local free list; a buffer of the
 //! peer's half goes back on the return ring to the peer, which refills its
 //! free list from it in batches inside `alloc`. Because the owner is fixed by
@@ -27,28 +26,16 @@
 //! counted in [`WireStats`]. The return rings are sized to hold a whole half,
 //! so with an honest peer `release` never fails.
 //!
-//! **Gather frames (ext areas).** After the buffers the region holds one
-//! *ext area* per side (each page-aligned), which that side transmits from
-//! by reference with [`Nic::send_gather`]: no copy, no allocation, no system
-//! call on send. An [`ExtRef`] is relative to the *sender's* ext area.
-//!
-//! - Side A's area: the *NLF part* ([`WireConfig::ext_bytes`]; offsets
-//!   `[0, ext_bytes)`), written once by A through [`Nic::ext_area_mut`]
-//!   (setup only) and readable by both ends ([`Nic::ext_bytes`]); then A's
-//!   *send part* ([`WireConfig::send_area`]; offsets from `ext_bytes`).
-//! - Side B's area: B's send part only (offsets `[0, send_area)`).
-//!
-//! So `ext_capacity()` is `ext_bytes + send_area` on A and `send_area` on B
-//! (0 without a send area: B then cannot send gather frames at all). A send
-//! part is lent once to its owner ([`Nic::take_send_area`]), which writes it
-//! at any time but never the bytes a frame in flight names
-//! ([`crate::mem::send`]). The receiver therefore borrows exactly the range
-//! a frame names, never the peer's whole area.
-//!
-//! A gather frame is two consecutive data-ring entries, pushed in one batch
-//! (one producer-index store, so the consumer sees both or neither; a pop
-//! batch may still end between them, in which case the header waits in
-//! `pending` for the next pop):
+//! **Gather frames (ext area).** With [`WireConfig::ext_bytes`] > 0 the
+//! region ends with an *ext area* (page-aligned, after the buffers) that side
+//! A writes once through [`Nic::ext_area_mut`] (setup only) and then
+//! transmits from by reference with [`Nic::send_gather`]: no copy, no
+//! allocation, no system call on send. Only side A may transmit from it
+//! (side B's `ext_capacity()` is 0); both sides can read it
+//! ([`Nic::ext_bytes`]). A gather frame is two consecutive data-ring
+//! entries, pushed in one batch (one producer-index store, so the consumer
+//! sees both or neither; a pop batch may still end between them, in which
+//! case the header waits in `pending` for the next pop):
 //!
 //! - the header: a normal descriptor with [`GATHER_HDR`] set in `buf`
 //!   (bits 31..30 = `10`; real indices are < 2^22, so normal descriptors
@@ -58,32 +45,19 @@
 //!   ext length in `len`.
 //!
 //! `01` in bits 31..30 is reserved (dropped). The receiver checks the header
-//! like any descriptor and the ext slice against the peer's ext area (sizes
-//! from its own validated copy of the header); a lone ext entry, a header followed by
+//! like any descriptor and the ext slice against the ext length from its own
+//! validated copy of the header; a lone ext entry, a header followed by
 //! anything but an ext entry, an out-of-range slice are dropped and counted
 //! (`rx_gather_bad`), the header buffer going back to its owner.
 //!
 //! `recv` still hands out contiguous frames: it *linearizes* a gather frame
-//! by copying the ext bytes (from the peer's ext area) right after the
-//! header inside the header's buffer (which it holds, exactly as for a
-//! normal frame). If the header sits too far into its buffer, it copies
-//! header and ext bytes into one of its own free buffers instead and returns
-//! the header buffer at once. If neither fits (no free buffer, frame larger
-//! than a buffer) the frame is dropped and counted (`rx_gather_dropped`).
-//! This one copy of the payload is the receiver's cost; the sender pays
-//! none. [`Nic::recv_refs`] skips even that copy: it hands a gather frame
-//! out as header plus validated [`ExtRef`] (read with [`Nic::ref_bytes`],
-//! made contiguous on demand with [`Nic::linearize_ref`]), so a stack can
-//! copy the payload once, straight into the application's buffer.
-//!
-//! **Tickets.** The sender may reuse ext bytes only when the peer is done
-//! with the frame, i.e. when the header buffer comes back. Each own buffer
-//! has a generation bumped every time it is sent; [`Nic::tx_ticket`] is
-//! that generation and [`Nic::tx_done`] is true once the buffer is no longer
-//! at the peer (draining the return ring if needed) or was sent again since
-//! (generation changed). Only our own buffers can be tracked, so headers of
-//! gather frames must come from `alloc` (for a peer buffer `tx_done` stays
-//! false).
+//! by copying the ext bytes right after the header inside the header's
+//! buffer (which it holds, exactly as for a normal frame). If the header
+//! sits too far into its buffer, it copies header and ext bytes into one of
+//! its own free buffers instead and returns the header buffer at once. If
+//! neither fits (no free buffer, frame larger than a buffer) the frame is
+//! dropped and counted (`rx_gather_dropped`). This one copy of the payload is
+//! the receiver's cost; the sender pays none.
 
 use std::io;
 use std::mem::size_of;
@@ -91,13 +65,13 @@ use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 use crate::mem::ring::{self, Consumer, Producer, Ring};
-use crate::mem::{BufArea, Desc, Region, SendArea};
+use crate::mem::{BufArea, Desc, Region};
 
 use super::{ExtRef, Nic};
 
 /// `"LZWP"`.
 const WIRE_MAGIC: u32 = 0x4c5a_5750;
-const WIRE_VERSION: u32 = 3;
+const WIRE_VERSION: u32 = 2;
 /// Largest ext area (the offset has 46 bits in an ext entry).
 pub const MAX_EXT_BYTES: u64 = 1 << 46;
 /// Data-ring `buf` bits that mark gather entries (normal indices are < 2^22).
@@ -151,11 +125,6 @@ pub struct WireConfig {
     /// Bytes of the ext area side A transmits from by reference (at most
     /// 2^46). Default 0: no ext area.
     pub ext_bytes: u64,
-    /// Bytes of the *send area* of EACH side (module docs): memory its
-    /// owner writes at any time and transmits from by reference
-    /// ([`Nic::take_send_area`]). `ext_bytes + send_area` at most 2^46.
-    /// Default 0: none (the stack copies payload into buffers).
-    pub send_area: u64,
 }
 
 impl Default for WireConfig {
@@ -168,7 +137,6 @@ impl Default for WireConfig {
             mac_a: [2, 0, 0, 0, 0, 1],
             mac_b: [2, 0, 0, 0, 0, 2],
             ext_bytes: 0,
-            send_area: 0,
         }
     }
 }
@@ -209,10 +177,9 @@ pub struct WireStats {
     pub ring_corrupt: u64,
     /// Gather frames accepted by `send_gather` (also in `tx_frames`).
     pub tx_gather: u64,
-    /// Gather frames `send_gather` refused: the slice is not inside this
-    /// end's ext area (B without a send area has none), the header is
-    /// invalid, or the frame would not fit a buffer (the frame stays the
-    /// caller's).
+    /// Gather frames `send_gather` refused: this end may not transmit from
+    /// the ext area, the slice is out of range, the header is invalid, or the
+    /// frame would not fit a buffer (the frame stays the caller's).
     pub tx_gather_bad: u64,
     /// Gather frames received and linearized (also in `rx_frames`).
     pub rx_gather: u64,
@@ -225,9 +192,6 @@ pub struct WireStats {
     /// Well-formed gather frames dropped because they could not be
     /// linearized (larger than a buffer, or no free buffer for the copy).
     pub rx_gather_dropped: u64,
-    /// Gather frames handed out unlinearized by `recv_refs` (also in
-    /// `rx_frames`).
-    pub rx_gather_refs: u64,
 }
 
 /// The header at the start of the region (read by value, then validated).
@@ -247,13 +211,8 @@ struct WireHeader {
     /// Data A→B, data B→A, return to A, return to B.
     ring_off: [u64; 4],
     buf_off: u64,
-    /// Side A's ext area: NLF part (`ext_len`), then A's send part.
     ext_off: u64,
     ext_len: u64,
-    /// Bytes of each side's send part.
-    send_len: u64,
-    /// Side B's ext area (its send part only).
-    ext_b_off: u64,
     total_len: u64,
 }
 
@@ -269,12 +228,11 @@ struct Layout {
     ret_cap: u32,
     buf_off: u64,
     ext_off: u64,
-    ext_b_off: u64,
     total: u64,
 }
 
 /// Computes the layout for validated parameters.
-fn layout(buf_count: u32, buf_size: u32, ring_cap: u32, ext_len: u64, send_len: u64) -> Layout {
+fn layout(buf_count: u32, buf_size: u32, ring_cap: u32, ext_len: u64) -> Layout {
     let ret_cap = (buf_count / 2).next_power_of_two();
     let mut off = size_of::<WireHeader>().div_ceil(64) * 64;
     let mut ring_off = [0u64; 4];
@@ -289,21 +247,16 @@ fn layout(buf_count: u32, buf_size: u32, ring_cap: u32, ext_len: u64, send_len: 
     let buf_off = off.div_ceil(PAGE) * PAGE;
     let buf_end = buf_off as u64 + buf_count as u64 * buf_size as u64;
     let ext_off = buf_end.div_ceil(PAGE as u64) * PAGE as u64;
-    let a_end = ext_off + ext_len + send_len;
-    let ext_b_off = a_end.div_ceil(PAGE as u64) * PAGE as u64;
-    let total = if send_len > 0 {
-        ext_b_off + send_len
-    } else if ext_len > 0 {
-        a_end
-    } else {
+    let total = if ext_len == 0 {
         buf_end
+    } else {
+        ext_off + ext_len
     };
     Layout {
         ring_off,
         ret_cap,
         buf_off: buf_off as u64,
         ext_off,
-        ext_b_off,
         total,
     }
 }
@@ -318,16 +271,9 @@ fn check_params(
     ring_cap: u32,
     mtu: u32,
     ext_len: u64,
-    send_len: u64,
 ) -> io::Result<()> {
-    // Side A's ext area holds both parts; every ext offset must fit 46 bits.
-    if ext_len
-        .checked_add(send_len)
-        .is_none_or(|a| a > MAX_EXT_BYTES)
-    {
-        return Err(invalid(
-            "wire ext area plus send area must be at most 2^46 bytes",
-        ));
+    if ext_len > MAX_EXT_BYTES {
+        return Err(invalid("wire ext area must be at most 2^46 bytes"));
     }
     if buf_count < 2 || buf_count % 2 != 0 || buf_count > MAX_BUFS {
         return Err(invalid("wire buffer count must be even, 2..=2^22"));
@@ -365,21 +311,18 @@ impl WirePair {
             cfg.ring_capacity,
             cfg.mtu,
             cfg.ext_bytes,
-            cfg.send_area,
         )?;
         let Layout {
             ring_off,
             ret_cap,
             buf_off,
             ext_off,
-            ext_b_off,
             total,
         } = layout(
             cfg.buf_count,
             cfg.buf_size,
             cfg.ring_capacity,
             cfg.ext_bytes,
-            cfg.send_area,
         );
         let len = usize::try_from(total).map_err(|_| invalid("wire too large"))?;
         let region = Region::create("lazynet-wirepair", len)?;
@@ -406,8 +349,6 @@ impl WirePair {
             buf_off,
             ext_off,
             ext_len: cfg.ext_bytes,
-            send_len: cfg.send_area,
-            ext_b_off,
             total_len: total,
         };
         // SAFETY: the region is at least `total` > size_of::<WireHeader>()
@@ -442,24 +383,10 @@ pub struct WireEnd {
     mac: [u8; 6],
     mtu: usize,
     stats: WireStats,
-    /// Byte offset of side A's ext area in the region (validated); its
-    /// first `ext_len` bytes are the NLF part.
+    /// Byte offset of the ext area in the region (validated).
     ext_off: usize,
-    /// Bytes of the NLF part of side A's ext area (0: none).
+    /// Bytes of the ext area (0: none).
     ext_len: usize,
-    /// This end's ext area (region offset, length): what its gather frames
-    /// may name.
-    own_ext: (usize, usize),
-    /// The peer's ext area (region offset, length): what frames received
-    /// may name.
-    peer_ext: (usize, usize),
-    /// This end's send part: region offset, length, ext offset of its first
-    /// byte.
-    send_part: (usize, usize, u64),
-    /// `take_send_area` was called.
-    send_taken: bool,
-    /// Per own buffer: bumped (wrapping) every time it is sent; tickets.
-    gen: Vec<u32>,
     /// A gather header popped without its ext entry (end of a pop batch);
     /// held, index already stripped of its kind bits, until the next entry.
     pending: Option<Desc>,
@@ -494,27 +421,18 @@ impl WireEnd {
         if h.magic != WIRE_MAGIC || h.version != WIRE_VERSION {
             return Err(invalid("not a lazynet wire region"));
         }
-        check_params(
-            h.buf_count,
-            h.buf_size,
-            h.ring_cap,
-            h.mtu,
-            h.ext_len,
-            h.send_len,
-        )?;
+        check_params(h.buf_count, h.buf_size, h.ring_cap, h.mtu, h.ext_len)?;
         let Layout {
             ring_off,
             ret_cap,
             buf_off,
             ext_off,
-            ext_b_off,
             total,
-        } = layout(h.buf_count, h.buf_size, h.ring_cap, h.ext_len, h.send_len);
+        } = layout(h.buf_count, h.buf_size, h.ring_cap, h.ext_len);
         if h.ring_off != ring_off
             || h.ret_cap != ret_cap
             || h.buf_off != buf_off
             || h.ext_off != ext_off
-            || h.ext_b_off != ext_b_off
             || h.total_len != total
         {
             return Err(invalid("wire header layout mismatch"));
@@ -551,21 +469,6 @@ impl WireEnd {
             Side::A => &h.mac_a[..6],
             Side::B => &h.mac_b[..6],
         });
-        // Checked above: every part ends at or before total <= region length
-        // (A's area: ext_off + ext_len + send_len <= ext_b_off).
-        let (ext_off, ext_len, send_len) =
-            (ext_off as usize, h.ext_len as usize, h.send_len as usize);
-        let ext_b_off = ext_b_off as usize;
-        let area_a = (ext_off, ext_len + send_len);
-        let area_b = (ext_b_off, send_len);
-        let (own_ext, peer_ext, send_part) = match side {
-            Side::A => (
-                area_a,
-                area_b,
-                (ext_off + ext_len, send_len, ext_len as u64),
-            ),
-            Side::B => (area_b, area_a, (ext_b_off, send_len, 0)),
-        };
         Ok(WireEnd {
             side,
             area,
@@ -580,13 +483,9 @@ impl WireEnd {
             mac,
             mtu: h.mtu as usize,
             stats: WireStats::default(),
-            ext_off,
-            ext_len,
-            own_ext,
-            peer_ext,
-            send_part,
-            send_taken: false,
-            gen: vec![0; half as usize],
+            // Checked above: ext_off + ext_len = total <= region length.
+            ext_off: ext_off as usize,
+            ext_len: h.ext_len as usize,
             pending: None,
         })
     }
@@ -754,60 +653,29 @@ impl Nic for WireEnd {
     }
 
     fn recv(&mut self, out: &mut [Desc]) -> usize {
-        self.recv_inner(out, &mut [])
-    }
-
-    fn recv_refs(&mut self, out: &mut [Desc], refs: &mut [ExtRef]) -> usize {
-        let m = out.len().min(refs.len());
-        self.recv_inner(&mut out[..m], &mut refs[..m])
-    }
-
-    fn ref_bytes(&self, e: ExtRef) -> Option<&[u8]> {
-        self.peer_ext_slice(e)
-    }
-
-    fn linearize_ref(&mut self, h: Desc, e: ExtRef) -> Option<Desc> {
-        if e.len == 0 {
-            return Some(h);
+        let mut k = 0;
+        // Entries are decoded in place: entry i yields at most one frame,
+        // written to out[k] with k <= i. A gather pair takes two entries
+        // for one frame, so pop again while there is room (a bounded number
+        // of times, so a peer flooding bad entries cannot keep us here).
+        for _ in 0..4 {
+            if k == out.len() {
+                break;
+            }
+            let n = self.rx.pop(&mut out[k..]);
+            let first = k;
+            for i in first..first + n {
+                if let Some(d) = self.rx_entry(out[i]) {
+                    out[k] = d;
+                    k += 1;
+                }
+            }
+            if n == 0 {
+                break;
+            }
         }
-        if !self.area.valid(h) {
-            // Not a frame `recv_refs` handed out: give back what it names.
-            self.stats.rx_gather_dropped += 1;
-            self.release(&[h]);
-            return None;
-        }
-        self.gather_held(h, e)
-    }
-
-    fn take_send_area(&mut self) -> Option<SendArea> {
-        let (off, len, ext_base) = self.send_part;
-        if len == 0 || self.send_taken {
-            return None;
-        }
-        self.send_taken = true;
-        // SAFETY: [off, off + len) is this end's send part, inside the region
-        // (validated at attach) and disjoint from the header, rings, buffers,
-        // the NLF part and the peer's ext area. Only one end per side exists
-        // per region (attach claims the side), and it lends the part once
-        // (`send_taken`); the wire itself never writes it, and the peer end
-        // only reads ranges named by frames in flight.
-        Some(unsafe { SendArea::new(self.area.region().clone(), off, len, ext_base) })
-    }
-
-    fn tx_ticket(&self, buf: u32) -> u32 {
-        self.own(buf).map_or(0, |i| self.gen[i])
-    }
-
-    fn tx_done(&mut self, buf: u32, ticket: u32) -> bool {
-        let Some(i) = self.own(buf) else {
-            // A peer buffer: we cannot tell when the peer is done with it.
-            return false;
-        };
-        if self.gen[i] != ticket || self.state[i] != AT_PEER {
-            return true;
-        }
-        self.refill();
-        self.state[i] != AT_PEER
+        self.stats.rx_frames += k as u64;
+        k
     }
 
     fn rx_ready(&mut self) -> bool {
@@ -840,7 +708,9 @@ impl Nic for WireEnd {
             if j > i {
                 let k = self.tx.push(&frames[i..j]);
                 for d in &frames[i..i + k] {
-                    self.mark_sent(d.buf);
+                    if let Some(s) = self.own(d.buf) {
+                        self.state[s] = AT_PEER;
+                    }
                 }
                 self.stats.tx_frames += k as u64;
                 if i + k < j {
@@ -862,17 +732,18 @@ impl Nic for WireEnd {
     }
 
     fn ext_capacity(&self) -> usize {
-        self.own_ext.1
+        match self.side {
+            Side::A => self.ext_len,
+            Side::B => 0,
+        }
     }
 
     fn ext_area_mut(&mut self) -> Option<&mut [u8]> {
         if self.side != Side::A || self.ext_len == 0 {
             return None;
         }
-        // SAFETY: the NLF part only: inside the region and disjoint from the
-        // buffers and send parts (see `ext_raw`); `&mut self` rules out
-        // other slices from this end (`peer_ext_slice` on side A names only
-        // B's area). The
+        // SAFETY: inside the region and disjoint from the buffers (see
+        // `ext_raw`); `&mut self` rules out other slices from this end. The
         // peer only reads the area, for frames sent after this setup step.
         Some(unsafe {
             std::slice::from_raw_parts_mut(
@@ -916,7 +787,9 @@ impl Nic for WireEnd {
                 0
             };
             for &(h, _) in &frames[done..done + pushed] {
-                self.mark_sent(h.buf);
+                if let Some(s) = self.own(h.buf) {
+                    self.state[s] = AT_PEER;
+                }
             }
             self.stats.tx_frames += pushed as u64;
             self.stats.tx_gather += pushed as u64;
@@ -964,111 +837,35 @@ impl Nic for WireEnd {
 }
 
 impl WireEnd {
-    /// The NLF part of side A's ext area as a raw slice (length 0 if none).
-    /// Only this part may be borrowed whole: it is written once, during
-    /// setup; the send parts that follow are written at any time.
+    /// The ext area as a raw slice (length 0 if none). The returned slice's
+    /// lifetime is not tied to `self` so that it can be read while a buffer
+    /// is written; callers keep it local to one call.
     #[inline]
-    fn ext_raw(&self) -> &[u8] {
+    fn ext_raw<'a>(&self) -> &'a [u8] {
         if self.ext_len == 0 {
             return &[];
         }
         // SAFETY: [ext_off, ext_off + ext_len) lies inside the region
-        // (validated at attach: ext_off + ext_len <= total <= region length)
-        // and is disjoint from the buffers and from both send parts. The
-        // mapping lives as long as `self.area` (an Arc). The NLF part is
-        // written only during setup, through `ext_area_mut` (side A, which
-        // needs `&mut self`); bytes are plain `u8`, so a hostile peer writing
-        // concurrently can change values but not make this unsound in
-        // practice (as for every shared buffer).
+        // (validated at attach: ext_off + ext_len == total <= region length)
+        // and is disjoint from the buffers. The mapping lives as long as
+        // `self.area` (an Arc), and callers use the slice only within one
+        // method call. The ext area is written only during setup, through
+        // `ext_area_mut` (side A); bytes are plain `u8`, so a hostile peer
+        // writing concurrently can change values but not make this unsound
+        // in practice (as for every shared buffer).
         unsafe {
             std::slice::from_raw_parts(self.area.region().as_ptr().add(self.ext_off), self.ext_len)
         }
     }
 
-    /// Exactly the bytes `e` names in the peer's ext area, or `None` if out
-    /// of range. The lifetime is not tied to `self` so that the slice can be
-    /// read while a buffer is written; callers keep it local to one call
-    /// (or, for `ref_bytes`, tie it to `&self`).
+    /// Decodes one data-ring entry; returns the frame to hand out, if any.
     #[inline]
-    fn peer_ext_slice<'a>(&self, e: ExtRef) -> Option<&'a [u8]> {
-        let (off, len) = self.peer_ext;
-        let end = e.off.checked_add(e.len as u64)?;
-        if end > len as u64 {
-            return None;
-        }
-        if e.len == 0 {
-            return Some(&[]);
-        }
-        // SAFETY: [off + e.off, off + end) lies inside the peer's ext area,
-        // hence inside the region (validated at attach) and disjoint from
-        // the buffers. The mapping lives as long as `self.area` (an Arc).
-        // Only the named range is borrowed, never the whole area: the peer
-        // may write other parts of its send part at any time, but not bytes
-        // a frame in flight names (`mem::send`); the NLF part is written
-        // only during setup. A hostile peer writing anyway changes values
-        // (plain `u8`), not the soundness of this process in practice, as
-        // for every shared buffer.
-        Some(unsafe {
-            std::slice::from_raw_parts(
-                self.area.region().as_ptr().add(off + e.off as usize),
-                e.len as usize,
-            )
-        })
-    }
-
-    /// Marks one of our buffers as sent (at the peer) and bumps its ticket
-    /// generation; nothing for a peer buffer.
-    #[inline]
-    fn mark_sent(&mut self, buf: u32) {
-        if let Some(s) = self.own(buf) {
-            self.state[s] = AT_PEER;
-            self.gen[s] = self.gen[s].wrapping_add(1);
-        }
-    }
-
-    /// `recv` (`refs` empty: gather frames linearized) and `recv_refs`
-    /// (`refs.len() == out.len()`: gather frames handed out as they are).
-    #[inline]
-    fn recv_inner(&mut self, out: &mut [Desc], refs: &mut [ExtRef]) -> usize {
-        let by_ref = !refs.is_empty();
-        let mut k = 0;
-        // Entries are decoded in place: entry i yields at most one frame,
-        // written to out[k] with k <= i. A gather pair takes two entries
-        // for one frame, so pop again while there is room (a bounded number
-        // of times, so a peer flooding bad entries cannot keep us here).
-        for _ in 0..4 {
-            if k == out.len() {
-                break;
-            }
-            let n = self.rx.pop(&mut out[k..]);
-            let first = k;
-            for i in first..first + n {
-                if let Some((d, e)) = self.rx_entry(out[i], by_ref) {
-                    out[k] = d;
-                    if by_ref {
-                        refs[k] = e;
-                    }
-                    k += 1;
-                }
-            }
-            if n == 0 {
-                break;
-            }
-        }
-        self.stats.rx_frames += k as u64;
-        k
-    }
-
-    /// Decodes one data-ring entry; returns the frame to hand out, if any:
-    /// with `by_ref` a gather frame comes out as header and ext slice,
-    /// otherwise linearized (ext slice empty).
-    #[inline]
-    fn rx_entry(&mut self, e: Desc, by_ref: bool) -> Option<(Desc, ExtRef)> {
+    fn rx_entry(&mut self, e: Desc) -> Option<Desc> {
         match e.buf & KIND_MASK {
             0 => {
                 self.drop_pending();
                 if self.accept_rx(e) {
-                    Some((e, ExtRef::default()))
+                    Some(e)
                 } else {
                     self.stats.rx_bad_desc += 1;
                     None
@@ -1083,10 +880,7 @@ impl WireEnd {
                 None
             }
             EXT_ENTRY => match self.pending.take() {
-                Some(h) if by_ref => self.rx_gather_ref(h, ext_of_entry(e)),
-                Some(h) => self
-                    .rx_gather(h, ext_of_entry(e))
-                    .map(|d| (d, ExtRef::default())),
+                Some(h) => self.rx_gather(h, ext_of_entry(e)),
                 None => {
                     self.stats.rx_gather_bad += 1;
                     None
@@ -1111,22 +905,6 @@ impl WireEnd {
         }
     }
 
-    /// Accepts a gather frame for `recv_refs` (header `h`, kind bits
-    /// stripped; slice `e`) without linearizing it.
-    fn rx_gather_ref(&mut self, h: Desc, e: ExtRef) -> Option<(Desc, ExtRef)> {
-        if !self.accept_rx(h) {
-            self.stats.rx_gather_bad += 1;
-            return None;
-        }
-        if self.peer_ext_slice(e).is_none() {
-            self.stats.rx_gather_bad += 1;
-            self.release(&[h]);
-            return None;
-        }
-        self.stats.rx_gather_refs += 1;
-        Some((h, e))
-    }
-
     /// Linearizes a gather frame (header `h`, kind bits stripped; slice `e`).
     #[cold]
     fn rx_gather(&mut self, h: Desc, e: ExtRef) -> Option<Desc> {
@@ -1135,14 +913,7 @@ impl WireEnd {
             return None;
         }
         // From here on we hold `h` like any received frame.
-        self.gather_held(h, e)
-    }
-
-    /// Linearizes a gather frame whose header `h` the caller holds (given
-    /// back, and the frame counted, if that fails).
-    #[cold]
-    fn gather_held(&mut self, h: Desc, e: ExtRef) -> Option<Desc> {
-        let Some(src) = self.peer_ext_slice(e) else {
+        let Some(src) = e.slice(self.ext_raw()) else {
             self.stats.rx_gather_bad += 1;
             self.release(&[h]);
             return None;
@@ -1193,10 +964,11 @@ impl WireEnd {
     /// True if this end may send gather frame `(h, e)`.
     #[inline]
     fn gather_ok(&self, h: Desc, e: ExtRef) -> bool {
-        self.tx_ok(h)
+        self.side == Side::A
+            && self.tx_ok(h)
             && e.off
                 .checked_add(e.len as u64)
-                .is_some_and(|end| end <= self.own_ext.1 as u64)
+                .is_some_and(|end| end <= self.ext_len as u64)
             && h.len as usize + e.len as usize <= self.area.buf_size().min(u16::MAX as usize)
     }
 
@@ -1438,7 +1210,7 @@ mod tests {
             let p = a
                 .region()
                 .as_ptr()
-                .add(layout(16, 2048, 16, 0, 0).ring_off[RING_AB] as usize + 64);
+                .add(layout(16, 2048, 16, 0).ring_off[RING_AB] as usize + 64);
             (*(p as *const std::sync::atomic::AtomicU32))
                 .store(1 << 30, std::sync::atomic::Ordering::Release);
         }
@@ -1596,7 +1368,6 @@ mod tests {
 
     #[test]
     fn only_side_a_transmits_from_the_ext_area() {
-        // Without send areas B has no ext area of its own.
         let (mut a, mut b) = gather_pair();
         assert_eq!(a.ext_capacity(), 10_000);
         assert_eq!(b.ext_capacity(), 0);
@@ -1608,18 +1379,6 @@ mod tests {
         assert_eq!(b.send_gather(&[f]), 0);
         assert_eq!(b.stats().tx_gather_bad, 1);
         b.release(&[f.0]);
-        // With send areas B transmits from its own, and only from it.
-        let (_a2, mut b2) = send_pair();
-        assert_eq!(b2.ext_capacity(), SEND as usize);
-        assert!(b2.ext_area_mut().is_none());
-        assert_eq!(b2.alloc(&mut ids), 1);
-        let beyond = ExtRef {
-            off: SEND - 5,
-            len: 10,
-        };
-        assert_eq!(b2.send_gather(&[(Desc::new(ids[0], 14), beyond)]), 0);
-        let f2 = (Desc::new(ids[0], 14), ExtRef { off: 0, len: 10 });
-        assert_eq!(b2.send_gather(&[f2]), 1);
         // A: the bad frame and what follows stay with the caller.
         let mut ids = [0u32; 3];
         assert_eq!(a.alloc(&mut ids), 3);
@@ -1646,360 +1405,5 @@ mod tests {
         b.release(&rx[..2]);
         a.reclaim();
         assert_eq!(a.free_buffers(), 8);
-    }
-
-    /// NLF part of side A's ext area, and each side's send part.
-    const EXT: u64 = 10_000;
-    const SEND: u64 = 8192;
-
-    fn send_pair() -> (WireEnd, WireEnd) {
-        let cfg = WireConfig {
-            buf_count: 16,
-            ring_capacity: 16,
-            ext_bytes: EXT,
-            send_area: SEND,
-            ..WireConfig::default()
-        };
-        let (mut a, b) = WirePair::new(cfg).unwrap();
-        for (k, x) in a.ext_area_mut().unwrap().iter_mut().enumerate() {
-            *x = (k * 7 + 3) as u8;
-        }
-        (a, b)
-    }
-
-    /// The whole send area of `nic` as one chunk, filled with a pattern.
-    fn whole_send_buf(nic: &mut WireEnd, seed: usize) -> crate::mem::SendBuf {
-        let mut c = nic.take_send_area().unwrap().into_chunks(SEND as usize);
-        let mut sb = c.pop().unwrap();
-        let pat: Vec<u8> = (0..SEND as usize).map(|k| (k * 13 + seed) as u8).collect();
-        assert_eq!(sb.write(0, &pat), SEND as usize);
-        sb
-    }
-
-    /// `me` sends two gather frames from its send buffer `sb`, one the peer
-    /// linearizes in place, one it must copy; checks them byte for byte.
-    fn gather_to(me: &mut WireEnd, peer: &mut WireEnd, sb: &crate::mem::SendBuf) {
-        let mut ids = [0u32; 2];
-        assert_eq!(me.alloc(&mut ids), 2);
-        me.buffers_mut().buf_mut(ids[0]).unwrap()[..14].fill(0xaa);
-        me.buffers_mut().buf_mut(ids[1]).unwrap()[2000..2014].fill(0xbb);
-        let e0 = ExtRef {
-            off: sb.ext_off() + 100,
-            len: 1000,
-        };
-        let e1 = ExtRef {
-            off: sb.ext_off() + 7000,
-            len: 500,
-        };
-        let h1 = Desc {
-            buf: ids[1],
-            off: 2000,
-            len: 14,
-        };
-        assert_eq!(me.send_gather(&[(Desc::new(ids[0], 14), e0), (h1, e1)]), 2);
-        let before = peer.stats();
-        let mut rx = [Desc::default(); 4];
-        assert_eq!(peer.recv(&mut rx), 2);
-        assert_eq!(rx[0], Desc::new(ids[0], 1014));
-        let f0 = peer.buffers().frame(rx[0]).unwrap();
-        assert_eq!(&f0[..14], &[0xaa; 14]);
-        assert_eq!(&f0[14..], &sb.bytes()[100..1100]);
-        // Copied into one of the receiver's own buffers.
-        assert!(peer.own_range().contains(&rx[1].buf));
-        assert_eq!(rx[1].len, 514);
-        let f1 = peer.buffers().frame(rx[1]).unwrap();
-        assert_eq!(&f1[..14], &[0xbb; 14]);
-        assert_eq!(&f1[14..], &sb.bytes()[7000..7500]);
-        let s = peer.stats();
-        assert_eq!(s.rx_gather - before.rx_gather, 2);
-        assert_eq!(s.rx_gather_copied - before.rx_gather_copied, 1);
-        assert_eq!(s.rx_gather_bad, 0);
-        peer.release(&rx[..2]);
-    }
-
-    #[test]
-    fn both_sides_send_from_their_send_areas() {
-        let (mut a, mut b) = send_pair();
-        let sa = whole_send_buf(&mut a, 1);
-        let sb = whole_send_buf(&mut b, 2);
-        assert_eq!(sa.ext_off(), EXT);
-        assert_eq!(sb.ext_off(), 0);
-        assert_eq!(a.ext_capacity(), (EXT + SEND) as usize);
-        assert_eq!(b.ext_capacity(), SEND as usize);
-        // The NLF part is unchanged by the send parts.
-        assert_eq!(b.ext_bytes().unwrap().len(), EXT as usize);
-        assert_eq!(b.ext_bytes().unwrap()[..3], [3, 10, 17]);
-        gather_to(&mut a, &mut b, &sa);
-        gather_to(&mut b, &mut a, &sb);
-        a.reclaim();
-        b.reclaim();
-        assert_eq!(a.free_buffers(), 8);
-        assert_eq!(b.free_buffers(), 8);
-    }
-
-    #[test]
-    fn recv_refs_hands_out_gather_frames_unlinearized() {
-        let (mut a, mut b) = send_pair();
-        let sa = whole_send_buf(&mut a, 1);
-        let mut ids = [0u32; 4];
-        assert_eq!(a.alloc(&mut ids), 4);
-        let normal = Desc::new(ids[0], 60);
-        assert_eq!(a.send(&[normal]), 1);
-        let nlf = ExtRef { off: 5, len: 300 };
-        let near = ExtRef {
-            off: sa.ext_off() + 10,
-            len: 1200,
-        };
-        let far = ExtRef {
-            off: sa.ext_off() + 4000,
-            len: 900,
-        };
-        let frames = [
-            (Desc::new(ids[1], 14), nlf),
-            (Desc::new(ids[2], 14), near),
-            (
-                Desc {
-                    buf: ids[3],
-                    off: 1500,
-                    len: 14,
-                },
-                far,
-            ),
-        ];
-        assert_eq!(a.send_gather(&frames), 3);
-        // One slot at a time (refs shorter than out): headers wait for their
-        // ext entries across pops.
-        let (mut got, mut grefs) = (Vec::new(), Vec::new());
-        let mut rx = [Desc::default(); 4];
-        let mut refs = [ExtRef::default(); 1];
-        for _ in 0..10 {
-            let n = b.recv_refs(&mut rx, &mut refs);
-            assert!(n <= 1);
-            got.extend_from_slice(&rx[..n]);
-            grefs.extend_from_slice(&refs[..n]);
-        }
-        assert_eq!(got, [normal, frames[0].0, frames[1].0, frames[2].0]);
-        assert_eq!(grefs, [ExtRef::default(), nlf, near, far]);
-        assert_eq!(b.ref_bytes(nlf).unwrap(), &a.ext_bytes().unwrap()[5..305]);
-        assert_eq!(b.ref_bytes(near).unwrap(), &sa.bytes()[10..1210]);
-        assert!(b
-            .ref_bytes(ExtRef {
-                off: EXT + SEND - 1,
-                len: 2
-            })
-            .is_none());
-        let s = b.stats();
-        assert_eq!((s.rx_frames, s.rx_gather_refs, s.rx_gather), (4, 3, 0));
-        // Contiguous frames are returned as they are.
-        assert_eq!(b.linearize_ref(got[0], grefs[0]), Some(got[0]));
-        // In place.
-        let d1 = b.linearize_ref(got[2], grefs[2]).unwrap();
-        assert_eq!(
-            d1,
-            Desc {
-                len: 1214,
-                ..got[2]
-            }
-        );
-        assert_eq!(&b.buffers().frame(d1).unwrap()[14..], &sa.bytes()[10..1210]);
-        // Copied: the header sits too far into its buffer.
-        let d2 = b.linearize_ref(got[3], grefs[3]).unwrap();
-        assert!(b.own_range().contains(&d2.buf));
-        assert_eq!(d2.len, 914);
-        assert_eq!(
-            &b.buffers().frame(d2).unwrap()[14..],
-            &sa.bytes()[4000..4900]
-        );
-        let s = b.stats();
-        assert_eq!(
-            (s.rx_gather, s.rx_gather_copied, s.rx_gather_bad),
-            (2, 1, 0)
-        );
-        // Releasing the header of an unlinearized frame gives it all back.
-        b.release(&[got[0], got[1], d1, d2]);
-        a.reclaim();
-        b.reclaim();
-        assert_eq!(a.free_buffers(), 8);
-        assert_eq!(b.free_buffers(), 8);
-    }
-
-    #[test]
-    fn tickets_track_the_header_buffer() {
-        let (mut a, mut b) = send_pair();
-        let sa = whole_send_buf(&mut a, 1);
-        let mut ids = [0u32; 1];
-        assert_eq!(a.alloc(&mut ids), 1);
-        let h = Desc::new(ids[0], 14);
-        let e = ExtRef {
-            off: sa.ext_off(),
-            len: 100,
-        };
-        assert_eq!(a.send_gather(&[(h, e)]), 1);
-        let t = a.tx_ticket(h.buf);
-        assert!(!a.tx_done(h.buf, t));
-        let mut rx = [Desc::default(); 2];
-        let mut refs = [ExtRef::default(); 2];
-        assert_eq!(b.recv_refs(&mut rx, &mut refs), 1);
-        assert_eq!(refs[0], e);
-        assert!(!a.tx_done(h.buf, t), "the peer holds the header");
-        b.release(&rx[..1]);
-        assert!(a.tx_done(h.buf, t), "returned through the return ring");
-        assert!(a.tx_done(h.buf, t));
-        // Sent again (LIFO free list: the same buffer): a new generation.
-        assert_eq!(a.alloc(&mut ids), 1);
-        assert_eq!(ids[0], h.buf);
-        assert_eq!(a.send(&[h]), 1);
-        let t2 = a.tx_ticket(h.buf);
-        assert_ne!(t2, t);
-        assert!(a.tx_done(h.buf, t), "old ticket: re-sent since");
-        assert!(!a.tx_done(h.buf, t2));
-        assert_eq!(b.recv(&mut rx), 1);
-        b.release(&rx[..1]);
-        assert!(a.tx_done(h.buf, t2));
-        // Buffers that are not ours cannot be tracked.
-        let peer_buf = b.own_range().start;
-        assert_eq!(a.tx_ticket(peer_buf), 0);
-        assert!(!a.tx_done(peer_buf, 0));
-        assert!(!a.tx_done(1 << 20, 0));
-    }
-
-    #[test]
-    fn hostile_ext_entries_outside_the_peer_area_are_dropped() {
-        let (mut a, mut b) = send_pair();
-        let ext = |off: u64, len: u16| ext_entry(ExtRef { off, len });
-        for by_ref in [false, true] {
-            // B (acting hostile) writes raw entries naming bytes outside its
-            // own ext area (inside A's, which is larger: not B's to name).
-            let mut ids = [0u32; 4];
-            assert_eq!(b.alloc(&mut ids), 4);
-            for &i in &ids {
-                b.state[(i - b.own_lo) as usize] = AT_PEER;
-            }
-            let entries = [
-                hdr(ids[0], 0, 14),
-                ext(SEND, 1),
-                hdr(ids[1], 0, 14),
-                ext(SEND - 10, 20),
-                hdr(ids[2], 0, 14),
-                ext(EXT, 10),
-                hdr(ids[3], 0, 14),
-                ext(SEND - 10, 10), // fine
-            ];
-            assert_eq!(b.tx.push(&entries), entries.len());
-            let before = a.stats();
-            let mut rx = [Desc::default(); 8];
-            let mut refs = [ExtRef::default(); 8];
-            let n = if by_ref {
-                a.recv_refs(&mut rx, &mut refs)
-            } else {
-                a.recv(&mut rx)
-            };
-            assert_eq!(n, 1);
-            assert_eq!(rx[0].buf, ids[3]);
-            let s = a.stats();
-            assert_eq!(s.rx_gather_bad - before.rx_gather_bad, 3, "{s:?}");
-            if by_ref {
-                assert_eq!(
-                    refs[0],
-                    ExtRef {
-                        off: SEND - 10,
-                        len: 10
-                    }
-                );
-                assert_eq!(s.rx_gather_refs, 1);
-            } else {
-                assert_eq!(rx[0].len, 24);
-            }
-            a.release(&rx[..1]);
-            b.reclaim();
-            assert_eq!(b.free_buffers(), 8);
-            assert_eq!(b.stats().ret_bad, 0);
-        }
-    }
-
-    #[test]
-    fn send_area_is_lent_once() {
-        let (mut a, mut b) = send_pair();
-        let sa = a.take_send_area().unwrap();
-        assert_eq!(sa.len(), SEND as usize);
-        assert!(a.take_send_area().is_none());
-        assert_eq!(sa.into_chunks(1024)[0].ext_off(), EXT);
-        assert_eq!(
-            b.take_send_area().unwrap().into_chunks(1024)[1].ext_off(),
-            1024
-        );
-        assert!(b.take_send_area().is_none());
-        let (mut a0, mut b0) = gather_pair();
-        assert!(a0.take_send_area().is_none() && b0.take_send_area().is_none());
-        // A send area without an NLF part.
-        let cfg = WireConfig {
-            buf_count: 16,
-            send_area: 4096,
-            ..WireConfig::default()
-        };
-        let (mut a1, b1) = WirePair::new(cfg).unwrap();
-        assert!(a1.ext_bytes().is_none() && a1.ext_area_mut().is_none());
-        assert_eq!((a1.ext_capacity(), b1.ext_capacity()), (4096, 4096));
-        assert_eq!(
-            a1.take_send_area().unwrap().into_chunks(4096)[0].ext_off(),
-            0
-        );
-        // Both parts together must fit the 46-bit ext offset.
-        let big = WireConfig {
-            ext_bytes: 1,
-            send_area: MAX_EXT_BYTES,
-            ..WireConfig::default()
-        };
-        assert!(WirePair::new(big).is_err());
-    }
-
-    #[test]
-    fn attach_validates_send_area_fields() {
-        let cfg = WireConfig {
-            buf_count: 16,
-            ext_bytes: EXT,
-            send_area: SEND,
-            ..WireConfig::default()
-        };
-        let (a, region) = WirePair::create(cfg).unwrap();
-        let hdr = region.as_ptr().cast::<WireHeader>();
-        // SAFETY: test-only access to the header at the start of the region.
-        let good = unsafe { std::ptr::read(hdr) };
-        assert_eq!(good.version, 3);
-        assert_eq!(good.ext_b_off % PAGE as u64, 0);
-        assert!(good.ext_b_off >= good.ext_off + EXT + SEND);
-        assert_eq!(good.total_len, good.ext_b_off + SEND);
-        for bad in [
-            WireHeader {
-                send_len: SEND + 1,
-                ..good
-            },
-            WireHeader {
-                send_len: 0,
-                ..good
-            },
-            WireHeader {
-                ext_b_off: good.ext_b_off + PAGE as u64,
-                ..good
-            },
-            WireHeader {
-                ext_b_off: good.ext_off,
-                ..good
-            },
-            WireHeader {
-                send_len: MAX_EXT_BYTES,
-                ..good
-            },
-            WireHeader { version: 2, ..good },
-        ] {
-            // SAFETY: as above; no handle reads the header after attach.
-            unsafe { std::ptr::write(hdr, bad) };
-            assert!(WireEnd::attach(region.dup_inheritable().unwrap(), Side::B).is_err());
-        }
-        // SAFETY: as above.
-        unsafe { std::ptr::write(hdr, good) };
-        let b = WireEnd::attach(region.dup_inheritable().unwrap(), Side::B).unwrap();
-        assert_eq!(b.ext_capacity(), SEND as usize);
-        drop((a, b));
     }
 }
