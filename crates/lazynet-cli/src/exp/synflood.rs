@@ -268,7 +268,7 @@ pub fn run(opts: &ExpOpts) -> anyhow::Result<()> {
             // equal share of the core (53–86% kept in quick runs here), and
             // without them the soft-lrp point moved between 41% and 67% in
             // two CI runs of the same code minutes apart (the host's
-            // placement of the two vCPUs). Eager collapses below 20%.
+            // placement of the two vCPUs; `results/ci/session4-quick-checks.txt`). Eager collapses below 20%.
             let need = if opts.quick { 0.3 } else { 0.8 };
             if quiet(first) && quiet(last) {
                 checks.check(
