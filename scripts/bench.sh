@@ -39,10 +39,13 @@ if [ "$(id -u)" = 0 ]; then prio=(nice -n -15); fi
 load() { echo "load average before the run: $(cut -d' ' -f1-3 /proc/loadavg)"; }
 bulk_load=$(load)
 # --wire: the no-protocol reference series each run (the bound of both
-# stacks; the host's placement of the two vCPUs moves it 20-95 Gbit/s).
-"${prio[@]}" "$bin" bench tcp-bulk --seconds "${TCP_SECONDS:-2}" --runs "${TCP_RUNS:-9}" --stack both --wire --out "$tcp"
+# stacks; the host's placement of the two vCPUs moves it 15-95 Gbit/s).
+# The placement changes every few seconds: many short runs, each probed
+# before and after and classed (shared cache / apart / mixed), so that
+# ratios can be read within one placement.
+"${prio[@]}" "$bin" bench tcp-bulk --seconds "${TCP_SECONDS:-1}" --runs "${TCP_RUNS:-15}" --stack both --wire --out "$tcp"
 rr_load=$(load)
-"${prio[@]}" "$bin" bench tcp-rr --seconds "${TCP_SECONDS:-2}" --runs "${TCP_RUNS:-9}" --stack both --out "$tcp"
+"${prio[@]}" "$bin" bench tcp-rr --seconds "${TCP_SECONDS:-1}" --runs "${TCP_RUNS:-15}" --stack both --out "$tcp"
 # The same work with both ends in one thread: CPU cost only, no cross-core
 # wait, far less sensitive to other load on the machine.
 single_load=$(load)
@@ -67,8 +70,8 @@ cat "$tcp/bench.txt"
 # ~95% of both cores from everything else for about half a minute.
 if [ "${TCP_FIFO:-0}" = 1 ]; then
   mkdir -p "$tcp/fifo"
-  { echo "$(load)"; "$bin" bench tcp-bulk --seconds 1 --runs 5 --stack both --wire --fifo --out "$tcp/fifo"; } | tail -7
-  { echo "$(load)"; "$bin" bench tcp-rr --seconds 1 --runs 5 --stack both --fifo --out "$tcp/fifo"; } | tail -4
+  { echo "$(load)"; "$bin" bench tcp-bulk --seconds 1 --runs 5 --stack both --wire --fifo --out "$tcp/fifo"; } | tail -11
+  { echo "$(load)"; "$bin" bench tcp-rr --seconds 1 --runs 5 --stack both --fifo --out "$tcp/fifo"; } | tail -8
 fi
 
 # Instructions per 1-byte request/response round trip: both stacks of one

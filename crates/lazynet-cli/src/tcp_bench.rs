@@ -13,7 +13,7 @@
 use std::fmt::Write as _;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -780,6 +780,160 @@ fn rr_by(stack: &str, d: Duration) -> anyhow::Result<RrResult> {
     }
 }
 
+/// Where the host put the two benchmark cores, as a cache line sees it.
+///
+/// This 2-vCPU guest switches, every few seconds, between two placements
+/// of its vCPUs: one where a cache line written on one core reaches the
+/// other in ~35 ns (a round trip ~70 ns: a shared cache) and one where it
+/// takes ~170 ns (~340 ns). Every figure of a two-core benchmark moves with
+/// it (the wire series from ~85 to ~18 Gbit/s), so each run is bracketed
+/// by [`line_round_trip_ns`] and classed; ratios are taken only between
+/// runs of the same class.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// Both probes under [`SHARED_NS`].
+    Shared,
+    /// Both probes over [`APART_NS`].
+    Apart,
+    /// Anything else (the placement changed during the run).
+    Mixed,
+}
+
+/// Round trip of a cache line below which the cores share a cache.
+pub const SHARED_NS: f64 = 150.0;
+/// Round trip above which they do not.
+pub const APART_NS: f64 = 250.0;
+
+impl Placement {
+    fn of(before: f64, after: f64) -> Placement {
+        if before < SHARED_NS && after < SHARED_NS {
+            Placement::Shared
+        } else if before > APART_NS && after > APART_NS {
+            Placement::Apart
+        } else {
+            Placement::Mixed
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Placement::Shared => "shared",
+            Placement::Apart => "apart",
+            Placement::Mixed => "mixed",
+        }
+    }
+}
+
+/// Median round trip, in ns, of one cache line bounced between the two
+/// benchmark cores (20,000 round trips, ~2–7 ms): the placement probe.
+pub fn line_round_trip_ns() -> f64 {
+    #[repr(align(64))]
+    struct Line(AtomicU64);
+    const TRIPS: u64 = 20_000;
+    let (c0, c1) = cpu_pair();
+    if c0 == c1 {
+        return f64::NAN;
+    }
+    let line = Arc::new(Line(AtomicU64::new(0)));
+    let l2 = line.clone();
+    let peer = std::thread::spawn(move || {
+        pin_to(c1);
+        let deadline = Instant::now() + Duration::from_secs(1);
+        for i in 0..TRIPS {
+            let mut spins = 0u32;
+            while l2.0.load(Ordering::Acquire) != 2 * i + 1 {
+                std::hint::spin_loop();
+                spins = spins.wrapping_add(1);
+                if spins % 4096 == 0 && Instant::now() > deadline {
+                    return;
+                }
+            }
+            l2.0.store(2 * i + 2, Ordering::Release);
+        }
+    });
+    let me = std::thread::spawn(move || {
+        pin_to(c0);
+        let deadline = Instant::now() + Duration::from_secs(1);
+        let start = Instant::now();
+        for i in 0..TRIPS {
+            line.0.store(2 * i + 1, Ordering::Release);
+            let mut spins = 0u32;
+            while line.0.load(Ordering::Acquire) != 2 * i + 2 {
+                std::hint::spin_loop();
+                spins = spins.wrapping_add(1);
+                if spins % 4096 == 0 && Instant::now() > deadline {
+                    return f64::NAN;
+                }
+            }
+        }
+        start.elapsed().as_nanos() as f64 / TRIPS as f64
+    });
+    let ns = me.join().unwrap_or(f64::NAN);
+    let _ = peer.join();
+    ns
+}
+
+/// Runs `f` between two placement probes.
+fn probed<T>(f: impl FnOnce() -> anyhow::Result<T>) -> anyhow::Result<(T, f64, Placement)> {
+    let before = line_round_trip_ns();
+    let r = f()?;
+    let after = line_round_trip_ns();
+    Ok((r, before.max(after), Placement::of(before, after)))
+}
+
+/// The summary lines of one placement class: each series' median over its
+/// runs of that class, and the median ratio of `pairs` (series indices)
+/// over the runs where both were of that class.
+fn placement_summary(
+    out: &mut String,
+    bench: &str,
+    unit: &str,
+    names: &[&str],
+    vals: &[Vec<f64>],
+    places: &[Vec<Placement>],
+    pairs: &[(usize, usize)],
+) -> std::fmt::Result {
+    for p in [Placement::Shared, Placement::Apart, Placement::Mixed] {
+        let mut line = format!("{bench} placement {}:", p.name());
+        let mut any = false;
+        for (i, name) in names.iter().enumerate() {
+            let v: Vec<f64> = vals[i]
+                .iter()
+                .zip(&places[i])
+                .filter(|(_, q)| **q == p)
+                .map(|(x, _)| *x)
+                .collect();
+            if !v.is_empty() {
+                any = true;
+            }
+            write!(line, " {name} {:.3} {unit} ({} runs);", median(&v), v.len())?;
+        }
+        for &(a, b) in pairs {
+            let r: Vec<f64> = (0..vals[a].len().min(vals[b].len()))
+                .filter(|&k| places[a][k] == p && places[b][k] == p)
+                .map(|k| vals[a][k] / vals[b][k])
+                .collect();
+            write!(
+                line,
+                " {}/{} {:.2}x (median of {} same-placement per-run ratios);",
+                names[a],
+                names[b],
+                median(&r),
+                r.len()
+            )?;
+        }
+        if any {
+            writeln!(out, "{}", line.trim_end_matches(';'))?;
+        }
+    }
+    Ok(())
+}
+
+/// Columns of `tcp-bulk.csv` and `tcp-rr.csv`: `probe_ns` is the slower of
+/// the two placement probes around the run, `placement` its class.
+const CSV_HEADER: &str =
+    "bench,stack,run,seconds,bytes,gbit_s,p50_us,p99_us,round_trips,probe_ns,placement\n";
+
 fn no_smoltcp() -> anyhow::Error {
     anyhow::anyhow!("smoltcp peer not built: rebuild with `--features smoltcp-bench`")
 }
@@ -886,21 +1040,24 @@ pub fn bench_bulk(o: &BulkOpts, out: &Path) -> anyhow::Result<()> {
     if wire {
         names.push("wire");
     }
-    let mut csv = String::from("bench,stack,run,seconds,bytes,gbit_s,p50_us,p99_us,round_trips\n");
+    let mut csv = String::from(CSV_HEADER);
     let mut g: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
+    let mut places: Vec<Vec<Placement>> = vec![Vec::new(); names.len()];
     for run in 0..runs.max(1) {
         for i in order(names.len(), run) {
             let name = names[i];
-            let r = bulk_by(name, d, nodelay)?;
+            let (r, probe, place) = probed(|| bulk_by(name, d, nodelay))?;
             let line = format!(
-                "tcp-bulk,{name},{run},{:.3},{},{:.3},,,\n",
+                "tcp-bulk,{name},{run},{:.3},{},{:.3},,,,{probe:.0},{}\n",
                 r.elapsed.as_secs_f64(),
                 r.bytes,
-                r.gbit()
+                r.gbit(),
+                place.name()
             );
             print!("{line}");
             csv.push_str(&line);
             g[i].push(r.gbit());
+            places[i].push(place);
         }
     }
     let mut summary = String::new();
@@ -936,6 +1093,26 @@ pub fn bench_bulk(o: &BulkOpts, out: &Path) -> anyhow::Result<()> {
             }
         }
     }
+    let mut pairs = Vec::new();
+    if let (Some(l), Some(s)) = (at("lazynet"), at("smoltcp")) {
+        pairs.push((l, s));
+    }
+    if let Some(w) = at("wire") {
+        pairs.extend((0..names.len()).filter(|&i| i != w).map(|i| (i, w)));
+    }
+    writeln!(
+        summary,
+        "placement of the two cores, probed before and after each run (a cache line's round trip: shared < {SHARED_NS} ns, apart > {APART_NS} ns, else mixed):"
+    )?;
+    placement_summary(
+        &mut summary,
+        "tcp-bulk",
+        "Gbit/s",
+        &names,
+        &g,
+        &places,
+        &pairs,
+    )?;
     print!("{summary}");
     let cmd = format!(
         "lazynet bench tcp-bulk --seconds {seconds} --runs {runs} --stack {} --send-buf {send_kib} --recv-buf {recv_kib}{}{}{}{}",
@@ -952,26 +1129,29 @@ pub fn bench_bulk(o: &BulkOpts, out: &Path) -> anyhow::Result<()> {
 pub fn bench_rr(seconds: f64, runs: usize, which: Which, out: &Path) -> anyhow::Result<()> {
     let d = Duration::from_secs_f64(seconds);
     let names = stacks(which);
-    let mut csv = String::from("bench,stack,run,seconds,bytes,gbit_s,p50_us,p99_us,round_trips\n");
+    let mut csv = String::from(CSV_HEADER);
     let mut p50: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
     let mut p99: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
     let mut rate: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
+    let mut places: Vec<Vec<Placement>> = vec![Vec::new(); names.len()];
     for run in 0..runs.max(1) {
         for i in order(names.len(), run) {
             let name = names[i];
-            let r = rr_by(name, d)?;
+            let (r, probe, place) = probed(|| rr_by(name, d))?;
             let line = format!(
-                "tcp-rr,{name},{run},{:.3},,,{:.3},{:.3},{}\n",
+                "tcp-rr,{name},{run},{:.3},,,{:.3},{:.3},{},{probe:.0},{}\n",
                 r.elapsed.as_secs_f64(),
                 r.p(0.5),
                 r.p(0.99),
-                r.rtt_ns.len()
+                r.rtt_ns.len(),
+                place.name()
             );
             print!("{line}");
             csv.push_str(&line);
             p50[i].push(r.p(0.5));
             p99[i].push(r.p(0.99));
             rate[i].push(r.rate());
+            places[i].push(place);
         }
     }
     let mut summary = String::new();
@@ -994,6 +1174,16 @@ pub fn bench_rr(seconds: f64, runs: usize, which: Which, out: &Path) -> anyhow::
             median(&p99[1]) / median(&p99[0])
         )?;
     }
+    writeln!(
+        summary,
+        "placement of the two cores, probed before and after each run (a cache line's round trip: shared < {SHARED_NS} ns, apart > {APART_NS} ns, else mixed); p50 in us:"
+    )?;
+    let pairs: Vec<(usize, usize)> = if names.len() == 2 {
+        vec![(0, 1)]
+    } else {
+        Vec::new()
+    };
+    placement_summary(&mut summary, "tcp-rr", "us", &names, &p50, &places, &pairs)?;
     print!("{summary}");
     let cmd = format!(
         "lazynet bench tcp-rr --seconds {seconds} --runs {runs} --stack {}{}",
@@ -1380,5 +1570,40 @@ mod tests {
         assert_eq!(order(2, 0).collect::<Vec<_>>(), vec![0, 1]);
         assert_eq!(order(2, 1).collect::<Vec<_>>(), vec![1, 0]);
         assert_eq!(order(1, 3).collect::<Vec<_>>(), vec![0]);
+    }
+
+    #[test]
+    fn runs_are_classed_by_both_probes() {
+        assert_eq!(Placement::of(70.0, 90.0), Placement::Shared);
+        assert_eq!(Placement::of(340.0, 420.0), Placement::Apart);
+        assert_eq!(Placement::of(70.0, 340.0), Placement::Mixed);
+        assert_eq!(Placement::of(200.0, 200.0), Placement::Mixed);
+        assert_eq!(Placement::of(f64::NAN, 70.0), Placement::Mixed);
+    }
+
+    #[test]
+    fn ratios_pair_only_runs_of_one_placement() {
+        use Placement::*;
+        let names = ["a", "b"];
+        let vals = vec![vec![60.0, 20.0, 50.0], vec![40.0, 50.0, 10.0]];
+        let places = vec![vec![Shared, Apart, Shared], vec![Shared, Shared, Apart]];
+        let mut out = String::new();
+        placement_summary(&mut out, "x", "u", &names, &vals, &places, &[(0, 1)]).unwrap();
+        // Shared: a has 60 and 50, b 40 and 50; only run 0 pairs (1.5x).
+        let shared = out
+            .lines()
+            .find(|l| l.starts_with("x placement shared"))
+            .unwrap();
+        assert!(
+            shared.contains("a/b 1.50x (median of 1 same-placement"),
+            "{shared}"
+        );
+        assert!(shared.contains("b 50.000 u (2 runs)"), "{shared}");
+        let apart = out
+            .lines()
+            .find(|l| l.starts_with("x placement apart"))
+            .unwrap();
+        assert!(apart.contains("(median of 0 same-placement"), "{apart}");
+        assert!(!out.contains("placement mixed"), "{out}");
     }
 }
