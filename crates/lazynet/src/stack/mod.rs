@@ -1222,6 +1222,7 @@ impl<N: Nic> Stack<N> {
     /// `eager` and `early-demux`: demultiplexes `d` and, for a UDP socket,
     /// runs the IP and UDP checks now. With `early_drop`, a full channel
     /// drops the frame before the checks; otherwise after them.
+    #[inline(never)]
     fn rx_checked(&mut self, d: Desc, early_drop: bool) {
         let Some(f) = self.out.nic.buffers().frame(d) else {
             self.drop_rx(StackDrop::BadDescriptor);
@@ -1263,6 +1264,7 @@ impl<N: Nic> Stack<N> {
         }
     }
 
+    #[inline(never)]
     fn timers(&mut self, now: u64) {
         let mut freed = [Desc::default(); 32];
         let mut reqs = [Ipv4Addr::UNSPECIFIED; 16];
@@ -1321,6 +1323,7 @@ impl<N: Nic> Stack<N> {
     }
 
     /// ARP, ICMP and UDP to unbound ports (LRP §3.5: work no socket owns).
+    #[inline(never)]
     fn control_input(&mut self, d: Desc, now: u64) {
         let Some(f) = self.out.nic.buffers().frame(d) else {
             self.drop_rx(StackDrop::BadDescriptor);
@@ -1500,6 +1503,7 @@ impl<N: Nic> Stack<N> {
 
     /// IPv4 fragments: reassembly (RFC 791 §3.2) with the bounds of
     /// [`Reassembler`]; a complete datagram goes to its socket's channel.
+    #[inline(never)]
     fn fragment_input(&mut self, d: Desc, now: u64) {
         let frame = self.out.nic.buffers().frame(d).unwrap_or(&[]);
         let ip = match checked_ipv4(frame) {
