@@ -232,6 +232,10 @@ enum ServeCmd {
         /// Serve files from this directory.
         #[arg(long)]
         root: Option<PathBuf>,
+        /// Half-open connections the listener keeps (SYN queue); beyond
+        /// them, SYN cookies. 0: every connection opens through a cookie.
+        #[arg(long)]
+        syn_queue: Option<usize>,
         #[command(flatten)]
         net: NetArgs,
     },
@@ -240,6 +244,9 @@ enum ServeCmd {
         /// TCP port.
         #[arg(long, default_value_t = 7)]
         port: u16,
+        /// As for `serve http`.
+        #[arg(long)]
+        syn_queue: Option<usize>,
         #[command(flatten)]
         net: NetArgs,
     },
@@ -479,8 +486,14 @@ fn main() -> anyhow::Result<()> {
             media::demo(seconds)
         }
         Cmd::Serve {
-            what: ServeCmd::Http { port, root, net },
-        } => tcp_cmd::serve_http(port, root.as_deref(), &net),
+            what:
+                ServeCmd::Http {
+                    port,
+                    root,
+                    syn_queue,
+                    net,
+                },
+        } => tcp_cmd::serve_http(port, root.as_deref(), syn_queue, &net),
         Cmd::Get {
             url,
             output,
@@ -503,8 +516,19 @@ fn main() -> anyhow::Result<()> {
             },
         ),
         Cmd::Serve {
-            what: ServeCmd::TcpEcho { port, net },
-        } => tcp_cmd::serve("TCP echo", port, &net, tcp_cmd::EchoSession::default),
+            what:
+                ServeCmd::TcpEcho {
+                    port,
+                    syn_queue,
+                    net,
+                },
+        } => tcp_cmd::serve(
+            "TCP echo",
+            port,
+            syn_queue,
+            &net,
+            tcp_cmd::EchoSession::default,
+        ),
         Cmd::Serve {
             what: ServeCmd::UdpEcho { port, net },
         } => serve::udp_echo(port, &net),

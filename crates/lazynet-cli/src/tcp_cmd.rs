@@ -20,6 +20,7 @@ use hdrhistogram::Histogram;
 use lazynet::nic::netns::Ownership;
 use lazynet::nic::wirepair::{WireConfig, WirePair};
 use lazynet::nic::Nic;
+use lazynet::proto::tcp::ListenConfig;
 use lazynet::socket::{SocketError, TcpListener, TcpStream};
 use lazynet::stack::{Stack, StackConfig, TcpEvent, TcpHandle};
 
@@ -255,10 +256,12 @@ fn stack_config(net: &NetArgs) -> anyhow::Result<StackConfig> {
 }
 
 /// Runs a TCP server of sessions from `make` on `port` (shared by
-/// `serve tcp-echo` and `serve http`).
+/// `serve tcp-echo` and `serve http`), with a SYN queue of `syn_queue`
+/// half-open connections (the listener's default if `None`).
 pub fn serve<S: Session>(
     what: &str,
     port: u16,
+    syn_queue: Option<usize>,
     net: &NetArgs,
     make: impl FnMut() -> S,
 ) -> anyhow::Result<()> {
@@ -270,6 +273,7 @@ pub fn serve<S: Session>(
         what: &'a str,
         addr: Ipv4Addr,
         port: u16,
+        syn_queue: Option<usize>,
         make: M,
         stop: &'a AtomicBool,
     }
@@ -277,12 +281,26 @@ pub fn serve<S: Session>(
         type Out = anyhow::Result<()>;
         fn run<N: Nic>(self, stack: &mut Stack<N>) -> Self::Out {
             let (what, addr, port) = (self.what, self.addr, self.port);
-            let listener = TcpListener::bind(stack, SocketAddrV4::new(addr, port), 1024)?;
+            let mut lcfg = ListenConfig {
+                backlog: 1024,
+                ..ListenConfig::default()
+            };
+            if let Some(q) = self.syn_queue {
+                lcfg.syn_queue = q;
+            }
+            let listener =
+                TcpListener::bind_with(stack, SocketAddrV4::new(addr, port), lcfg, None)?;
             eprintln!("serving {what} on {addr}:{port} ({})", stack.mode().name());
             println!("ready");
             std::io::stdout().flush()?;
             let (served, open) = serve_sessions(stack, &listener, self.make, self.stop);
             println!("connections: {served}, open at exit: {open}");
+            if let Ok(c) = stack.tcp_listener_counters(listener.handle()) {
+                println!(
+                    "listener: {} SYNs queued, {} cookies sent, {} connections from cookies",
+                    c.syns, c.cookies_sent, c.cookies_accepted
+                );
+            }
             let states = stack.tcp_states();
             let tw = states
                 .iter()
@@ -301,6 +319,7 @@ pub fn serve<S: Session>(
         what,
         addr,
         port,
+        syn_queue,
         make,
         stop: &stop,
     };
@@ -486,9 +505,16 @@ impl Session for HttpSession {
 }
 
 /// `lazynet serve http`.
-pub fn serve_http(port: u16, root: Option<&std::path::Path>, net: &NetArgs) -> anyhow::Result<()> {
+pub fn serve_http(
+    port: u16,
+    root: Option<&std::path::Path>,
+    syn_queue: Option<usize>,
+    net: &NetArgs,
+) -> anyhow::Result<()> {
     let cfg = std::sync::Arc::new(crate::http::ServerConfig::new(root)?);
-    serve("HTTP", port, net, move || HttpSession::new(cfg.clone()))
+    serve("HTTP", port, syn_queue, net, move || {
+        HttpSession::new(cfg.clone())
+    })
 }
 
 /// `lazynet get URL [-o FILE]`: downloads over lazynet (a TAP device whose

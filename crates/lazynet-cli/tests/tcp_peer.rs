@@ -370,3 +370,74 @@ fn tcp_echo_with_the_kernel_both_directions_at_once() {
     let mut lines = BufReader::new(rest.as_bytes()).lines();
     assert!(lines.any(|l| l.unwrap().contains("tcp_accepted")));
 }
+
+/// A Linux client's view of one download: TCP_INFO right after connect
+/// (tcpi_options, and the window shifts: ours is tcpi_snd_wscale), then the
+/// body's length and SHA-256.
+const COOKIE_CLIENT: &str = r#"
+import hashlib, socket, sys
+host, n = sys.argv[1], int(sys.argv[2])
+s = socket.create_connection((host, 80), timeout=60)
+info = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+opts, snd_ws, rcv_ws = info[5], info[6] & 15, info[6] >> 4
+s.sendall(("GET /bytes/%d HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % (n, host)).encode())
+parts = []
+while True:
+    b = s.recv(1 << 20)
+    if not b:
+        break
+    parts.append(b)
+head, body = b"".join(parts).split(b"\r\n\r\n", 1)
+print("options %d snd_wscale %d rcv_wscale %d body %d sha256 %s" % (opts, snd_ws, rcv_ws, len(body), hashlib.sha256(body).hexdigest()))
+"#;
+
+/// SYN cookies (RFC 4987) with the kernel as client: with `--syn-queue 0`
+/// every connection opens through a cookie. With timestamps the cookie
+/// keeps the client's window shift and SACK-permitted in our TSval, and
+/// the kernel reports all three options and our window shift (3, for the
+/// server's 256 KiB buffers); with timestamps off in the namespace it
+/// falls back to MSS only. Both downloads are byte-exact.
+#[test]
+fn syn_cookies_keep_window_scaling_sack_and_timestamps_with_the_kernel() {
+    if needs_root() {
+        return;
+    }
+    let names = Names::new();
+    let (mut guard, mut out) = start(&names, &["http", "--port", "80", "--syn-queue", "0"]);
+    let ours = names.ours();
+    let n: u64 = 8 << 20;
+    let want = pattern_sha256(n);
+    let fetch = || {
+        let o = in_ns(
+            &names.ns,
+            &["python3", "-c", COOKIE_CLIENT, &ours, &n.to_string()],
+        );
+        let text = String::from_utf8_lossy(&o.stdout).to_string();
+        assert!(
+            o.status.success(),
+            "{text}{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        text
+    };
+    // TCPI_OPT_TIMESTAMPS 1 | TCPI_OPT_SACK 2 | TCPI_OPT_WSCALE 4.
+    let with = fetch();
+    assert!(
+        with.starts_with("options 7 snd_wscale 3 ")
+            && with.contains(&format!("body {n} sha256 {want}")),
+        "{with}"
+    );
+    sh_in_ns(&names.ns, "sysctl -qw net.ipv4.tcp_timestamps=0");
+    let without = fetch();
+    assert!(
+        without.starts_with("options 0 snd_wscale 0 ")
+            && without.contains(&format!("body {n} sha256 {want}")),
+        "{without}"
+    );
+    let rest = stop(&mut guard, &mut out);
+    assert!(rest.contains("open at exit: 0"), "{rest}");
+    assert!(
+        rest.contains("listener: 0 SYNs queued") && rest.contains(", 2 connections from cookies"),
+        "{rest}"
+    );
+}

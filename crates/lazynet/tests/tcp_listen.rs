@@ -320,6 +320,176 @@ fn syn_queue_full_with_cookies_sends_stateless_synack() {
     assert_eq!(l.counters().cookies_accepted, 1);
 }
 
+/// A cookie listener with window scaling (256 KiB buffer: shift 3),
+/// timestamps and SACK on.
+fn cookie_listener_with_options() -> Listener {
+    let tcp = Config {
+        recv_buf: 256 * 1024,
+        window_scale: true,
+        timestamps: true,
+        sack: true,
+        ..cfg()
+    };
+    Listener::new(
+        ListenConfig {
+            syn_queue: 1,
+            syn_cookies: true,
+            ..lcfg()
+        },
+        tcp,
+        LOCAL,
+        &secret(),
+    )
+}
+
+#[test]
+fn cookie_keeps_window_scale_and_sack_in_the_timestamp() {
+    let mut l = cookie_listener_with_options();
+    input(&mut l, 0, peer(0), syn_from(0), &[]);
+    drain(&mut l, 0);
+    let now = 5 * SEC;
+    let syn = TcpRepr {
+        mss: Some(1460),
+        window_scale: Some(7),
+        sack_permitted: true,
+        timestamps: Some(Timestamps {
+            tsval: 777,
+            tsecr: 0,
+        }),
+        ..syn_from(1)
+    };
+    assert_eq!(
+        input(&mut l, now, peer(1), syn, &[]),
+        ListenOutput::CookieSent
+    );
+    let sa = drain(&mut l, now)[0].1;
+    // The SYN-ACK offers what a SYN-queue entry would: our shift, SACK,
+    // and a TSval no later than the clock (5000 ms) echoing the SYN's.
+    assert_eq!(sa.window_scale, Some(3));
+    assert!(sa.sack_permitted);
+    let ts = sa.timestamps.expect("timestamps");
+    assert_eq!(ts.tsecr, 777);
+    assert!(ts.tsval <= 5000 && 5000 - ts.tsval < 64, "{}", ts.tsval);
+    // The final ACK echoes it; its window is in the peer's units (<< 7).
+    let ack = TcpRepr {
+        window: 100,
+        timestamps: Some(Timestamps {
+            tsval: 780,
+            tsecr: ts.tsval,
+        }),
+        ..ack_from(1, sa.seq + 1)
+    };
+    let later = now + 40 * MS;
+    assert_eq!(
+        input(&mut l, later, peer(1), ack, b"GET"),
+        ListenOutput::Established
+    );
+    let (_, mut c) = l.accept().unwrap();
+    assert_eq!(c.state(), State::Established);
+    // Our MSS (1000) less the 12 bytes of the timestamp option.
+    assert_eq!(c.eff_mss(), 988);
+    assert!(c.timestamps_enabled() && c.sack_enabled());
+    assert_eq!((c.send_wscale(), c.recv_wscale()), (7, 3));
+    // Our window goes out scaled, and our timestamps go on from the clock.
+    let mut buf = [0u8; 8];
+    assert_eq!(c.recv(&mut buf), 3);
+    let mut out = [0u8; 64];
+    let r = c.poll_transmit(later, &mut out).expect("ACK of the data");
+    assert!(u32::from(r.window) << 3 > 65535, "window {}", r.window);
+    let t = r.timestamps.expect("timestamps");
+    assert_eq!(t.tsecr, 780);
+    assert!(t.tsval >= ts.tsval);
+    assert_eq!(l.counters().cookies_accepted, 1);
+}
+
+#[test]
+fn syn_queue_of_zero_with_cookies_answers_every_syn_with_a_cookie() {
+    let mut l = listener(ListenConfig {
+        syn_queue: 0,
+        syn_cookies: true,
+        ..lcfg()
+    });
+    assert_eq!(
+        input(&mut l, 0, peer(1), syn_from(1), &[]),
+        ListenOutput::CookieSent
+    );
+    assert_eq!(l.syn_queue_len(), 0);
+    let sa = drain(&mut l, 0)[0].1;
+    assert_eq!(
+        input(&mut l, 0, peer(1), ack_from(1, sa.seq + 1), &[]),
+        ListenOutput::Established
+    );
+    // Without cookies a SYN queue cannot be empty: it holds at least one.
+    let mut l = listener(ListenConfig {
+        syn_queue: 0,
+        ..lcfg()
+    });
+    assert_eq!(
+        input(&mut l, 0, peer(1), syn_from(1), &[]),
+        ListenOutput::HalfOpen
+    );
+}
+
+#[test]
+fn cookie_without_timestamps_offers_mss_only() {
+    let mut l = cookie_listener_with_options();
+    input(&mut l, 0, peer(0), syn_from(0), &[]);
+    drain(&mut l, 0);
+    let syn = TcpRepr {
+        mss: Some(1460),
+        window_scale: Some(7),
+        sack_permitted: true,
+        ..syn_from(1)
+    };
+    input(&mut l, 0, peer(1), syn, &[]);
+    let sa = drain(&mut l, 0)[0].1;
+    // Nothing could carry the peer's shift back: no options offered.
+    assert_eq!(sa.window_scale, None);
+    assert!(!sa.sack_permitted && sa.timestamps.is_none());
+    assert_eq!(
+        input(&mut l, 0, peer(1), ack_from(1, sa.seq + 1), &[]),
+        ListenOutput::Established
+    );
+    let (_, c) = l.accept().unwrap();
+    assert!(!c.timestamps_enabled() && !c.sack_enabled());
+    assert_eq!((c.send_wscale(), c.recv_wscale()), (0, 0));
+}
+
+#[test]
+fn cookie_ack_with_a_foreign_echo_gets_no_options() {
+    let mut l = cookie_listener_with_options();
+    input(&mut l, 0, peer(0), syn_from(0), &[]);
+    drain(&mut l, 0);
+    let now = 5 * SEC;
+    let syn = TcpRepr {
+        window_scale: Some(7),
+        sack_permitted: true,
+        timestamps: Some(Timestamps {
+            tsval: 777,
+            tsecr: 0,
+        }),
+        ..syn_from(1)
+    };
+    input(&mut l, now, peer(1), syn, &[]);
+    let sa = drain(&mut l, now)[0].1;
+    // A TSecr from the future is no TSval of ours: the cookie still
+    // opens the connection (its ISS is valid), with MSS only.
+    let ack = TcpRepr {
+        timestamps: Some(Timestamps {
+            tsval: 780,
+            tsecr: 9_000_000,
+        }),
+        ..ack_from(1, sa.seq + 1)
+    };
+    assert_eq!(
+        input(&mut l, now, peer(1), ack, &[]),
+        ListenOutput::Established
+    );
+    let (_, c) = l.accept().unwrap();
+    assert!(!c.timestamps_enabled() && !c.sack_enabled());
+    assert_eq!(c.send_wscale(), 0);
+}
+
 #[test]
 fn cookie_mss_rounds_down_to_table() {
     let mut l = cookie_listener();

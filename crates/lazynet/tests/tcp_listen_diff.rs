@@ -90,7 +90,7 @@ proptest! {
         ops in prop::collection::vec(op(), 1..60),
         cookies in any::<bool>(),
         backlog in 1usize..3,
-        syn_queue in 1usize..4,
+        syn_queue in 0usize..4,
         options in any::<bool>(),
         fast in any::<bool>(),
     ) {

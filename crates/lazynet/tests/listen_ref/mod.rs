@@ -48,11 +48,13 @@ impl core::fmt::Debug for OldListener {
 impl OldListener {
     /// A listener on `local` (LISTEN state). Connections it creates use
     /// `tcp`, with `syn_retries` replaced by `cfg.synack_retries`. Queue
-    /// slots are allocated here; capacities are clamped to `1..=65536`.
+    /// slots are allocated here; capacities are clamped to `1..=65536` (the SYN queue to `0..` with cookies).
     pub fn new(cfg: ListenConfig, tcp: Config, local: SocketAddrV4) -> Self {
         let mut cfg = cfg;
         cfg.backlog = cfg.backlog.clamp(1, MAX_QUEUE);
-        cfg.syn_queue = cfg.syn_queue.clamp(1, MAX_QUEUE);
+        cfg.syn_queue = cfg
+            .syn_queue
+            .clamp(usize::from(!cfg.syn_cookies), MAX_QUEUE);
         cfg.reply_queue = cfg.reply_queue.clamp(1, MAX_QUEUE);
         let mut tcp = tcp;
         tcp.syn_retries = cfg.synack_retries;
@@ -217,9 +219,28 @@ impl OldListener {
         if !self.cfg.syn_cookies {
             return self.discard(ListenDrop::SynQueueFull);
         }
-        // RFC 4987 §3.6: stateless SYN-ACK, ISS = cookie, MSS only.
+        // RFC 4987 §3.6: stateless SYN-ACK, ISS = cookie (MSS); with
+        // timestamps, the window shift and SACK-permitted in the TSval.
         let peer_mss = seg.mss.unwrap_or(lazynet::proto::tcp::DEFAULT_MSS);
         let (iss, _) = cookie::encode(secret, self.local, remote, seg.seq, peer_mss, now);
+        let ts = if self.tcp.timestamps {
+            seg.timestamps
+        } else {
+            None
+        };
+        let opts = cookie::SynOptions {
+            wscale: if self.tcp.window_scale {
+                seg.window_scale
+            } else {
+                None
+            },
+            sack: self.tcp.sack && seg.sack_permitted,
+        };
+        let mut our_shift = 0u8;
+        while our_shift < 14 && (self.tcp.recv_buf >> our_shift) > 65535 {
+            our_shift += 1;
+        }
+        let ts_now = ((now / 1_000_000) as u32).wrapping_add(self.tcp.ts_offset);
         let synack = TcpRepr {
             src_port: self.local.port(),
             dst_port: remote.port(),
@@ -228,6 +249,16 @@ impl OldListener {
             flags: TcpFlags::SYN | TcpFlags::ACK,
             window: self.tcp.recv_buf.clamp(1, 65535) as u16,
             mss: Some(self.tcp.mss.max(64)),
+            window_scale: if ts.is_some() && opts.wscale.is_some() {
+                Some(our_shift)
+            } else {
+                None
+            },
+            sack_permitted: ts.is_some() && opts.sack,
+            timestamps: ts.map(|t| lazynet::wire::tcp::Timestamps {
+                tsval: cookie::encode_ts(ts_now, opts),
+                tsecr: t.tsval,
+            }),
             ..TcpRepr::EMPTY
         };
         if !self.push_reply(remote, synack) {
@@ -248,9 +279,10 @@ impl OldListener {
         if self.accept_queue_full() {
             return self.discard(ListenDrop::AcceptQueueFull);
         }
-        // Rebuild the SYN the cookie stands for: its ISN and MSS, nothing
-        // else (the cookie carries no other option).
-        let syn = TcpRepr {
+        // Rebuild the SYN the cookie stands for: its ISN and MSS, and the
+        // options an echo of a recent TSval of ours carries.
+        let ts_now = ((now / 1_000_000) as u32).wrapping_add(self.tcp.ts_offset);
+        let mut syn = TcpRepr {
             src_port: seg.src_port,
             dst_port: seg.dst_port,
             seq: seg.seq + u32::MAX,
@@ -259,6 +291,16 @@ impl OldListener {
             mss: Some(mss),
             ..TcpRepr::EMPTY
         };
+        if let Some(t) = seg.timestamps.filter(|_| self.tcp.timestamps) {
+            if let Some(o) = cookie::decode_ts(t.tsecr, ts_now) {
+                syn.window_scale = o.wscale;
+                syn.sack_permitted = o.sack;
+                syn.timestamps = Some(lazynet::wire::tcp::Timestamps {
+                    tsval: t.tsval,
+                    tsecr: 0,
+                });
+            }
+        }
         let iss = seg.ack + u32::MAX;
         let Some(mut conn) = Connection::accept_syn(self.tcp, self.local, remote, &syn, iss, now)
         else {

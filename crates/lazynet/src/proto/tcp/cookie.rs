@@ -19,10 +19,25 @@
 //! the previous period (so 64..128 s of life), and only if the hash over
 //! the full counter matches; the MSS index is under the hash too.
 //!
-//! **Options:** with cookies, every SYN option other than the MSS is lost:
-//! we do not encode window scaling, SACK-permitted or timestamps (Linux
-//! hides them in the timestamp value; we do not). A connection built from
-//! a cookie therefore runs with MSS only, from [`MSS_TABLE`].
+//! **Options.** The ISS has room for the MSS only. When the SYN carries
+//! timestamps (RFC 7323), the other options ride in the low
+//! [`TS_OPT_BITS`] bits of the SYN-ACK's TSval, which the peer must echo
+//! in the final ACK's TSecr (RFC 7323 §4.3) — the place Linux uses too:
+//!
+//! ```text
+//!  TSval:  31 ............ 5 |    4     | 3 .. 0
+//!         clock (ms), masked | SACK-OK  | peer's window shift (15 = none)
+//! ```
+//!
+//! The SYN-ACK offers window scaling and SACK-permitted only then: without
+//! timestamps nothing could carry the peer's shift back, and a connection
+//! built from such a cookie runs with MSS only. The option bits are not
+//! under the hash: a peer that alters them only changes its own
+//! connection, and a TSecr that is not a recent TSval of ours
+//! ([`decode_ts`]) is taken as no options at all. The TSval is never ahead
+//! of the clock, so the connection's later TSvals do not go backwards
+//! (RFC 7323 §5.4); its first RTT sample from the echo reads at most
+//! 2^5 − 1 ms long.
 
 use std::net::SocketAddrV4;
 
@@ -36,6 +51,53 @@ pub const MSS_TABLE: [u16; 8] = [536, 1220, 1300, 1440, 1460, 4312, 8960, 9000];
 pub const PERIOD_NS: u64 = 64 * 1_000_000_000;
 
 const HASH_MASK: u32 = 0x00ff_ffff;
+
+/// Low bits of a cookie SYN-ACK's TSval that carry the SYN's options.
+pub const TS_OPT_BITS: u32 = 5;
+const TS_OPT_MASK: u32 = (1 << TS_OPT_BITS) - 1;
+const TS_WS_NONE: u32 = 0xF;
+const TS_SACK: u32 = 1 << 4;
+/// How old (ms) an echoed TSval may be: a cookie lives two periods.
+const TS_MAX_AGE_MS: u32 = (2 * PERIOD_NS / 1_000_000) as u32;
+
+/// The options of a SYN that a cookie keeps beyond the MSS (in the
+/// timestamp, see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SynOptions {
+    /// The peer's window shift (RFC 7323 §2.2), if it offered scaling.
+    pub wscale: Option<u8>,
+    /// The peer sent SACK-permitted (RFC 2018).
+    pub sack: bool,
+}
+
+/// The TSval of a cookie SYN-ACK sent at timestamp clock `ts_now` for a
+/// SYN with options `o`: the clock with its low [`TS_OPT_BITS`] bits
+/// replaced by `o`, moved one step back if that would be ahead of it.
+pub fn encode_ts(ts_now: u32, o: SynOptions) -> u32 {
+    let ws = o.wscale.map_or(TS_WS_NONE, |w| u32::from(w.min(14)));
+    let bits = ws | if o.sack { TS_SACK } else { 0 };
+    let v = (ts_now & !TS_OPT_MASK) | bits;
+    if (v.wrapping_sub(ts_now) as i32) > 0 {
+        v.wrapping_sub(TS_OPT_MASK + 1)
+    } else {
+        v
+    }
+}
+
+/// The options in the TSecr of a cookie's final ACK received at
+/// timestamp clock `ts_now`, or `None` if `tsecr` cannot be a TSval we
+/// sent for a live cookie (from the future, or older than two periods).
+pub fn decode_ts(tsecr: u32, ts_now: u32) -> Option<SynOptions> {
+    let age = ts_now.wrapping_sub(tsecr);
+    if (age as i32) < 0 || age > TS_MAX_AGE_MS {
+        return None;
+    }
+    let ws = tsecr & 0xF;
+    Some(SynOptions {
+        wscale: (ws != TS_WS_NONE).then_some(ws.min(14) as u8),
+        sack: tsecr & TS_SACK != 0,
+    })
+}
 
 fn counter(now: u64) -> u64 {
     now / PERIOD_NS
@@ -133,6 +195,39 @@ mod tests {
             assert_eq!(eff, m);
             assert_eq!(validate(&s, L, R, iss + 1, SeqNumber(778), now), Some(m));
         }
+    }
+
+    #[test]
+    fn options_ride_in_the_timestamp() {
+        for ts_now in [0u32, 31, 32, 1000, 1_000_000_007, u32::MAX, u32::MAX - 40] {
+            for ws in (0..=14).map(Some).chain([None]) {
+                for sack in [false, true] {
+                    let o = SynOptions { wscale: ws, sack };
+                    let v = encode_ts(ts_now, o);
+                    // Never ahead of the clock, at most 2^5 + 31 ms behind.
+                    let behind = ts_now.wrapping_sub(v);
+                    assert!((behind as i32) >= 0 && behind < 64, "{ts_now} -> {v}");
+                    assert_eq!(decode_ts(v, ts_now), Some(o));
+                    assert_eq!(decode_ts(v, ts_now.wrapping_add(60_000)), Some(o));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn implausible_echo_carries_no_options() {
+        let o = SynOptions {
+            wscale: Some(7),
+            sack: true,
+        };
+        let v = encode_ts(5_000_000, o);
+        assert_eq!(decode_ts(v, 4_999_000), None, "from the future");
+        assert_eq!(
+            decode_ts(v, 5_000_000 + TS_MAX_AGE_MS + 64),
+            None,
+            "too old"
+        );
+        assert_eq!(decode_ts(0, 5_000_000), None);
     }
 
     #[test]

@@ -70,9 +70,11 @@
 //! out. New SYNs are dropped; a cookie ACK is dropped (the peer retries).
 //!
 //! **SYN cookies** (RFC 4987 §3.6, [`super::cookie`]): only when the SYN
-//! queue is full and [`ListenConfig::syn_cookies`] is set. The cookie
-//! SYN-ACK carries only MSS; a connection built from a cookie has no
-//! window scaling, SACK or timestamps.
+//! queue is full and [`ListenConfig::syn_cookies`] is set. The ISS keeps
+//! the MSS; if the SYN has timestamps, the SYN-ACK's TSval keeps its window
+//! shift and SACK-permitted, so that the connection built from the cookie
+//! has the options a SYN-queue entry would have given it. Without
+//! timestamps the cookie SYN-ACK offers MSS only.
 //!
 //! **Segments without an entry** (RFC 9293 §3.10.7.2): a RST is ignored;
 //! an ACK that is not a valid cookie gets `<SEQ=SEG.ACK><CTL=RST>` (via
@@ -119,7 +121,9 @@ const MAX_QUEUE: usize = 1 << 16;
 pub struct ListenConfig {
     /// Accept queue capacity (the `listen()` backlog), at least 1.
     pub backlog: usize,
-    /// SYN queue capacity (half-open connections), at least 1.
+    /// SYN queue capacity (half-open connections), at least 1 — or 0 with
+    /// `syn_cookies`: every connection opens through a cookie (as Linux's
+    /// `tcp_syncookies = 2`).
     pub syn_queue: usize,
     /// Answer with SYN cookies when the SYN queue is full.
     pub syn_cookies: bool,
@@ -414,12 +418,14 @@ impl Listener {
     /// A listener on `local` (LISTEN state). Connections it creates use
     /// `tcp`, with `syn_retries` replaced by `cfg.synack_retries`. Queue
     /// slots and the index are allocated here; capacities are clamped to
-    /// `1..=65536`. The index's hash is keyed from `secret` (the stack's,
-    /// seeded at start-up), so peers cannot choose colliding addresses.
+    /// `1..=65536` (the SYN queue to `0..` with cookies). The index's hash
+    /// is keyed from `secret` (the stack's, seeded at start-up), so peers
+    /// cannot choose colliding addresses.
     pub fn new(cfg: ListenConfig, tcp: Config, local: SocketAddrV4, secret: &Secret) -> Self {
         let mut cfg = cfg;
         cfg.backlog = cfg.backlog.clamp(1, MAX_QUEUE);
-        cfg.syn_queue = cfg.syn_queue.clamp(1, MAX_QUEUE);
+        let min_syn = usize::from(!cfg.syn_cookies);
+        cfg.syn_queue = cfg.syn_queue.clamp(min_syn, MAX_QUEUE);
         cfg.reply_queue = cfg.reply_queue.clamp(1, MAX_QUEUE);
         let mut tcp = tcp;
         tcp.syn_retries = cfg.synack_retries;
@@ -792,9 +798,15 @@ impl Listener {
         if !self.cfg.syn_cookies {
             return self.discard(ListenDrop::SynQueueFull);
         }
-        // RFC 4987 §3.6: stateless SYN-ACK, ISS = cookie, MSS only.
+        // RFC 4987 §3.6: stateless SYN-ACK, ISS = cookie (with the MSS);
+        // with timestamps, the other options in the TSval (`cookie`).
         let peer_mss = seg.mss.unwrap_or(super::DEFAULT_MSS);
         let (iss, _) = cookie::encode(secret, self.local, remote, seg.seq, peer_mss, now);
+        let ts = seg.timestamps.filter(|_| self.tcp.timestamps);
+        let opts = cookie::SynOptions {
+            wscale: seg.window_scale.filter(|_| self.tcp.window_scale),
+            sack: self.tcp.sack && seg.sack_permitted,
+        };
         let synack = TcpRepr {
             src_port: self.local.port(),
             dst_port: remote.port(),
@@ -803,6 +815,12 @@ impl Listener {
             flags: TcpFlags::SYN | TcpFlags::ACK,
             window: self.tcp.recv_buf.clamp(1, 65535) as u16,
             mss: Some(self.tcp.mss),
+            window_scale: (ts.is_some() && opts.wscale.is_some()).then_some(self.our_wscale),
+            sack_permitted: ts.is_some() && opts.sack,
+            timestamps: ts.map(|t| Timestamps {
+                tsval: cookie::encode_ts(self.ts_now(now), opts),
+                tsecr: t.tsval,
+            }),
             ..TcpRepr::EMPTY
         };
         if !self.push_reply(remote, synack) {
@@ -823,8 +841,13 @@ impl Listener {
         if self.accept_queue_full() {
             return self.discard(ListenDrop::AcceptQueueFull);
         }
-        // Rebuild the SYN the cookie stands for: its ISN and MSS, nothing
-        // else (the cookie carries no other option).
+        // Rebuild the SYN the cookie stands for: its ISN and MSS, and, if
+        // the ACK echoes one of our recent TSvals, the options kept there
+        // (`cookie`; TS.Recent starts from this ACK's TSval).
+        let echo = seg
+            .timestamps
+            .filter(|_| self.tcp.timestamps)
+            .and_then(|t| cookie::decode_ts(t.tsecr, self.ts_now(now)).map(|o| (t, o)));
         let syn = TcpRepr {
             src_port: seg.src_port,
             dst_port: seg.dst_port,
@@ -832,6 +855,12 @@ impl Listener {
             flags: TcpFlags::SYN,
             window: seg.window,
             mss: Some(mss),
+            window_scale: echo.and_then(|(_, o)| o.wscale),
+            sack_permitted: echo.is_some_and(|(_, o)| o.sack),
+            timestamps: echo.map(|(t, _)| Timestamps {
+                tsval: t.tsval,
+                tsecr: 0,
+            }),
             ..TcpRepr::EMPTY
         };
         let iss = seg.ack + u32::MAX;
