@@ -824,7 +824,7 @@ impl Placement {
     }
 }
 
-/// Median round trip, in ns, of one cache line bounced between the two
+/// Mean round trip, in ns, of one cache line bounced between the two
 /// benchmark cores (20,000 round trips, ~2–7 ms): the placement probe.
 pub fn line_round_trip_ns() -> f64 {
     #[repr(align(64))]

@@ -342,12 +342,12 @@ fn cookie_listener_with_options() -> Listener {
     )
 }
 
-#[test]
-fn cookie_keeps_window_scale_and_sack_in_the_timestamp() {
-    let mut l = cookie_listener_with_options();
-    input(&mut l, 0, peer(0), syn_from(0), &[]);
-    drain(&mut l, 0);
-    let now = 5 * SEC;
+/// Fills the SYN queue (peer 0), then sends a SYN from peer 1 at `now`
+/// offering MSS 1460, window shift 7, SACK and TSval 777; returns the
+/// cookie SYN-ACK.
+fn cookie_synack_with_options(l: &mut Listener, now: u64) -> TcpRepr {
+    input(l, 0, peer(0), syn_from(0), &[]);
+    drain(l, 0);
     let syn = TcpRepr {
         mss: Some(1460),
         window_scale: Some(7),
@@ -358,11 +358,15 @@ fn cookie_keeps_window_scale_and_sack_in_the_timestamp() {
         }),
         ..syn_from(1)
     };
-    assert_eq!(
-        input(&mut l, now, peer(1), syn, &[]),
-        ListenOutput::CookieSent
-    );
-    let sa = drain(&mut l, now)[0].1;
+    assert_eq!(input(l, now, peer(1), syn, &[]), ListenOutput::CookieSent);
+    drain(l, now)[0].1
+}
+
+#[test]
+fn cookie_keeps_window_scale_and_sack_in_the_timestamp() {
+    let mut l = cookie_listener_with_options();
+    let now = 5 * SEC;
+    let sa = cookie_synack_with_options(&mut l, now);
     // The SYN-ACK offers what a SYN-queue entry would: our shift, SACK,
     // and a TSval no later than the clock (5000 ms) echoing the SYN's.
     assert_eq!(sa.window_scale, Some(3));
@@ -458,20 +462,8 @@ fn cookie_without_timestamps_offers_mss_only() {
 #[test]
 fn cookie_ack_with_a_foreign_echo_gets_no_options() {
     let mut l = cookie_listener_with_options();
-    input(&mut l, 0, peer(0), syn_from(0), &[]);
-    drain(&mut l, 0);
     let now = 5 * SEC;
-    let syn = TcpRepr {
-        window_scale: Some(7),
-        sack_permitted: true,
-        timestamps: Some(Timestamps {
-            tsval: 777,
-            tsecr: 0,
-        }),
-        ..syn_from(1)
-    };
-    input(&mut l, now, peer(1), syn, &[]);
-    let sa = drain(&mut l, now)[0].1;
+    let sa = cookie_synack_with_options(&mut l, now);
     // A TSecr from the future is no TSval of ours: the cookie still
     // opens the connection (its ISS is valid), with MSS only.
     let ack = TcpRepr {
