@@ -830,6 +830,18 @@ pub fn line_round_trip_ns() -> f64 {
     #[repr(align(64))]
     struct Line(AtomicU64);
     const TRIPS: u64 = 20_000;
+    /// Spins until the line holds `want`; false at the deadline.
+    fn wait_for(line: &Line, want: u64, deadline: Instant) -> bool {
+        let mut spins = 0u32;
+        while line.0.load(Ordering::Acquire) != want {
+            std::hint::spin_loop();
+            spins = spins.wrapping_add(1);
+            if spins % 4096 == 0 && Instant::now() > deadline {
+                return false;
+            }
+        }
+        true
+    }
     let (c0, c1) = cpu_pair();
     if c0 == c1 {
         return f64::NAN;
@@ -840,13 +852,8 @@ pub fn line_round_trip_ns() -> f64 {
         pin_to(c1);
         let deadline = Instant::now() + Duration::from_secs(1);
         for i in 0..TRIPS {
-            let mut spins = 0u32;
-            while l2.0.load(Ordering::Acquire) != 2 * i + 1 {
-                std::hint::spin_loop();
-                spins = spins.wrapping_add(1);
-                if spins % 4096 == 0 && Instant::now() > deadline {
-                    return;
-                }
+            if !wait_for(&l2, 2 * i + 1, deadline) {
+                return;
             }
             l2.0.store(2 * i + 2, Ordering::Release);
         }
@@ -857,13 +864,8 @@ pub fn line_round_trip_ns() -> f64 {
         let start = Instant::now();
         for i in 0..TRIPS {
             line.0.store(2 * i + 1, Ordering::Release);
-            let mut spins = 0u32;
-            while line.0.load(Ordering::Acquire) != 2 * i + 2 {
-                std::hint::spin_loop();
-                spins = spins.wrapping_add(1);
-                if spins % 4096 == 0 && Instant::now() > deadline {
-                    return f64::NAN;
-                }
+            if !wait_for(&line, 2 * i + 2, deadline) {
+                return f64::NAN;
             }
         }
         start.elapsed().as_nanos() as f64 / TRIPS as f64

@@ -104,6 +104,21 @@ fn stop(guard: &mut Cleanup, out: &mut BufReader<std::process::ChildStdout>) -> 
     rest
 }
 
+/// Runs the Python program `script` with `args` in `ns`; its stdout, which
+/// must come with a zero exit.
+fn python_in_ns(ns: &str, script: &str, args: &[&str]) -> String {
+    let mut argv = vec!["python3", "-c", script];
+    argv.extend_from_slice(args);
+    let o = in_ns(ns, &argv);
+    let text = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        o.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    text
+}
+
 fn sh_in_ns(ns: &str, script: &str) -> String {
     let o = in_ns(ns, &["sh", "-c", script]);
     let text = String::from_utf8_lossy(&o.stdout).to_string();
@@ -303,13 +318,7 @@ fn thousand_sequential_and_two_hundred_concurrent_connections() {
     }
     let names = Names::new();
     let (mut guard, mut out) = start(&names, &["http", "--port", "80"]);
-    let o = in_ns(&names.ns, &["python3", "-c", MANY, &names.ours()]);
-    let text = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let text = python_in_ns(&names.ns, MANY, &[&names.ours()]);
     assert!(text.contains("concurrent 200"), "{text}");
     // The kernel side: nothing but TIME-WAIT may remain.
     let ss = in_ns(&names.ns, &["ss", "-tanH"]);
@@ -357,13 +366,7 @@ fn tcp_echo_with_the_kernel_both_directions_at_once() {
     let names = Names::new();
     let (mut guard, mut out) = start(&names, &["tcp-echo", "--port", "7"]);
     kernel_loss(&names.ns, 5);
-    let o = in_ns(&names.ns, &["python3", "-c", ECHO, &names.ours()]);
-    let text = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let text = python_in_ns(&names.ns, ECHO, &[&names.ours()]);
     assert!(text.contains("echoed 8000000 True"), "{text}");
     let rest = stop(&mut guard, &mut out);
     assert!(rest.contains("open at exit: 0"), "{rest}");
@@ -407,19 +410,7 @@ fn syn_cookies_keep_window_scaling_sack_and_timestamps_with_the_kernel() {
     let ours = names.ours();
     let n: u64 = 8 << 20;
     let want = pattern_sha256(n);
-    let fetch = || {
-        let o = in_ns(
-            &names.ns,
-            &["python3", "-c", COOKIE_CLIENT, &ours, &n.to_string()],
-        );
-        let text = String::from_utf8_lossy(&o.stdout).to_string();
-        assert!(
-            o.status.success(),
-            "{text}{}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        text
-    };
+    let fetch = || python_in_ns(&names.ns, COOKIE_CLIENT, &[&ours, &n.to_string()]);
     // TCPI_OPT_TIMESTAMPS 1 | TCPI_OPT_SACK 2 | TCPI_OPT_WSCALE 4.
     let with = fetch();
     assert!(

@@ -94,7 +94,7 @@ pub fn decode_ts(tsecr: u32, ts_now: u32) -> Option<SynOptions> {
     }
     let ws = tsecr & 0xF;
     Some(SynOptions {
-        wscale: (ws != TS_WS_NONE).then_some(ws.min(14) as u8),
+        wscale: (ws != TS_WS_NONE).then_some(ws as u8),
         sack: tsecr & TS_SACK != 0,
     })
 }
