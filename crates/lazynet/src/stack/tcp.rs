@@ -809,8 +809,8 @@ impl<N: Nic> Out<N> {
 /// How many buffers ahead of the segment being built a transmit burst
 /// takes and prefetches for writing. Where the two cores do not share a
 /// cache, a line the other core holds takes ~170 ns to come over, longer
-/// than building one segment; four ahead measured best of 0, 1, 2 and 4
-/// (`results/tcp/ab-session5.md`).
+/// than building one segment; of 0, 1, 2 and 4 ahead, four measured best,
+/// by a small margin over two (`results/tcp/ab-session5.md`, ab_pf4).
 const TX_AHEAD: usize = 4;
 
 /// A burst's buffers taken ahead, in the order they are filled.
