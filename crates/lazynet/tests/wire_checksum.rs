@@ -55,6 +55,20 @@ proptest! {
         prop_assert_eq!(checksum(&data), oracle(&data));
     }
 
+    /// Headers (up to 64 bytes) take their own loop: every length, every
+    /// value, with an initial sum.
+    #[test]
+    fn short_buffers_match_oracle(
+        data in proptest::collection::vec(any::<u8>(), 0..80),
+        init in any::<u32>(),
+    ) {
+        prop_assert_eq!(checksum(&data), oracle(&data));
+        let whole = !fold(partial(&data, init));
+        let mut with = init.to_be_bytes().to_vec();
+        with.extend_from_slice(&data);
+        prop_assert_eq!(whole, oracle(&with));
+    }
+
     #[test]
     fn arbitrary_splits_combine(
         data in proptest::collection::vec(any::<u8>(), 0..600),
@@ -185,6 +199,14 @@ fn negative_zero_examples() {
     assert_eq!(oracle(&d3), 0x0000);
     // All-zero data: recomputation gives 0xFFFF.
     assert_eq!(checksum(&[0u8; 8]), 0xFFFF);
+}
+
+#[test]
+fn short_buffers_of_ones_match_oracle() {
+    for n in 0..80 {
+        let ff = vec![0xFFu8; n];
+        assert_eq!(checksum(&ff), oracle(&ff), "0xFF len {n}");
+    }
 }
 
 #[test]

@@ -627,6 +627,9 @@ struct Out<N: Nic> {
     /// A transmit buffer TCP output allocated but did not need; reused by
     /// the next output call, given back at the end of `poll`.
     spare: Option<u32>,
+    /// Segments of the output call in progress (`tcp.rs`), empty between
+    /// calls.
+    batch: tcp::TxBatch,
     stats: OutStats,
 }
 
@@ -1038,6 +1041,7 @@ impl<N: Nic> Stack<N> {
                 ident,
                 release: Vec::with_capacity(MAX_BATCH),
                 spare: None,
+                batch: tcp::TxBatch::new(),
                 stats: OutStats::default(),
             },
             demux,
