@@ -5,7 +5,8 @@
 //! (one address has at most 65,535 ports). "spread" classifies 4096 frames to
 //! distinct random sockets (the table does not stay in L1); "hot" one frame.
 //! "tcp_spread" does the same for TCP segments over 10 and 10,000
-//! connections (the 4-tuple table).
+//! connections (the 4-tuple table); "tcp_hot" classifies one connection's
+//! segment 4096 times (the last-hit memo).
 
 use std::hint::black_box;
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -110,6 +111,15 @@ fn bench(cr: &mut Criterion) {
             b.iter(|| {
                 for f in &frames {
                     black_box(c.classify(black_box(f)));
+                }
+            })
+        });
+        // One connection's run of segments (a bulk or request/response
+        // flow): what the last-hit memo is for.
+        g.bench_function(format!("tcp_hot/{n}"), |b| {
+            b.iter(|| {
+                for _ in &frames {
+                    black_box(c.classify(black_box(&frames[0])));
                 }
             })
         });

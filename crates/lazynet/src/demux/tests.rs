@@ -307,6 +307,44 @@ fn tcp_connection_beats_listener_and_listener_beats_control() {
     assert_eq!(c.classify(&tcp_frame(ME, PEER, 80)), Verdict::Channel(l));
 }
 
+/// The last-hit memo of `classify` never answers for a binding that is
+/// gone or for another connection: runs of one flow, alternating flows,
+/// unbinding the memoized and the other connection, rebinding, rehashing.
+#[test]
+fn tcp_last_hit_follows_bind_unbind_and_rekey() {
+    let mut c = cls();
+    let l = c.bind_tcp_listen(Ipv4Addr::UNSPECIFIED, 80, 8).unwrap();
+    let p2 = SocketAddrV4::new(*PEER.ip(), 40002);
+    let a = c.bind_tcp_conn(SocketAddrV4::new(ME, 80), PEER, 8).unwrap();
+    let b = c.bind_tcp_conn(SocketAddrV4::new(ME, 80), p2, 8).unwrap();
+    for _ in 0..3 {
+        assert_eq!(c.classify(&tcp_frame(ME, PEER, 80)), Verdict::Channel(a));
+        assert_eq!(c.classify(&tcp_frame(ME, PEER, 80)), Verdict::Channel(a));
+        assert_eq!(c.classify(&tcp_frame(ME, p2, 80)), Verdict::Channel(b));
+    }
+    let mut left = Vec::new();
+    // `b` was the last hit; unbinding `a` must not disturb it, nor `a`'s
+    // frames reach `b`.
+    c.unbind_tcp_conn(SocketAddrV4::new(ME, 80), PEER, &mut left)
+        .unwrap();
+    assert_eq!(c.classify(&tcp_frame(ME, PEER, 80)), Verdict::Channel(l));
+    assert_eq!(c.classify(&tcp_frame(ME, p2, 80)), Verdict::Channel(b));
+    c.set_hash_key([7, 9]);
+    assert_eq!(c.classify(&tcp_frame(ME, p2, 80)), Verdict::Channel(b));
+    c.unbind_tcp_conn(SocketAddrV4::new(ME, 80), p2, &mut left)
+        .unwrap();
+    assert_eq!(c.classify(&tcp_frame(ME, p2, 80)), Verdict::Channel(l));
+    let b2 = c.bind_tcp_conn(SocketAddrV4::new(ME, 80), p2, 8).unwrap();
+    assert_eq!(c.classify(&tcp_frame(ME, p2, 80)), Verdict::Channel(b2));
+    c.unbind_tcp_listen(Ipv4Addr::UNSPECIFIED, 80, &mut left)
+        .unwrap();
+    assert_eq!(
+        c.classify(&tcp_frame(ME, PEER, 80)),
+        Verdict::Channel(CONTROL)
+    );
+    assert_eq!(c.classify(&tcp_frame(ME, p2, 80)), Verdict::Channel(b2));
+}
+
 #[test]
 fn tcp_specific_listener_beats_wildcard_and_duplicates_are_refused() {
     let mut c = cls();

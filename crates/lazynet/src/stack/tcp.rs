@@ -1598,7 +1598,16 @@ impl<N: Nic> Stack<N> {
             };
             if self
                 .out
-                .tcp_emit(b, *key.local.ip(), *key.remote.ip(), &r, None, 0, now, false)
+                .tcp_emit(
+                    b,
+                    *key.local.ip(),
+                    *key.remote.ip(),
+                    &r,
+                    None,
+                    0,
+                    now,
+                    false,
+                )
                 .is_ok()
             {
                 self.tcp.stats.segments_out += 1;
