@@ -415,7 +415,9 @@ impl<N: Nic> Out<N> {
     /// `poll_transmit` wrote at [`TX_PAYLOAD_AT`] of buffer `b`, and sends
     /// the frame (or queues it for ARP). Consumes `b` in every case.
     /// `payload_sum`, if known, is the payload's partial checksum sum: the
-    /// TCP checksum then reads only the header.
+    /// TCP checksum then reads only the header. `batched`: the frame goes
+    /// onto `Out::batch`, which the caller sends (`send_batch`) before it
+    /// returns; otherwise it is handed to the NIC at once.
     #[allow(clippy::too_many_arguments)]
     fn tcp_emit(
         &mut self,
@@ -487,19 +489,17 @@ impl<N: Nic> Out<N> {
             return Err(StackDrop::TxNoBuffer);
         }
         match mac {
-            Some(_) => match batched {
-                true => {
-                    self.batch_push(d);
+            Some(_) if batched => {
+                self.batch_push(d);
+                Ok(())
+            }
+            Some(_) => {
+                if self.transmit(d) {
                     Ok(())
+                } else {
+                    Err(StackDrop::TxRingFull)
                 }
-                false => {
-                    if self.transmit(d) {
-                        Ok(())
-                    } else {
-                        Err(StackDrop::TxRingFull)
-                    }
-                }
-            },
+            }
             None => match self.arp.enqueue(hop, d, now) {
                 Ok(()) => Ok(()),
                 Err(d) => {
