@@ -519,7 +519,9 @@ pub fn serve_http(
 
 /// `lazynet get URL [-o FILE]`: downloads over lazynet (a TAP device whose
 /// kernel side is in the peer namespace) and writes the body to FILE or
-/// stdout. Fails on a non-2xx status, a truncated body or a time-out.
+/// stdout. Fails on a non-2xx status, a truncated body or a time-out; then
+/// FILE is removed (an error page or a partial body left under the name the
+/// user asked for would pass for the download).
 pub fn get(
     url: &str,
     out: Option<&std::path::Path>,
@@ -531,6 +533,9 @@ pub fn get(
     let (nic, owned_ns) = open_nic(net)?;
     let mut stack = Stack::new(nic, cfg);
     let r = get_on(&mut stack, &url, out, timeout_s);
+    if let (Err(_), Some(p)) = (&r, out) {
+        let _ = std::fs::remove_file(p);
+    }
     drop(stack);
     if let Some(Ownership::Created(g)) = owned_ns {
         g.cleanup()?;

@@ -259,16 +259,18 @@ fn lazynet_get_downloads_from_linux_over_a_lossy_link() {
     assert!(get.status.success(), "get failed: {err}");
     assert!(err.contains(&format!("200 {n} bytes")), "{err}");
     assert_eq!(sha256_file(&dst), sha256_file(&file));
-    // A missing file is an error.
+    // A missing file is an error, and leaves no output file behind.
+    let nope = std::env::temp_dir().join(format!("{}-nope", names.ns));
     let miss = Command::new(BIN)
         .args(["get", &format!("http://{peer}:8080/nope"), "-o"])
-        .arg(std::env::temp_dir().join(format!("{}-nope", names.ns)))
+        .arg(&nope)
         .args(names.args())
         .output()
         .unwrap();
     let merr = String::from_utf8_lossy(&miss.stderr);
     assert!(!miss.status.success(), "{merr}");
     assert!(merr.contains("404"), "{merr}");
+    assert!(!nope.exists(), "{nope:?} left behind after a 404");
     drop(guard);
     let down = Command::new(BIN)
         .args(["netns", "down"])
