@@ -342,22 +342,29 @@ fn cookie_listener_with_options() -> Listener {
     )
 }
 
-/// Fills the SYN queue (peer 0), then sends a SYN from peer 1 at `now`
-/// offering MSS 1460, window shift 7, SACK and TSval 777; returns the
-/// cookie SYN-ACK.
-fn cookie_synack_with_options(l: &mut Listener, now: u64) -> TcpRepr {
+/// Fills the SYN queue (peer 0) so that the next SYN gets a cookie.
+fn fill_syn_queue(l: &mut Listener) {
     input(l, 0, peer(0), syn_from(0), &[]);
     drain(l, 0);
-    let syn = TcpRepr {
+}
+
+/// Peer 1's SYN offering MSS 1460, window shift 7, SACK and, if given,
+/// timestamps with `tsval`.
+fn syn_with_options(tsval: Option<u32>) -> TcpRepr {
+    TcpRepr {
         mss: Some(1460),
         window_scale: Some(7),
         sack_permitted: true,
-        timestamps: Some(Timestamps {
-            tsval: 777,
-            tsecr: 0,
-        }),
+        timestamps: tsval.map(|tsval| Timestamps { tsval, tsecr: 0 }),
         ..syn_from(1)
-    };
+    }
+}
+
+/// Fills the SYN queue, then sends peer 1's SYN with options and TSval
+/// 777 at `now`; returns the cookie SYN-ACK.
+fn cookie_synack_with_options(l: &mut Listener, now: u64) -> TcpRepr {
+    fill_syn_queue(l);
+    let syn = syn_with_options(Some(777));
     assert_eq!(input(l, now, peer(1), syn, &[]), ListenOutput::CookieSent);
     drain(l, now)[0].1
 }
@@ -437,15 +444,8 @@ fn syn_queue_of_zero_with_cookies_answers_every_syn_with_a_cookie() {
 #[test]
 fn cookie_without_timestamps_offers_mss_only() {
     let mut l = cookie_listener_with_options();
-    input(&mut l, 0, peer(0), syn_from(0), &[]);
-    drain(&mut l, 0);
-    let syn = TcpRepr {
-        mss: Some(1460),
-        window_scale: Some(7),
-        sack_permitted: true,
-        ..syn_from(1)
-    };
-    input(&mut l, 0, peer(1), syn, &[]);
+    fill_syn_queue(&mut l);
+    input(&mut l, 0, peer(1), syn_with_options(None), &[]);
     let sa = drain(&mut l, 0)[0].1;
     // Nothing could carry the peer's shift back: no options offered.
     assert_eq!(sa.window_scale, None);
