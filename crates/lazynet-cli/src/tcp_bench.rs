@@ -22,6 +22,7 @@ use lazynet::mem::Desc;
 use lazynet::nic::wirepair::{WireConfig, WireEnd, WirePair};
 use lazynet::nic::Nic;
 use lazynet::proto::tcp::{Config, State};
+use lazynet::sched::clock::{Clock, TscClock};
 use lazynet::socket::SocketError;
 use lazynet::stack::{ListenHandle, Stack, StackConfig, TcpHandle};
 use lazynet::wire::checksum;
@@ -123,8 +124,9 @@ pub trait Endpoint: Sized {
     fn server(end: WireEnd, nodelay: bool) -> Self;
     /// A stack on `end` connecting to the server.
     fn client(end: WireEnd, nodelay: bool) -> Self;
-    /// Receives, runs protocol work and timers, transmits.
-    fn poll(&mut self);
+    /// Receives, runs protocol work and timers, transmits. True if it
+    /// received anything (the bulk loops' idle-time diagnostics).
+    fn poll(&mut self) -> bool;
     /// True once the connection is established (the server accepts it).
     fn connected(&mut self) -> bool;
     /// Queues bytes; 0 if there is no room.
@@ -207,13 +209,14 @@ impl Endpoint for Lazy {
     }
 
     #[inline]
-    fn poll(&mut self) {
+    fn poll(&mut self) -> bool {
         let now = self.stack.now();
         self.now = now;
-        self.stack.poll(now);
+        let w = self.stack.poll(now);
         if !self.reader {
             self.stack.tcp_service(now, 1024);
         }
+        w.received > 0
     }
 
     fn connected(&mut self) -> bool {
@@ -341,6 +344,10 @@ pub fn bulk_run<E: Endpoint>(duration: Duration, nodelay: bool) -> anyhow::Resul
             // Gaps of more than 0.5 ms between arrivals (diagnostics).
             let (mut seen, mut last_data) = (0u64, Instant::now());
             let (mut stalls, mut stalled) = (0u32, Duration::ZERO);
+            // TSC ticks spent in turns that found nothing, and in all
+            // turns: the share of the receiver's time it waited. (Counting
+            // turns misleads: an empty turn is much shorter than a full one.)
+            let mut idle_time = IdleTime::new();
             loop {
                 e.poll();
                 let before = total;
@@ -351,6 +358,7 @@ pub fn bulk_run<E: Endpoint>(duration: Duration, nodelay: bool) -> anyhow::Resul
                     }
                     total += n as u64;
                 }
+                idle_time.turn(total == before);
                 if total == before {
                     idle += 1;
                 }
@@ -376,8 +384,9 @@ pub fn bulk_run<E: Endpoint>(duration: Duration, nodelay: bool) -> anyhow::Resul
                     (_, Some((t0, b0))) if now - t0 >= duration => {
                         if verbose() {
                             eprintln!(
-                                "{} receiver: {turn} turns, {idle} without data, {stalls} gaps > 0.5 ms totalling {stalled:?}",
-                                E::NAME
+                                "{} receiver: {turn} turns, {idle} without data ({:.1}% of its time), {stalls} gaps > 0.5 ms totalling {stalled:?}",
+                                E::NAME,
+                                idle_time.percent()
                             );
                         }
                         return Ok(BulkResult {
@@ -399,12 +408,16 @@ pub fn bulk_run<E: Endpoint>(duration: Duration, nodelay: bool) -> anyhow::Resul
         let data = vec![0x5au8; 65536];
         let mut turn = 0u32;
         let (mut sends, mut blocked) = (0u64, 0u64);
+        // Idle: the send buffer was full and the poll received nothing.
+        let mut idle_time = IdleTime::new();
         while !stop.load(Ordering::Relaxed) {
             sends += 1;
-            if e.send(&data) == 0 {
+            let full = e.send(&data) == 0;
+            if full {
                 blocked += 1;
             }
-            e.poll();
+            let got = e.poll();
+            idle_time.turn(full && !got);
             turn = turn.wrapping_add(1);
             if turn % 1024 == 0 && Instant::now() >= deadline {
                 break;
@@ -412,8 +425,9 @@ pub fn bulk_run<E: Endpoint>(duration: Duration, nodelay: bool) -> anyhow::Resul
         }
         if verbose() {
             eprintln!(
-                "{} sender: {sends} turns, {blocked} with a full send buffer",
-                E::NAME
+                "{} sender: {sends} turns, {blocked} with a full send buffer, idle (full and nothing received) {:.1}% of its time",
+                E::NAME,
+                idle_time.percent()
             );
         }
         Ok(())
@@ -425,6 +439,45 @@ pub fn bulk_run<E: Endpoint>(duration: Duration, nodelay: bool) -> anyhow::Resul
         .join()
         .map_err(|_| anyhow::anyhow!("client thread panicked"))??;
     r
+}
+
+/// Time shares of a polling loop's turns, by the TSC (a few ns per
+/// turn, where `Instant::now` costs ~60 ns in this VM): how much of its
+/// time a bulk end waited rather than worked. Only ratios are used, so a
+/// short calibration does.
+struct IdleTime {
+    clock: TscClock,
+    last: u64,
+    idle: u64,
+    total: u64,
+}
+
+impl IdleTime {
+    fn new() -> Self {
+        let clock = TscClock::calibrate(Duration::from_micros(100));
+        IdleTime {
+            last: clock.now_ns(),
+            clock,
+            idle: 0,
+            total: 0,
+        }
+    }
+
+    /// Ends a turn; `idle` if it did nothing.
+    #[inline]
+    fn turn(&mut self, idle: bool) {
+        let now = self.clock.now_ns();
+        let d = now.wrapping_sub(self.last);
+        self.last = now;
+        self.total += d;
+        if idle {
+            self.idle += d;
+        }
+    }
+
+    fn percent(&self) -> f64 {
+        100.0 * self.idle as f64 / self.total.max(1) as f64
+    }
 }
 
 /// The reference series of `bench tcp-bulk --wire`: the same bytes over
@@ -1524,9 +1577,10 @@ pub mod smol {
         }
 
         #[inline]
-        fn poll(&mut self) {
-            self.iface.poll(now(), &mut self.dev, &mut self.sockets);
+        fn poll(&mut self) -> bool {
+            let r = self.iface.poll(now(), &mut self.dev, &mut self.sockets);
             self.dev.flush();
+            r == smoltcp::iface::PollResult::SocketStateChanged
         }
 
         fn connected(&mut self) -> bool {
