@@ -42,8 +42,10 @@ bulk_load=$(load)
 # stacks; the host's placement of the two vCPUs moves it 15-95 Gbit/s).
 # The placement changes every few seconds: many short runs, each probed
 # before and after and classed (shared cache / apart / mixed), so that
-# ratios can be read within one placement.
-"${prio[@]}" "$bin" bench tcp-bulk --seconds "${TCP_SECONDS:-1}" --runs "${TCP_RUNS:-15}" --stack both --wire --out "$tcp"
+# ratios can be read within one placement. Bulk runs last 2 s: shared runs
+# then spread less (smoltcp's interquartile range 44-47 Gbit/s against
+# 38-47 with 1 s, results/tcp/ab-session7.md), and few more come out mixed.
+"${prio[@]}" "$bin" bench tcp-bulk --seconds "${TCP_BULK_SECONDS:-2}" --runs "${TCP_BULK_RUNS:-20}" --stack both --wire --out "$tcp"
 rr_load=$(load)
 "${prio[@]}" "$bin" bench tcp-rr --seconds "${TCP_SECONDS:-1}" --runs "${TCP_RUNS:-15}" --stack both --out "$tcp"
 # The same work with both ends in one thread: CPU cost only, no cross-core

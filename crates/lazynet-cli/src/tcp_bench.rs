@@ -961,21 +961,30 @@ fn placement_summary(
             if !v.is_empty() {
                 any = true;
             }
-            write!(line, " {name} {:.3} {unit} ({} runs);", median(&v), v.len())?;
+            if v.is_empty() {
+                write!(line, " {name} no runs;")?;
+            } else {
+                write!(line, " {name} {:.3} {unit} ({} runs);", median(&v), v.len())?;
+            }
         }
         for &(a, b) in pairs {
             let r: Vec<f64> = (0..vals[a].len().min(vals[b].len()))
                 .filter(|&k| places[a][k] == p && places[b][k] == p)
                 .map(|k| vals[a][k] / vals[b][k])
                 .collect();
-            write!(
-                line,
-                " {}/{} {:.2}x (median of {} same-placement per-run ratios);",
-                names[a],
-                names[b],
-                median(&r),
-                r.len()
-            )?;
+            if r.is_empty() {
+                // A median of nothing would print as NaN.
+                write!(line, " {}/{} no same-placement pairs;", names[a], names[b])?;
+            } else {
+                write!(
+                    line,
+                    " {}/{} {:.2}x (median of {} same-placement per-run ratios);",
+                    names[a],
+                    names[b],
+                    median(&r),
+                    r.len()
+                )?;
+            }
         }
         if any {
             writeln!(out, "{}", line.trim_end_matches(';'))?;
@@ -1659,7 +1668,18 @@ mod tests {
             .lines()
             .find(|l| l.starts_with("x placement apart"))
             .unwrap();
-        assert!(apart.contains("(median of 0 same-placement"), "{apart}");
+        assert!(apart.contains("a/b no same-placement pairs"), "{apart}");
         assert!(!out.contains("placement mixed"), "{out}");
+        assert!(!out.contains("NaN"), "{out}");
+        // A class where one series has runs and the other none.
+        let places = vec![vec![Shared, Shared, Mixed], vec![Shared, Shared, Shared]];
+        let mut out = String::new();
+        placement_summary(&mut out, "x", "u", &names, &vals, &places, &[(0, 1)]).unwrap();
+        let mixed = out
+            .lines()
+            .find(|l| l.starts_with("x placement mixed"))
+            .unwrap();
+        assert!(mixed.contains("a 50.000 u (1 runs); b no runs;"), "{mixed}");
+        assert!(!out.contains("NaN"), "{out}");
     }
 }
