@@ -151,6 +151,59 @@ fn bulk_both_ways_then_close_frees_everything() {
 }
 
 #[test]
+fn a_reader_with_less_room_than_a_segment_still_gets_text_placed_directly() {
+    // The reader's calls do the protocol work (B never services before
+    // reading), and each read has room for 1000 bytes, less than a
+    // segment: each segment's head goes straight into the reader's buffer,
+    // its tail into the receive buffer, which the next read empties before
+    // placing directly again. Before, such a segment took the ordinary
+    // path, and everything queued behind it followed.
+    let (mut sa, mut sb) = pair();
+    let mut now = 0;
+    let (c, s) = establish(&mut sa, &mut sb, &mut now);
+    let total = 512 * 1024;
+    let (mut sent, mut got) = (0, 0);
+    let mut buf = vec![0u8; 1000];
+    let mut rounds = 0;
+    while got < total {
+        rounds += 1;
+        assert!(rounds < 100_000, "stalled at {got}");
+        now += 10_000;
+        if sent < total {
+            if let Ok(n) = sa.tcp_send(c, &data(sent, (total - sent).min(16384), 3), now) {
+                sent += n;
+            }
+        }
+        sa.poll(now);
+        sa.tcp_service(now, 1024);
+        sb.poll(now);
+        loop {
+            match sb.tcp_recv(s, &mut buf, now) {
+                Ok(n) => {
+                    assert!(n > 0 && n <= buf.len());
+                    assert_eq!(&buf[..n], &data(got, n, 3)[..], "wrong bytes at {got}");
+                    got += n;
+                }
+                Err(SocketError::WouldBlock) => {
+                    sb.tcp_service(now, 1024);
+                    break;
+                }
+                Err(e) => panic!("recv: {e}"),
+            }
+        }
+    }
+    let k = sb.tcp_counters(s).unwrap();
+    let segs = k.segs_in;
+    assert!(
+        k.direct * 10 >= segs * 9,
+        "only {} of {segs} segments placed directly",
+        k.direct
+    );
+    check_accounting(&sb);
+    assert_eq!(sb.stats().drops_for(StackDrop::TcpChecksum), 0);
+}
+
+#[test]
 fn closed_port_is_refused_with_rst() {
     let (mut sa, mut sb) = pair();
     let c = sa.tcp_connect(SocketAddrV4::new(B, 81), None, 0).unwrap();

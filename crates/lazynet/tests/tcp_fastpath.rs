@@ -533,12 +533,14 @@ enum Op {
         ack: u8,
         psh: bool,
     },
-    /// The same, read at once by a reader: `on` places it directly
-    /// (`direct_ok`/`direct_commit`) where it may, `off` queues it and
-    /// reads it with `recv`.
+    /// The same, read at once by a reader with `room` bytes of buffer:
+    /// `on` places it directly (`direct_ok`/`direct_commit`, or
+    /// `direct_commit_part` when it does not all fit) where it may, `off`
+    /// queues it and reads `room` bytes with `recv`.
     Direct {
         len: usize,
         ack: u8,
+        room: usize,
     },
     /// A pure ACK from the peer.
     Ack {
@@ -567,7 +569,8 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         12 => (1usize..1100, any::<u8>(), any::<bool>())
             .prop_map(|(len, ack, psh)| Op::Data { len, ack, psh }),
-        8 => (1usize..1100, any::<u8>()).prop_map(|(len, ack)| Op::Direct { len, ack }),
+        8 => (1usize..1100, any::<u8>(), prop_oneof![3 => Just(usize::MAX), 1 => 1usize..1100])
+            .prop_map(|(len, ack, room)| Op::Direct { len, ack, room }),
         6 => any::<u8>().prop_map(|ack| Op::Ack { ack }),
         3 => (
             any::<u8>(),
@@ -884,7 +887,7 @@ impl Pair {
                 };
                 self.seg(f, self.peer.nxt, a, len, None, false);
             }
-            Op::Direct { len, ack } => {
+            Op::Direct { len, ack, room } => {
                 let a = self.ack_for(ack);
                 let avail = self.peer.edge.diff(self.peer.nxt);
                 let len = if avail > 0 {
@@ -908,12 +911,18 @@ impl Pair {
                 };
                 let payload = stream(seq, len);
                 assert!(!self.off.direct_ok(&r, len), "direct without fast_path");
-                if self.on.direct_ok(&r, len) {
-                    self.on.direct_commit(self.now, &r, len);
+                let take = len.min(room);
+                if self.on.direct_ok(&r, len) && self.on.direct_rest_fits(len - take) {
+                    if take == len {
+                        self.on.direct_commit(self.now, &r, len);
+                    } else {
+                        self.on
+                            .direct_commit_part(self.now, &r, len, &payload[take..]);
+                    }
                     assert_eq!(self.off.handle_segment(self.now, &r, &payload), Ok(()));
-                    let mut got = vec![0u8; len + 10];
-                    assert_eq!(self.off.recv(&mut got), len, "direct: not all read");
-                    assert_eq!(got[..len], payload[..], "direct: other bytes");
+                    let mut got = vec![0u8; take];
+                    assert_eq!(self.off.recv(&mut got), take, "direct: not all read");
+                    assert_eq!(got[..], payload[..take], "direct: other bytes");
                     self.direct_segs += 1;
                 } else {
                     let ra = self.on.handle_segment(self.now, &r, &payload);

@@ -1064,10 +1064,13 @@ impl<N: Nic> Stack<N> {
     /// before the copies, as on the ordinary path, where the reader copies
     /// after the protocol handler ran; acknowledging only after the copies
     /// starved the sender of credit by the copy time, halving two-core
-    /// throughput), then the copies. Stops at the first segment that does
-    /// not qualify, which it processes the ordinary way after the copies,
-    /// at a full `buf`, or after [`MAX_BATCH`] frames. Returns the bytes
-    /// placed.
+    /// throughput), then the copies. A segment that `buf` takes only in
+    /// part leaves its tail in the receive buffer
+    /// (`Connection::direct_commit_part`), where `tcp_recv` reads it first
+    /// next time before placing directly again. Stops at the first segment
+    /// that does not qualify, which it processes the ordinary way after the
+    /// copies, at a full `buf`, or after [`MAX_BATCH`] frames. Returns the
+    /// bytes placed.
     fn conn_direct(&mut self, idx: u32, buf: &mut [u8], now: u64) -> usize {
         let mut n = 0;
         let mut done = 0;
@@ -1096,11 +1099,25 @@ impl<N: Nic> Stack<N> {
                 if let Ok(seg) = &parsed {
                     let (a, b) = seg.payload;
                     let len = b - a;
-                    if len <= buf.len() - at && s.conn.direct_ok(&seg.repr, len) {
-                        s.conn.direct_commit(now, &seg.repr, len);
-                        round[k] = (d, a as u16, b as u16, at);
+                    // `at < buf.len()`: there is room for at least a byte.
+                    let take = len.min(buf.len() - at);
+                    if s.conn.direct_ok(&seg.repr, len) {
+                        if take == len {
+                            s.conn.direct_commit(now, &seg.repr, len);
+                        } else if s.conn.direct_rest_fits(len - take) {
+                            // The reader's buffer ends inside this segment:
+                            // its tail goes to the receive buffer, which the
+                            // next read empties first. The round ends here.
+                            s.conn
+                                .direct_commit_part(now, &seg.repr, len, &frame[a + take..b]);
+                        } else {
+                            other = Some((d, parsed));
+                            stop = true;
+                            break;
+                        }
+                        round[k] = (d, a as u16, (a + take) as u16, at);
                         k += 1;
-                        at += len;
+                        at += take;
                         continue;
                     }
                 }
@@ -1831,6 +1848,12 @@ impl<N: Nic> Stack<N> {
 
     /// Reads received bytes into `buf`. `Ok(0)` is end of stream (the peer
     /// sent FIN and everything was read); `WouldBlock` if nothing is there.
+    ///
+    /// The connection's queued segments are processed here, in the
+    /// caller's context (LRP §3.4), in-order text going straight into `buf`
+    /// where it can (direct placement). Once `buf` is full, segments
+    /// still queued wait for the next read or for the connection's
+    /// protocol handler ([`Stack::tcp_service`]).
     pub fn tcp_recv(
         &mut self,
         h: TcpHandle,
@@ -1839,10 +1862,23 @@ impl<N: Nic> Stack<N> {
     ) -> Result<usize, SocketError> {
         let s = self.tcp.conn(h)?;
         let mut n = 0;
-        if !buf.is_empty() && s.conn.recv_queue() == 0 && self.demux.queued(s.chan) > 0 {
-            n = self.conn_direct(h.idx, buf, now);
+        if !buf.is_empty() && self.demux.queued(s.chan) > 0 {
+            if s.conn.recv_queue() > 0 {
+                // Bytes in the receive buffer come first (often the tail
+                // of a segment the last read placed in part); once it is
+                // empty, what is queued may still go straight to `buf`.
+                n = self.tcp.conn_mut(h)?.conn.recv(buf);
+            }
+            if n < buf.len() && self.tcp.conn(h)?.conn.recv_queue() == 0 {
+                n += self.conn_direct(h.idx, &mut buf[n..], now);
+            }
         }
-        self.conn_catch_up(h, now)?;
+        if n < buf.len() {
+            self.conn_catch_up(h, now)?;
+        }
+        // Else `buf` is full: what is still queued waits for the next read
+        // (or `tcp_service`), which may place it directly; catching up now
+        // would move it all through the receive buffer.
         let s = self.tcp.conn_mut(h)?;
         n += s.conn.recv(&mut buf[n..]);
         if n > 0 {

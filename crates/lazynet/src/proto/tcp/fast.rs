@@ -159,14 +159,41 @@ impl<C: CongestionControl> Connection<C> {
     /// the protocol work, and the text is copied once, from the NIC buffer
     /// to the reader, never through the receive buffer.
     pub fn direct_commit(&mut self, now: u64, seg: &TcpRepr, len: usize) {
+        self.direct_commit_part(now, seg, len, &[]);
+    }
+
+    /// Whether the last `rest` bytes of a segment that [`direct_ok`]
+    /// admitted fit the receive buffer, for [`direct_commit_part`] (the
+    /// reader's buffer took the others). Pure.
+    ///
+    /// [`direct_ok`]: Connection::direct_ok
+    /// [`direct_commit_part`]: Connection::direct_commit_part
+    #[inline]
+    pub fn direct_rest_fits(&self, rest: usize) -> bool {
+        rest <= self.rx.free()
+    }
+
+    /// [`Connection::direct_commit`] for a segment whose text the reader's
+    /// buffer took only in part: its last bytes, `rest`, go into the
+    /// receive buffer, where the reader's next call finds them first
+    /// ([`Connection::direct_rest_fits`] must hold). The TCB ends exactly
+    /// as after `handle_segment(seg)` followed by a `recv` that took the
+    /// first `len - rest.len()` bytes (`tests/tcp_fastpath.rs`).
+    pub fn direct_commit_part(&mut self, now: u64, seg: &TcpRepr, len: usize, rest: &[u8]) {
+        debug_assert!(rest.len() < len && self.rx.is_empty());
         self.counters.segs_in += 1;
         self.counters.direct += 1;
         self.fast_common(now, seg);
         self.rcv_mss = self.rcv_mss.max(len as u32).min(u32::from(self.cfg.mss));
+        if !rest.is_empty() {
+            let queued = self.rx.push(rest);
+            debug_assert_eq!(queued, rest.len());
+        }
         self.rcv_nxt += len as u32;
         self.delayed_ack(now, len as u32);
         self.update_timers(now);
-        // `recv`'s window update (RFC 9293 §3.8.6.2.2), the buffer empty.
+        // `recv`'s window update (RFC 9293 §3.8.6.2.2), the buffer holding
+        // only `rest`.
         let before = self.rcv_adv.diff(self.rcv_nxt).max(0) as u32;
         let possible = self.window_possible();
         let step = self.sws_step();
