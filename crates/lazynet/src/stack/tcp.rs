@@ -1863,13 +1863,16 @@ impl<N: Nic> Stack<N> {
         let s = self.tcp.conn(h)?;
         let mut n = 0;
         if !buf.is_empty() && self.demux.queued(s.chan) > 0 {
-            if s.conn.recv_queue() > 0 {
+            let mut empty = s.conn.recv_queue() == 0;
+            if !empty {
                 // Bytes in the receive buffer come first (often the tail
                 // of a segment the last read placed in part); once it is
                 // empty, what is queued may still go straight to `buf`.
-                n = self.tcp.conn_mut(h)?.conn.recv(buf);
+                let s = self.tcp.conn_mut(h)?;
+                n = s.conn.recv(buf);
+                empty = s.conn.recv_queue() == 0;
             }
-            if n < buf.len() && self.tcp.conn(h)?.conn.recv_queue() == 0 {
+            if empty && n < buf.len() {
                 n += self.conn_direct(h.idx, &mut buf[n..], now);
             }
         }

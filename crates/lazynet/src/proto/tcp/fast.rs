@@ -158,6 +158,7 @@ impl<C: CongestionControl> Connection<C> {
     /// checks this differentially). LRP §3.4: the receiver's own read does
     /// the protocol work, and the text is copied once, from the NIC buffer
     /// to the reader, never through the receive buffer.
+    #[inline]
     pub fn direct_commit(&mut self, now: u64, seg: &TcpRepr, len: usize) {
         self.direct_commit_part(now, seg, len, &[]);
     }
@@ -179,6 +180,7 @@ impl<C: CongestionControl> Connection<C> {
     /// ([`Connection::direct_rest_fits`] must hold). The TCB ends exactly
     /// as after `handle_segment(seg)` followed by a `recv` that took the
     /// first `len - rest.len()` bytes (`tests/tcp_fastpath.rs`).
+    #[inline]
     pub fn direct_commit_part(&mut self, now: u64, seg: &TcpRepr, len: usize, rest: &[u8]) {
         debug_assert!(rest.len() < len && self.rx.is_empty());
         self.counters.segs_in += 1;
