@@ -912,12 +912,23 @@ impl Pair {
                 let payload = stream(seq, len);
                 assert!(!self.off.direct_ok(&r, len), "direct without fast_path");
                 let take = len.min(room);
+                if self.on.direct_ok(&r, len) {
+                    // A "tail" as long as the text is refused, changing nothing.
+                    let before = tcb(&self.on);
+                    assert!(!self.on.direct_commit_part(self.now, &r, len, &payload));
+                    assert_eq!(
+                        tcb(&self.on),
+                        before,
+                        "a refused part commit changed the TCB"
+                    );
+                }
                 if self.on.direct_ok(&r, len) && self.on.direct_rest_fits(len - take) {
                     if take == len {
                         self.on.direct_commit(self.now, &r, len);
                     } else {
-                        self.on
-                            .direct_commit_part(self.now, &r, len, &payload[take..]);
+                        assert!(self
+                            .on
+                            .direct_commit_part(self.now, &r, len, &payload[take..]));
                     }
                     assert_eq!(self.off.handle_segment(self.now, &r, &payload), Ok(()));
                     let mut got = vec![0u8; take];

@@ -1104,17 +1104,21 @@ impl<N: Nic> Stack<N> {
                     if s.conn.direct_ok(&seg.repr, len) {
                         if take == len {
                             s.conn.direct_commit(now, &seg.repr, len);
-                        } else if s.conn.direct_rest_fits(len - take) {
-                            // The reader's buffer ends inside this segment:
-                            // its tail goes to the receive buffer, which the
-                            // next read empties first. The round ends here.
-                            s.conn
-                                .direct_commit_part(now, &seg.repr, len, &frame[a + take..b]);
-                        } else {
+                        } else if !s.conn.direct_commit_part(
+                            now,
+                            &seg.repr,
+                            len,
+                            &frame[a + take..b],
+                        ) {
+                            // The tail does not fit the receive buffer.
                             other = Some((d, parsed));
                             stop = true;
                             break;
                         }
+                        // Else, if `take < len`, the reader's buffer ends
+                        // inside this segment: its tail went to the receive
+                        // buffer, which the next read empties first, and
+                        // `at` reaches the end.
                         round[k] = (d, a as u16, (a + take) as u16, at);
                         k += 1;
                         at += take;

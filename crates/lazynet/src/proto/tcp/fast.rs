@@ -160,7 +160,8 @@ impl<C: CongestionControl> Connection<C> {
     /// to the reader, never through the receive buffer.
     #[inline]
     pub fn direct_commit(&mut self, now: u64, seg: &TcpRepr, len: usize) {
-        self.direct_commit_part(now, seg, len, &[]);
+        let done = self.direct_commit_part(now, seg, len, &[]);
+        debug_assert!(done);
     }
 
     /// Whether the last `rest` bytes of a segment that [`direct_ok`]
@@ -176,13 +177,19 @@ impl<C: CongestionControl> Connection<C> {
 
     /// [`Connection::direct_commit`] for a segment whose text the reader's
     /// buffer took only in part: its last bytes, `rest`, go into the
-    /// receive buffer, where the reader's next call finds them first
-    /// ([`Connection::direct_rest_fits`] must hold). The TCB ends exactly
-    /// as after `handle_segment(seg)` followed by a `recv` that took the
-    /// first `len - rest.len()` bytes (`tests/tcp_fastpath.rs`).
+    /// receive buffer, where the reader's next call finds them first. The
+    /// TCB ends exactly as after `handle_segment(seg)` followed by a `recv`
+    /// that took the first `len - rest.len()` bytes (`tests/tcp_fastpath.rs`).
+    /// Returns false, changing nothing, if `rest` does not fit
+    /// ([`Connection::direct_rest_fits`]) or is not shorter than the text:
+    /// the caller then processes the segment the ordinary way.
     #[inline]
-    pub fn direct_commit_part(&mut self, now: u64, seg: &TcpRepr, len: usize, rest: &[u8]) {
-        debug_assert!(rest.len() < len && self.rx.is_empty());
+    #[must_use]
+    pub fn direct_commit_part(&mut self, now: u64, seg: &TcpRepr, len: usize, rest: &[u8]) -> bool {
+        if rest.len() >= len.max(1) || !self.direct_rest_fits(rest.len()) {
+            return false;
+        }
+        debug_assert!(self.rx.is_empty());
         self.counters.segs_in += 1;
         self.counters.direct += 1;
         self.fast_common(now, seg);
@@ -202,6 +209,7 @@ impl<C: CongestionControl> Connection<C> {
         if possible >= before.saturating_mul(2) && possible - before >= step {
             self.ack_now = true;
         }
+        true
     }
 
     /// Timestamps not negotiated, or present and not older than TS.Recent
