@@ -344,8 +344,8 @@ pub fn bulk_run<E: Endpoint>(duration: Duration, nodelay: bool) -> anyhow::Resul
             // Gaps of more than 0.5 ms between arrivals (diagnostics).
             let (mut seen, mut last_data) = (0u64, Instant::now());
             let (mut stalls, mut stalled) = (0u32, Duration::ZERO);
-            // TSC ticks spent in turns that found nothing, and in all
-            // turns: the share of the receiver's time it waited. (Counting
+            // Time spent in turns that found nothing, and in all turns
+            // (TSC): the share of the receiver's time it waited. (Counting
             // turns misleads: an empty turn is much shorter than a full one.)
             let mut idle_time = IdleTime::new();
             loop {
@@ -1646,39 +1646,44 @@ mod tests {
         assert_eq!(Placement::of(f64::NAN, 70.0), Placement::Mixed);
     }
 
+    /// `placement_summary` of two series `a` and `b`, paired.
+    fn summary(vals: &[Vec<f64>], places: &[Vec<Placement>]) -> String {
+        let mut out = String::new();
+        placement_summary(&mut out, "x", "u", &["a", "b"], vals, places, &[(0, 1)]).unwrap();
+        out
+    }
+
+    /// The summary line of placement class `class`.
+    fn class_line<'a>(out: &'a str, class: &str) -> &'a str {
+        let head = format!("x placement {class}");
+        out.lines().find(|l| l.starts_with(&head)).unwrap()
+    }
+
     #[test]
     fn ratios_pair_only_runs_of_one_placement() {
         use Placement::*;
-        let names = ["a", "b"];
         let vals = vec![vec![60.0, 20.0, 50.0], vec![40.0, 50.0, 10.0]];
-        let places = vec![vec![Shared, Apart, Shared], vec![Shared, Shared, Apart]];
-        let mut out = String::new();
-        placement_summary(&mut out, "x", "u", &names, &vals, &places, &[(0, 1)]).unwrap();
+        let out = summary(
+            &vals,
+            &[vec![Shared, Apart, Shared], vec![Shared, Shared, Apart]],
+        );
         // Shared: a has 60 and 50, b 40 and 50; only run 0 pairs (1.5x).
-        let shared = out
-            .lines()
-            .find(|l| l.starts_with("x placement shared"))
-            .unwrap();
+        let shared = class_line(&out, "shared");
         assert!(
             shared.contains("a/b 1.50x (median of 1 same-placement"),
             "{shared}"
         );
         assert!(shared.contains("b 50.000 u (2 runs)"), "{shared}");
-        let apart = out
-            .lines()
-            .find(|l| l.starts_with("x placement apart"))
-            .unwrap();
+        let apart = class_line(&out, "apart");
         assert!(apart.contains("a/b no same-placement pairs"), "{apart}");
         assert!(!out.contains("placement mixed"), "{out}");
         assert!(!out.contains("NaN"), "{out}");
         // A class where one series has runs and the other none.
-        let places = vec![vec![Shared, Shared, Mixed], vec![Shared, Shared, Shared]];
-        let mut out = String::new();
-        placement_summary(&mut out, "x", "u", &names, &vals, &places, &[(0, 1)]).unwrap();
-        let mixed = out
-            .lines()
-            .find(|l| l.starts_with("x placement mixed"))
-            .unwrap();
+        let out = summary(
+            &vals,
+            &[vec![Shared, Shared, Mixed], vec![Shared, Shared, Shared]],
+        );
+        let mixed = class_line(&out, "mixed");
         assert!(mixed.contains("a 50.000 u (1 runs); b no runs;"), "{mixed}");
         assert!(!out.contains("NaN"), "{out}");
     }

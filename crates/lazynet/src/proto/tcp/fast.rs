@@ -186,7 +186,7 @@ impl<C: CongestionControl> Connection<C> {
     #[inline]
     #[must_use]
     pub fn direct_commit_part(&mut self, now: u64, seg: &TcpRepr, len: usize, rest: &[u8]) -> bool {
-        if rest.len() >= len.max(1) || !self.direct_rest_fits(rest.len()) {
+        if (!rest.is_empty() && rest.len() >= len) || !self.direct_rest_fits(rest.len()) {
             return false;
         }
         debug_assert!(self.rx.is_empty());
