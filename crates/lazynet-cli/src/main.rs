@@ -346,6 +346,11 @@ enum BenchCmd {
         /// directly into the reader's buffer.
         #[arg(long)]
         eager_receiver: bool,
+        /// Whether lazynet's receiver evicts the lines of frames it has
+        /// copied out, so that the sending core need not take them back
+        /// from its caches (`stack::handback`; default: measure and choose).
+        #[arg(long, value_enum, default_value_t = Handback::Adaptive)]
+        handback: Handback,
         /// Also run the wire reference series each run: the same bytes
         /// over the same wire with only the per-byte work (copies and
         /// checksums) and no protocol, the bound of every stack here.
@@ -413,6 +418,13 @@ enum BenchCmd {
 pub enum OnOff {
     On,
     Off,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
+pub enum Handback {
+    Off,
+    Adaptive,
+    Always,
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
@@ -622,11 +634,17 @@ fn main() -> anyhow::Result<()> {
                     fifo,
                     wire,
                     eager_receiver,
+                    handback,
                     out,
                 },
         } => {
             tcp_bench::set_fifo(fifo);
             tcp_bench::set_eager_receiver(eager_receiver);
+            tcp_bench::set_handback(match handback {
+                Handback::Off => lazynet::stack::HandbackMode::Off,
+                Handback::Adaptive => lazynet::stack::HandbackMode::Adaptive,
+                Handback::Always => lazynet::stack::HandbackMode::Always,
+            });
             tcp_bench::bench_bulk(
                 &tcp_bench::BulkOpts {
                     seconds,

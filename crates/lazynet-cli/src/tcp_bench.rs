@@ -13,7 +13,7 @@
 use std::fmt::Write as _;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -24,7 +24,7 @@ use lazynet::nic::Nic;
 use lazynet::proto::tcp::{Config, State};
 use lazynet::sched::clock::{Clock, TscClock};
 use lazynet::socket::SocketError;
-use lazynet::stack::{ListenHandle, Stack, StackConfig, TcpHandle};
+use lazynet::stack::{HandbackMode, ListenHandle, Stack, StackConfig, TcpHandle};
 use lazynet::wire::checksum;
 
 use crate::util::{cpus, pin_to};
@@ -75,6 +75,38 @@ fn eager_flag() -> &'static str {
         " --eager-receiver"
     } else {
         ""
+    }
+}
+
+/// `bench tcp-bulk --handback`: lazynet's `StackConfig::rx_handback`
+/// (0 off, 1 adaptive, 2 always).
+static HANDBACK: AtomicU8 = AtomicU8::new(1);
+
+/// Sets [`HANDBACK`].
+pub fn set_handback(mode: HandbackMode) {
+    HANDBACK.store(
+        match mode {
+            HandbackMode::Off => 0,
+            HandbackMode::Adaptive => 1,
+            HandbackMode::Always => 2,
+        },
+        Ordering::Relaxed,
+    );
+}
+
+fn handback() -> HandbackMode {
+    match HANDBACK.load(Ordering::Relaxed) {
+        0 => HandbackMode::Off,
+        2 => HandbackMode::Always,
+        _ => HandbackMode::Adaptive,
+    }
+}
+
+fn handback_flag() -> &'static str {
+    match handback() {
+        HandbackMode::Off => " --handback off",
+        HandbackMode::Always => " --handback always",
+        HandbackMode::Adaptive => "",
     }
 }
 
@@ -171,6 +203,7 @@ fn lazy_stack(end: WireEnd, addr: Ipv4Addr, seed: u64, nodelay: bool) -> Stack<W
                 nodelay,
                 ..Config::default()
             },
+            rx_handback: handback(),
             ..StackConfig::default()
         },
     )
@@ -1036,7 +1069,7 @@ fn settings() -> String {
     format!(
         "settings: in-memory wire ({} buffers of {} B, ring {}, MTU {}), MSS 1460 (1448 with timestamps), \
          send buffer {} KiB, receive buffer {} KiB, window scaling and timestamps on in both stacks, software checksums \
-         in both, one pinned busy-polling thread per stack (cpus {:?}); bulk: lazynet's receiver {}\n",
+         in both, one pinned busy-polling thread per stack (cpus {:?}); bulk: lazynet's receiver {}, and evicts the lines of frames it copied out: {}\n",
         wire_config().buf_count,
         wire_config().buf_size,
         wire_config().ring_capacity,
@@ -1048,6 +1081,11 @@ fn settings() -> String {
             "runs its protocol handler in every poll, before reading (--eager-receiver)"
         } else {
             "lets its reads process its segments (LRP; in-order text placed directly into the reader's buffer) and runs its protocol handler when a read finds nothing"
+        },
+        match handback() {
+            HandbackMode::Off => "never (--handback off)",
+            HandbackMode::Always => "always (--handback always)",
+            HandbackMode::Adaptive => "where measured faster (stack::handback)",
         }
     )
 }
@@ -1179,11 +1217,12 @@ pub fn bench_bulk(o: &BulkOpts, out: &Path) -> anyhow::Result<()> {
     )?;
     print!("{summary}");
     let cmd = format!(
-        "lazynet bench tcp-bulk --seconds {seconds} --runs {runs} --stack {} --send-buf {send_kib} --recv-buf {recv_kib}{}{}{}{}",
+        "lazynet bench tcp-bulk --seconds {seconds} --runs {runs} --stack {} --send-buf {send_kib} --recv-buf {recv_kib}{}{}{}{}{}",
         format!("{which:?}").to_lowercase(),
         if nodelay { " --nodelay" } else { "" },
         if wire { " --wire" } else { "" },
         eager_flag(),
+        handback_flag(),
         fifo_flag()
     );
     write_out(out, "tcp-bulk", &cmd, &csv, &summary)

@@ -11,7 +11,9 @@ use lazynet::nic::wirepair::{WireConfig, WireEnd, WirePair};
 use lazynet::nic::Nic;
 use lazynet::proto::tcp::{ListenConfig, State};
 use lazynet::socket::{SocketError, TcpListener, TcpStream};
-use lazynet::stack::{ListenHandle, Stack, StackConfig, StackDrop, TcpEvent, TcpHandle};
+use lazynet::stack::{
+    HandbackMode, ListenHandle, Stack, StackConfig, StackDrop, TcpEvent, TcpHandle,
+};
 use lazynet::wire::ethernet::EthernetFrame;
 use lazynet::wire::ipv4::Ipv4Packet;
 use lazynet::wire::tcp::{TcpFlags, TcpPacket, TcpRepr};
@@ -26,27 +28,23 @@ fn pair() -> (Stack<WireEnd>, Stack<WireEnd>) {
         ..WireConfig::default()
     })
     .unwrap();
-    let sa = Stack::new(
-        a,
+    (pair_with(a, A, 1), pair_with(b, B, 2))
+}
+
+/// A stack at `addr` on `end` with the default configuration.
+fn pair_with(end: WireEnd, addr: Ipv4Addr, seed: u64) -> Stack<WireEnd> {
+    Stack::new(
+        end,
         StackConfig {
-            addr: A,
-            seed: 1,
+            addr,
+            seed,
             ..StackConfig::default()
         },
-    );
-    let sb = Stack::new(
-        b,
-        StackConfig {
-            addr: B,
-            seed: 2,
-            ..StackConfig::default()
-        },
-    );
-    (sa, sb)
+    )
 }
 
 /// One round of both stacks: receive, demultiplex, run TCP work.
-fn pump(sa: &mut Stack<WireEnd>, sb: &mut Stack<WireEnd>, now: u64) {
+fn pump<N: Nic>(sa: &mut Stack<WireEnd>, sb: &mut Stack<N>, now: u64) {
     sa.poll(now);
     sa.tcp_service(now, 1024);
     sb.poll(now);
@@ -58,9 +56,9 @@ fn data(off: usize, len: usize, salt: u8) -> Vec<u8> {
 }
 
 /// Connects A → B:80 in virtual time; returns (client, server) handles.
-fn establish(
+fn establish<N: Nic>(
     sa: &mut Stack<WireEnd>,
-    sb: &mut Stack<WireEnd>,
+    sb: &mut Stack<N>,
     now: &mut u64,
 ) -> (TcpHandle, TcpHandle) {
     let l = sb
@@ -80,7 +78,7 @@ fn establish(
     panic!("no connection");
 }
 
-fn check_accounting(s: &Stack<WireEnd>) {
+fn check_accounting<N: Nic>(s: &Stack<N>) {
     let st = s.stats();
     assert_eq!(
         st.frames_accounted() + s.queued_frames() as u64,
@@ -150,20 +148,19 @@ fn bulk_both_ways_then_close_frees_everything() {
     assert_eq!(sa.stats().drops_for(StackDrop::TcpChecksum), 0);
 }
 
-#[test]
-fn a_reader_with_less_room_than_a_segment_still_gets_text_placed_directly() {
-    // The reader's calls do the protocol work (B never services before
-    // reading), and each read has room for 1000 bytes, less than a
-    // segment: each segment's head goes straight into the reader's buffer,
-    // its tail into the receive buffer, which the next read empties before
-    // placing directly again. Before, such a segment took the ordinary
-    // path, and everything queued behind it followed.
-    let (mut sa, mut sb) = pair();
+/// Sends `total` bytes from `sa` to `sb`, whose reads (of `read` bytes)
+/// do the protocol work (B never services before reading), and checks
+/// every byte. Returns B's connection counters.
+fn send_to_reader<N: Nic>(
+    sa: &mut Stack<WireEnd>,
+    sb: &mut Stack<N>,
+    total: usize,
+    read: usize,
+) -> lazynet::proto::tcp::TcpCounters {
     let mut now = 0;
-    let (c, s) = establish(&mut sa, &mut sb, &mut now);
-    let total = 512 * 1024;
+    let (c, s) = establish(sa, sb, &mut now);
     let (mut sent, mut got) = (0, 0);
-    let mut buf = vec![0u8; 1000];
+    let mut buf = vec![0u8; read];
     let mut rounds = 0;
     while got < total {
         rounds += 1;
@@ -192,15 +189,112 @@ fn a_reader_with_less_room_than_a_segment_still_gets_text_placed_directly() {
             }
         }
     }
-    let k = sb.tcp_counters(s).unwrap();
+    check_accounting(sb);
+    assert_eq!(sb.stats().drops_for(StackDrop::TcpChecksum), 0);
+    sb.tcp_counters(s).unwrap()
+}
+
+#[test]
+fn a_reader_with_less_room_than_a_segment_still_gets_text_placed_directly() {
+    // Each read has room for 1000 bytes, less than a segment: each
+    // segment's head goes straight into the reader's buffer, its tail into
+    // the receive buffer, which the next read empties before placing
+    // directly again. Before, such a segment took the ordinary path, and
+    // everything queued behind it followed.
+    let (mut sa, mut sb) = pair();
+    let k = send_to_reader(&mut sa, &mut sb, 512 * 1024, 1000);
     let segs = k.segs_in;
     assert!(
         k.direct * 10 >= segs * 9,
         "only {} of {segs} segments placed directly",
         k.direct
     );
-    check_accounting(&sb);
-    assert_eq!(sb.stats().drops_for(StackDrop::TcpChecksum), 0);
+}
+
+/// B's stack with `rx_handback` set.
+fn receiver<N: Nic>(nic: N, mode: HandbackMode) -> Stack<N> {
+    Stack::new(
+        nic,
+        StackConfig {
+            addr: B,
+            seed: 2,
+            rx_handback: mode,
+            ..StackConfig::default()
+        },
+    )
+}
+
+#[test]
+fn handback_always_evicts_every_frame_placed_directly_and_keeps_the_bytes() {
+    let (a, b) = WirePair::new(WireConfig {
+        buf_count: 2048,
+        ..WireConfig::default()
+    })
+    .unwrap();
+    let mut sa = pair_with(a, A, 1);
+    let mut sb = receiver(b, HandbackMode::Always);
+    let k = send_to_reader(&mut sa, &mut sb, 1 << 20, 65536);
+    let evicted = sb.stats().tcp.frames_evicted;
+    assert!(k.direct > 500, "{} placed directly", k.direct);
+    assert_eq!(evicted, k.direct, "every frame placed directly was evicted");
+    assert_eq!(sb.stats().tcp.handback_switches, 0);
+}
+
+#[test]
+fn handback_off_evicts_nothing() {
+    let (a, b) = WirePair::new(WireConfig::default()).unwrap();
+    let mut sa = pair_with(a, A, 1);
+    let mut sb = receiver(b, HandbackMode::Off);
+    let k = send_to_reader(&mut sa, &mut sb, 1 << 20, 65536);
+    assert!(k.direct > 500);
+    assert_eq!(sb.stats().tcp.frames_evicted, 0);
+}
+
+/// A wire end that does not say its buffers are shared with another core
+/// (as a TAP device's are not).
+struct Local(WireEnd);
+
+impl Nic for Local {
+    fn mac(&self) -> [u8; 6] {
+        self.0.mac()
+    }
+    fn mtu(&self) -> usize {
+        self.0.mtu()
+    }
+    fn buffers(&self) -> &lazynet::mem::BufArea {
+        self.0.buffers()
+    }
+    fn buffers_mut(&mut self) -> &mut lazynet::mem::BufArea {
+        self.0.buffers_mut()
+    }
+    fn recv(&mut self, out: &mut [Desc]) -> usize {
+        self.0.recv(out)
+    }
+    fn alloc(&mut self, out: &mut [u32]) -> usize {
+        self.0.alloc(out)
+    }
+    fn send(&mut self, frames: &[Desc]) -> usize {
+        self.0.send(frames)
+    }
+    fn release(&mut self, bufs: &[Desc]) {
+        self.0.release(bufs)
+    }
+    fn flush(&mut self) {
+        self.0.flush()
+    }
+}
+
+#[test]
+fn handback_never_evicts_where_the_nic_fills_its_own_buffers() {
+    let (a, b) = WirePair::new(WireConfig::default()).unwrap();
+    assert!(b.cross_core_buffers());
+    let mut sa = pair_with(a, A, 1);
+    let local = Local(b);
+    assert!(!local.cross_core_buffers());
+    let mut sb = receiver(local, HandbackMode::Always);
+    let k = send_to_reader(&mut sa, &mut sb, 1 << 20, 65536);
+    assert!(k.direct > 500);
+    assert_eq!(sb.stats().tcp.frames_evicted, 0);
 }
 
 #[test]

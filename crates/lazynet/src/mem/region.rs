@@ -194,6 +194,34 @@ impl BufArea {
         }
     }
 
+    /// Evicts the lines of the frame `d` describes from every cache
+    /// (`clflushopt`, or `clflush` on CPUs without it; a no-op off x86_64
+    /// and for an out-of-range `d`). Memory keeps its contents: this
+    /// changes where the lines live, never what they hold.
+    ///
+    /// For a receiver that has copied a frame out of a buffer another core
+    /// wrote and will write again (`stack::handback`): where the two cores
+    /// do not share a cache, that core's next write must first take the
+    /// lines back from this core's caches, one slow cross-core transfer per
+    /// line; once they are evicted it fetches them from memory instead.
+    /// Whether that pays depends on where the host put the cores, so the
+    /// stack decides by measuring.
+    #[inline]
+    pub fn evict(&self, d: Desc) {
+        if !self.valid(d) {
+            return;
+        }
+        let start = self.offset + d.buf as usize * self.buf_size as usize + d.off as usize;
+        let end = start + d.len as usize;
+        let base = self.region.as_ptr();
+        let opt = has_clflushopt();
+        let mut at = start & !63;
+        while at < end {
+            evict_line(base.wrapping_add(at), opt);
+            at += 64;
+        }
+    }
+
     /// The whole buffer `buf` for writing, or `None` if out of range.
     #[inline]
     pub fn buf_mut(&mut self, buf: u32) -> Option<&mut [u8]> {
@@ -207,6 +235,44 @@ impl BufArea {
             std::slice::from_raw_parts_mut(self.region.as_ptr().add(start), self.buf_size as usize)
         })
     }
+}
+
+/// Whether the CPU has `clflushopt` (CPUID leaf 7, EBX bit 23), asked once.
+#[cfg(target_arch = "x86_64")]
+fn has_clflushopt() -> bool {
+    static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HAS.get_or_init(|| {
+        // Leaf 7 is asked only if the highest basic leaf (leaf 0's EAX)
+        // reaches it.
+        let max = std::arch::x86_64::__cpuid(0).eax;
+        max >= 7 && std::arch::x86_64::__cpuid_count(7, 0).ebx & (1 << 23) != 0
+    })
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn has_clflushopt() -> bool {
+    false
+}
+
+/// Evicts the line holding `p` from every cache (`clflushopt` if `opt`,
+/// else `clflush`), writing it back first if it is dirty.
+#[inline]
+fn evict_line(p: *const u8, opt: bool) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `p` lies inside the mapping (callers check the descriptor
+    // against it), which is readable, so neither instruction can fault. Both
+    // keep the line's contents (written back if dirty) and change no register
+    // or flag; `clflushopt` is weakly ordered, which only affects when the
+    // line leaves the caches, never what any core reads.
+    unsafe {
+        if opt {
+            std::arch::asm!("clflushopt [{0}]", in(reg) p, options(nostack, preserves_flags));
+        } else {
+            std::arch::asm!("clflush [{0}]", in(reg) p, options(nostack, preserves_flags));
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (p, opt);
 }
 
 /// `prefetchw` for the line holding `p`.

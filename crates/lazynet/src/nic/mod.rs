@@ -133,6 +133,15 @@ pub trait Nic {
         std::thread::yield_now();
     }
 
+    /// True if the frames this NIC receives were written into its buffers
+    /// by another core that writes the same buffers again once they are
+    /// given back (the in-memory wire, the offload NI); false where the
+    /// kernel or a device fills them (TAP). Only then can evicting a
+    /// consumed frame's lines help (`stack::handback`).
+    fn cross_core_buffers(&self) -> bool {
+        false
+    }
+
     /// Bytes of the ext area this NIC can transmit from (0: none). An
     /// [`ExtRef`] given to [`Nic::send_gather`] must lie inside it.
     fn ext_capacity(&self) -> usize {
@@ -237,6 +246,9 @@ impl<T: Nic + ?Sized> Nic for Box<T> {
     }
     fn ext_capacity(&self) -> usize {
         (**self).ext_capacity()
+    }
+    fn cross_core_buffers(&self) -> bool {
+        (**self).cross_core_buffers()
     }
     fn ext_area_mut(&mut self) -> Option<&mut [u8]> {
         (**self).ext_area_mut()

@@ -350,6 +350,10 @@ impl<N: Nic, W: Write> Nic for PcapNic<N, W> {
         self.inner.ext_capacity()
     }
 
+    fn cross_core_buffers(&self) -> bool {
+        self.inner.cross_core_buffers()
+    }
+
     fn ext_area_mut(&mut self) -> Option<&mut [u8]> {
         self.inner.ext_area_mut()
     }

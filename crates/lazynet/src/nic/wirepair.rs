@@ -731,6 +731,11 @@ impl Nic for WireEnd {
         frames.len()
     }
 
+    /// The other end is another stack, normally on another core.
+    fn cross_core_buffers(&self) -> bool {
+        true
+    }
+
     fn ext_capacity(&self) -> usize {
         match self.side {
             Side::A => self.ext_len,

@@ -64,11 +64,13 @@ use crate::wire::icmp::{self, IcmpPacket};
 use crate::wire::ipv4::{PROTO_ICMP, PROTO_UDP};
 use crate::wire::{ArpOperation, ArpPacket, ArpRepr, Ipv4Packet, Ipv4Repr, UdpPacket, UdpRepr};
 
+pub mod handback;
 mod ni;
 mod tcp;
 #[cfg(test)]
 mod tests;
 
+pub use handback::HandbackMode;
 pub use ni::{NiEngine, NiNic, NiStats, NI_CMDS_PER_STEP, NI_RELEASES_PER_STEP, NI_TX_RETRY_STEPS};
 
 pub use tcp::{
@@ -196,6 +198,9 @@ pub struct StackConfig {
     /// Capacity of the shared IP queue of the `eager` mode (4.4BSD's
     /// `ipintrq` held 50).
     pub ip_queue_cap: usize,
+    /// Whether the receiver evicts a consumed frame's cache lines where
+    /// another core writes the NIC's buffers (see [`handback`]).
+    pub rx_handback: HandbackMode,
 }
 
 impl Default for StackConfig {
@@ -227,6 +232,7 @@ impl Default for StackConfig {
             tcp_time_wait_cap: 8192,
             mode: ReceiveMode::SoftLrp,
             ip_queue_cap: 50,
+            rx_handback: HandbackMode::Adaptive,
         }
     }
 }
@@ -482,7 +488,7 @@ impl StackStats {
 
     /// Writes every non-zero counter as `name value` lines.
     pub fn write_table(&self, out: &mut impl std::fmt::Write) -> std::fmt::Result {
-        let rows: [(&str, u64); 34] = [
+        let rows: [(&str, u64); 36] = [
             ("rx_frames", self.rx_frames),
             ("tx_frames", self.tx_frames),
             ("demux_enqueued", self.demux.enqueued),
@@ -520,6 +526,8 @@ impl StackStats {
             ("tcp_time_wait_entered", self.tcp.time_wait_entered),
             ("tcp_time_wait_segments", self.tcp.time_wait_segments),
             ("tcp_time_wait_evicted", self.tcp.time_wait_evicted),
+            ("tcp_frames_evicted", self.tcp.frames_evicted),
+            ("tcp_handback_switches", self.tcp.handback_switches),
         ];
         for (k, v) in rows {
             writeln!(out, "  {k:<34} {v}")?;
@@ -630,6 +638,8 @@ struct Out<N: Nic> {
     /// Segments of the output call in progress (`tcp.rs`), empty between
     /// calls.
     batch: tcp::TxBatch,
+    /// Keep or evict consumed receive buffers' lines (`handback`).
+    handback: handback::Handback,
     stats: OutStats,
 }
 
@@ -991,6 +1001,13 @@ impl<N: Nic> Stack<N> {
         debug_assert!(nic.buffers().count() < CHECKED_TAG, "too many NIC buffers");
         let mac = nic.mac();
         let mtu = nic.mtu();
+        // Evicting consumed lines can only help where another core writes
+        // the buffers again (`handback`).
+        let handback_mode = if nic.cross_core_buffers() {
+            cfg.rx_handback
+        } else {
+            HandbackMode::Off
+        };
         let mask = if cfg.prefix_len == 0 {
             0
         } else {
@@ -1042,6 +1059,7 @@ impl<N: Nic> Stack<N> {
                 release: Vec::with_capacity(MAX_BATCH),
                 spare: None,
                 batch: tcp::TxBatch::new(),
+                handback: handback::Handback::new(handback_mode),
                 stats: OutStats::default(),
             },
             demux,
@@ -1106,6 +1124,7 @@ impl<N: Nic> Stack<N> {
         s.arp = self.out.arp.counters();
         s.reasm = self.reasm.counters();
         s.tcp = self.tcp.stats.clone();
+        s.tcp.handback_switches = self.out.handback.switches();
         self.ni_merge(&mut s);
         s
     }

@@ -257,6 +257,10 @@ impl Nic for NiNic {
         let n = self.rel.push(bufs);
         self.lost_releases += (bufs.len() - n) as u64;
     }
+    /// The NI thread wrote the frames and refills the buffers given back.
+    fn cross_core_buffers(&self) -> bool {
+        true
+    }
 }
 
 /// The host's side of the link to the NI, kept in its [`Stack`].

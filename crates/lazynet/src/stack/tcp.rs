@@ -205,6 +205,11 @@ pub struct TcpStats {
     pub time_wait_segments: u64,
     /// TIME-WAIT entries evicted because the table was full.
     pub time_wait_evicted: u64,
+    /// Received frames whose cache lines were evicted after direct
+    /// placement copied their text out (`handback`).
+    pub frames_evicted: u64,
+    /// Times the hand-back choice (keep or evict) changed.
+    pub handback_switches: u64,
 }
 
 pub(super) struct Tcp {
@@ -1140,13 +1145,21 @@ impl<N: Nic> Stack<N> {
                     self.conn_after(idx, now, false);
                     self.out.nic.flush();
                 }
+                let evict = self.out.handback.evict();
                 for &(d, a, b, off) in &round[..k] {
                     if let Some(f) = self.out.nic.buffers().frame(d) {
                         let p = &f[a as usize..b as usize];
                         buf[off..off + p.len()].copy_from_slice(p);
                     }
+                    if evict {
+                        self.out.nic.buffers().evict(d);
+                    }
                     self.out.release(d);
                 }
+                if evict {
+                    self.tcp.stats.frames_evicted += k as u64;
+                }
+                self.out.handback.placed((at - n) as u64, now);
                 n = at;
             }
             if let Some((d, parsed)) = other {
