@@ -241,6 +241,45 @@ fn handback_always_evicts_every_frame_placed_directly_and_keeps_the_bytes() {
 }
 
 #[test]
+fn handback_always_evicts_frames_whose_text_went_to_the_receive_buffer() {
+    // B's protocol handler runs before it reads: every segment takes the
+    // ordinary path, its text copied into the receive buffer.
+    let (a, b) = WirePair::new(WireConfig::default()).unwrap();
+    let mut sa = pair_with(a, A, 1);
+    let mut sb = receiver(b, HandbackMode::Always);
+    let mut now = 0;
+    let (c, s) = establish(&mut sa, &mut sb, &mut now);
+    let total = 1 << 20;
+    let (mut sent, mut got) = (0, 0);
+    let mut buf = vec![0u8; 65536];
+    for _ in 0..100_000 {
+        if got == total {
+            break;
+        }
+        now += 10_000;
+        if sent < total {
+            if let Ok(n) = sa.tcp_send(c, &data(sent, (total - sent).min(16384), 5), now) {
+                sent += n;
+            }
+        }
+        pump(&mut sa, &mut sb, now);
+        while let Ok(n) = sb.tcp_recv(s, &mut buf, now) {
+            assert_eq!(&buf[..n], &data(got, n, 5)[..], "wrong bytes at {got}");
+            got += n;
+        }
+    }
+    assert_eq!(got, total, "stalled");
+    let k = sb.tcp_counters(s).unwrap();
+    assert_eq!(k.direct, 0, "all through the receive buffer");
+    let evicted = sb.stats().tcp.frames_evicted as usize;
+    assert!(
+        evicted >= total / 1448 && evicted <= k.segs_in as usize,
+        "{evicted} evicted of {} segments",
+        k.segs_in
+    );
+}
+
+#[test]
 fn handback_off_evicts_nothing() {
     let (a, b) = WirePair::new(WireConfig::default()).unwrap();
     let mut sa = pair_with(a, A, 1);

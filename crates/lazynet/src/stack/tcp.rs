@@ -205,8 +205,9 @@ pub struct TcpStats {
     pub time_wait_segments: u64,
     /// TIME-WAIT entries evicted because the table was full.
     pub time_wait_evicted: u64,
-    /// Received frames whose cache lines were evicted after direct
-    /// placement copied their text out (`handback`).
+    /// Received frames whose cache lines were evicted after their text was
+    /// copied out, into the reader's buffer or the receive buffer
+    /// (`handback`).
     pub frames_evicted: u64,
     /// Times the hand-back choice (keep or evict) changed.
     pub handback_switches: u64,
@@ -1043,6 +1044,14 @@ impl<N: Nic> Stack<N> {
                 let payload = &frame[seg.payload.0..seg.payload.1];
                 let _ = s.conn.handle_segment(now, &seg.repr, payload);
                 self.tcp.stats.segments_in += 1;
+                if !payload.is_empty() {
+                    // Its text is in the receive buffer now (`handback`).
+                    if self.out.handback.evict() {
+                        self.out.nic.buffers().evict(d);
+                        self.tcp.stats.frames_evicted += 1;
+                    }
+                    self.out.handback.placed(payload.len() as u64, now);
+                }
                 self.out.release(d);
                 // RFC 5681 §4.2: an out-of-order segment (one that
                 // arrives while a gap is open) is answered at once, one
