@@ -1008,6 +1008,9 @@ impl<N: Nic> Stack<N> {
         } else {
             HandbackMode::Off
         };
+        // A choice reaches the writer once its buffers come round: after
+        // about as many bytes as the NIC has buffer memory.
+        let settle_bytes = u64::from(nic.buffers().count()) * nic.buffers().buf_size() as u64;
         let mask = if cfg.prefix_len == 0 {
             0
         } else {
@@ -1059,7 +1062,7 @@ impl<N: Nic> Stack<N> {
                 release: Vec::with_capacity(MAX_BATCH),
                 spare: None,
                 batch: tcp::TxBatch::new(),
-                handback: handback::Handback::new(handback_mode),
+                handback: handback::Handback::new(handback_mode, settle_bytes),
                 stats: OutStats::default(),
             },
             demux,
