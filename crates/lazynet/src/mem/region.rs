@@ -259,8 +259,10 @@ fn has_clflushopt() -> bool {
 #[inline]
 fn evict_line(p: *const u8, opt: bool) {
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: `p` lies inside the mapping (callers check the descriptor
-    // against it), which is readable, so neither instruction can fault. Both
+    // SAFETY: `p` lies inside the mapping: callers check the descriptor
+    // against it and round down to a line, and the mapping starts on a page
+    // (so on a line) and ends on one. It is readable, so neither instruction
+    // can fault. Both
     // keep the line's contents (written back if dirty) and change no register
     // or flag; `clflushopt` is weakly ordered, which only affects when the
     // line leaves the caches, never what any core reads.
