@@ -13,8 +13,8 @@
 use std::fmt::Write as _;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
@@ -78,28 +78,16 @@ fn eager_flag() -> &'static str {
     }
 }
 
-/// `bench tcp-bulk --handback`: lazynet's `StackConfig::rx_handback`
-/// (0 off, 1 adaptive, 2 always).
-static HANDBACK: AtomicU8 = AtomicU8::new(1);
+/// `bench tcp-bulk --handback`: lazynet's `StackConfig::rx_handback`.
+static HANDBACK: Mutex<HandbackMode> = Mutex::new(HandbackMode::Adaptive);
 
 /// Sets [`HANDBACK`].
 pub fn set_handback(mode: HandbackMode) {
-    HANDBACK.store(
-        match mode {
-            HandbackMode::Off => 0,
-            HandbackMode::Adaptive => 1,
-            HandbackMode::Always => 2,
-        },
-        Ordering::Relaxed,
-    );
+    *HANDBACK.lock().unwrap_or_else(|e| e.into_inner()) = mode;
 }
 
 fn handback() -> HandbackMode {
-    match HANDBACK.load(Ordering::Relaxed) {
-        0 => HandbackMode::Off,
-        2 => HandbackMode::Always,
-        _ => HandbackMode::Adaptive,
-    }
+    *HANDBACK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn handback_flag() -> &'static str {
@@ -991,12 +979,10 @@ fn placement_summary(
                 .filter(|(_, q)| **q == p)
                 .map(|(x, _)| *x)
                 .collect();
-            if !v.is_empty() {
-                any = true;
-            }
             if v.is_empty() {
                 write!(line, " {name} no runs;")?;
             } else {
+                any = true;
                 write!(line, " {name} {:.3} {unit} ({} runs);", median(&v), v.len())?;
             }
         }

@@ -208,17 +208,14 @@ impl BufArea {
     /// stack decides by measuring.
     #[inline]
     pub fn evict(&self, d: Desc) {
-        if !self.valid(d) {
-            return;
-        }
-        let start = self.offset + d.buf as usize * self.buf_size as usize + d.off as usize;
-        let end = start + d.len as usize;
-        let base = self.region.as_ptr();
+        let Some(f) = self.frame(d) else { return };
         let opt = has_clflushopt();
-        let mut at = start & !63;
-        while at < end {
-            evict_line(base.wrapping_add(at), opt);
-            at += 64;
+        let end = f.as_ptr_range().end;
+        // From the start of the frame's first line.
+        let mut p = f.as_ptr().wrapping_sub(f.as_ptr() as usize & 63);
+        while p < end {
+            evict_line(p, opt);
+            p = p.wrapping_add(64);
         }
     }
 
@@ -259,9 +256,9 @@ fn has_clflushopt() -> bool {
 #[inline]
 fn evict_line(p: *const u8, opt: bool) {
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: `p` lies inside the mapping: callers check the descriptor
-    // against it and round down to a line, and the mapping starts on a page
-    // (so on a line) and ends on one. It is readable, so neither instruction
+    // SAFETY: `p` lies inside the mapping: callers take it from a frame
+    // inside it (`BufArea::frame`) and round down to a line, and the mapping
+    // starts on a page (so on a line) and ends on one. It is readable, so neither instruction
     // can fault. Both
     // keep the line's contents (written back if dirty) and change no register
     // or flag; `clflushopt` is weakly ordered, which only affects when the

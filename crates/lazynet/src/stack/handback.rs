@@ -99,15 +99,11 @@ enum Phase {
 #[derive(Clone, Debug)]
 pub struct Handback {
     mode: HandbackMode,
-    /// Evict now.
-    evict: bool,
-    /// The current choice (outside trials).
+    /// The current choice (outside trials); trials try `!best`.
     best: bool,
     phase: Phase,
     /// Epochs of the current choice left before the next trial.
     left: u32,
-    /// Bytes that end the running epoch.
-    target: u64,
     /// Bytes of the settling part of a trial.
     settle: u64,
     /// Start time and bytes of the running epoch.
@@ -136,11 +132,9 @@ impl Handback {
     pub fn new(mode: HandbackMode, settle_bytes: u64) -> Self {
         Handback {
             mode,
-            evict: mode == HandbackMode::Always,
             best: false,
             phase: Phase::Current,
             left: CYCLE,
-            target: EPOCH_BYTES,
             settle: settle_bytes.max(1),
             start: 0,
             bytes: 0,
@@ -157,7 +151,11 @@ impl Handback {
     /// Whether to evict the frames consumed now.
     #[inline]
     pub fn evict(&self) -> bool {
-        self.evict
+        match self.mode {
+            HandbackMode::Off => false,
+            HandbackMode::Always => true,
+            HandbackMode::Adaptive => self.best != (self.phase != Phase::Current),
+        }
     }
 
     /// Times the current choice changed.
@@ -176,7 +174,14 @@ impl Handback {
             self.start = now;
         }
         self.bytes += bytes;
-        if self.bytes >= self.target {
+        // A settling part is as long as the NIC's buffer memory; epochs
+        // that are measured, EPOCH_BYTES.
+        let target = if self.phase == Phase::Settle {
+            self.settle
+        } else {
+            EPOCH_BYTES
+        };
+        if self.bytes >= target {
             self.epoch_end(now);
         }
     }
@@ -184,7 +189,7 @@ impl Handback {
     #[cold]
     fn epoch_end(&mut self, now: u64) {
         let took = now.saturating_sub(self.start);
-        // Normalized to EPOCH_BYTES: the last call may overshoot the target.
+        // Normalized to EPOCH_BYTES: the last call may overshoot the epoch.
         let per = (u128::from(took) * u128::from(EPOCH_BYTES) / u128::from(self.bytes)) as u64;
         self.bytes = 0;
         if per > SLOW_EPOCH_NS {
@@ -210,14 +215,9 @@ impl Handback {
                 self.left = self.left.saturating_sub(1);
                 if self.left == 0 && self.last > 0 {
                     self.phase = Phase::Settle;
-                    self.evict = !self.best;
-                    self.target = self.settle;
                 }
             }
-            Phase::Settle => {
-                self.phase = Phase::Trial;
-                self.target = EPOCH_BYTES;
-            }
+            Phase::Settle => self.phase = Phase::Trial,
             Phase::Trial => {
                 let won =
                     u128::from(per) * 100 < u128::from(self.last) * u128::from(100 - MARGIN_PCT);
@@ -274,8 +274,6 @@ impl Handback {
     /// epochs of the other choice, so it is not a reference.
     fn current(&mut self, epochs: u32) {
         self.phase = Phase::Current;
-        self.evict = self.best;
-        self.target = EPOCH_BYTES;
         self.left = epochs;
         self.clean = false;
     }
@@ -309,19 +307,22 @@ mod tests {
             }
         }
 
+        /// One read costing `cost(evicting, evicting then)`; returns
+        /// whether it evicted.
+        fn step(&mut self, cost: impl Fn(bool, bool) -> u64) -> bool {
+            let e = self.h.evict();
+            let then = self.past.pop_front().unwrap();
+            self.past.push_back(e);
+            self.now += cost(e, then);
+            self.h.placed(READ, self.now);
+            e
+        }
+
         /// Runs `epochs` × `EPOCH_BYTES` of reads; returns the share of
         /// them that evicted.
         fn run(&mut self, epochs: u32, cost: impl Fn(bool, bool) -> u64) -> f64 {
             let reads = u64::from(epochs) * (EPOCH_BYTES / READ);
-            let mut evicting = 0;
-            for _ in 0..reads {
-                let e = self.h.evict();
-                let then = self.past.pop_front().unwrap();
-                self.past.push_back(e);
-                evicting += u64::from(e);
-                self.now += cost(e, then);
-                self.h.placed(READ, self.now);
-            }
+            let evicting: u64 = (0..reads).map(|_| u64::from(self.step(&cost))).sum();
             evicting as f64 / reads as f64
         }
     }
@@ -436,7 +437,7 @@ mod tests {
             in_trial = t;
             let lucky = t && trials % 2 == 1;
             let cost = if lucky { 20_000 } else { 30_000 };
-            s.run_reads(1, cost);
+            s.step(|_, _| cost);
         }
         assert!(trials >= 8, "{trials} trials");
         assert_eq!(s.h.switches(), 0);
@@ -487,18 +488,5 @@ mod tests {
         assert_eq!(h.bytes, 0);
         assert_eq!(h.last, 4_000_000);
         assert_eq!(h.left, CYCLE - 1);
-    }
-
-    impl Sim {
-        /// `n` reads of fixed cost.
-        fn run_reads(&mut self, n: u32, cost: u64) {
-            for _ in 0..n {
-                let e = self.h.evict();
-                self.past.pop_front();
-                self.past.push_back(e);
-                self.now += cost;
-                self.h.placed(READ, self.now);
-            }
-        }
     }
 }

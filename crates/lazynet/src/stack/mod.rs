@@ -456,6 +456,9 @@ pub struct StackStats {
     /// Checked UDP frames dropped because their socket's channel was full
     /// (the work was spent; `eager`).
     pub udp_dropped_after_work: u64,
+    /// Times the choice to keep or evict consumed receive buffers' lines
+    /// changed (`handback`).
+    pub handback_switches: u64,
     /// All stack drops by reason, indexed by `StackDrop as usize`.
     pub drops: [u64; StackDrop::ALL.len()],
     /// ARP cache counters.
@@ -527,7 +530,7 @@ impl StackStats {
             ("tcp_time_wait_segments", self.tcp.time_wait_segments),
             ("tcp_time_wait_evicted", self.tcp.time_wait_evicted),
             ("tcp_frames_evicted", self.tcp.frames_evicted),
-            ("tcp_handback_switches", self.tcp.handback_switches),
+            ("handback_switches", self.handback_switches),
         ];
         for (k, v) in rows {
             writeln!(out, "  {k:<34} {v}")?;
@@ -1127,7 +1130,7 @@ impl<N: Nic> Stack<N> {
         s.arp = self.out.arp.counters();
         s.reasm = self.reasm.counters();
         s.tcp = self.tcp.stats.clone();
-        s.tcp.handback_switches = self.out.handback.switches();
+        s.handback_switches = self.out.handback.switches();
         self.ni_merge(&mut s);
         s
     }

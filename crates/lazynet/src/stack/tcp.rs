@@ -209,8 +209,6 @@ pub struct TcpStats {
     /// copied out, into the reader's buffer or the receive buffer
     /// (`handback`).
     pub frames_evicted: u64,
-    /// Times the hand-back choice (keep or evict) changed.
-    pub handback_switches: u64,
 }
 
 pub(super) struct Tcp {
