@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # curl download throughput, for the record (issue 3): 
-#   (a) from `lazynet serve http` over TAP into a namespace (kernel TCP as client);
+#   (a) from `lazynet serve http` over TAP into a namespace (kernel TCP as client),
+#       with segmentation offload (the default) and without (`--tso off`);
 #   (b) from a Linux HTTP server over a veth pair between two namespaces.
 # Same client (curl), same body size, same machine, runs alternated; medians.
 # Writes results/tcp/curl.txt. Root. Everything created here is removed on exit.
@@ -10,13 +11,15 @@ SIZE=${SIZE:-209715200}   # 200 MiB
 RUNS=${RUNS:-5}
 BIN=./target/release/lazynet
 cargo build --release -q -p lazynet-cli
-NS=lnbc$$; A=lnbva$$; B=lnbvb$$
+NS=lnbc$$; NO=lnbo$$; A=lnbva$$; B=lnbvb$$
 www=$(mktemp -d)
 cleanup() {
   [ -n "${LZ:-}" ] && kill "$LZ" 2>/dev/null || true
+  [ -n "${LO:-}" ] && kill "$LO" 2>/dev/null || true
   [ -n "${PY:-}" ] && kill "$PY" 2>/dev/null || true
   wait 2>/dev/null || true
   ip netns del "$NS" 2>/dev/null || true
+  ip netns del "$NO" 2>/dev/null || true
   ip netns del "$A" 2>/dev/null || true
   ip netns del "$B" 2>/dev/null || true
   rm -rf "$www"
@@ -27,7 +30,10 @@ trap cleanup EXIT
 $BIN serve http --nic tap --peer-ns "$NS" --dev "$NS" --peer-addr 10.202.0.1/24 --addr 10.202.0.2/24 \
   > "$www/lz.out" 2>&1 &
 LZ=$!
-for _ in $(seq 100); do grep -q ready "$www/lz.out" 2>/dev/null && break; sleep 0.1; done
+$BIN serve http --nic tap --tso off --peer-ns "$NO" --dev "$NO" --peer-addr 10.205.0.1/24 --addr 10.205.0.2/24 \
+  > "$www/lo.out" 2>&1 &
+LO=$!
+for _ in $(seq 100); do grep -q ready "$www/lz.out" 2>/dev/null && grep -q ready "$www/lo.out" 2>/dev/null && break; sleep 0.1; done
 
 # (b) Linux over veth: server in $A, client in $B. The body is a file of the same bytes.
 ip netns add "$A"; ip netns add "$B"
@@ -46,21 +52,26 @@ PY=$!
 for _ in $(seq 100); do ip netns exec "$A" ss -ltn | grep -q :8080 && break; sleep 0.1; done
 
 run() { ip netns exec "$1" curl -s -o /dev/null -w '%{speed_download}' "$2"; }
-lz=(); lx=()
+lz=(); lo=(); lx=()
 for i in $(seq "$RUNS"); do
   lz+=("$(run "$NS" "http://10.202.0.2/bytes/$SIZE")")
+  lo+=("$(run "$NO" "http://10.205.0.2/bytes/$SIZE")")
   lx+=("$(run "$B" "http://10.203.0.1:8080/body")")
 done
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 mbs() { for v in "$@"; do awk "BEGIN{printf \"%.1f \", $v/1e6}"; done; }
-mz=$(median "${lz[@]}"); mx=$(median "${lx[@]}")
+mz=$(median "${lz[@]}"); mo=$(median "${lo[@]}"); mx=$(median "${lx[@]}")
 {
   echo "# curl download throughput (issue 3, for the record)"
   echo "command: scripts/bench_curl.sh (SIZE=$SIZE RUNS=$RUNS)"
   echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), kernel $(uname -r)"
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "lazynet serve http over TAP -> curl (kernel TCP) : runs MB/s $(mbs "${lz[@]}")-> median $(awk "BEGIN{printf \"%.1f\", $mz/1e6}") MB/s"
+  echo "same, --tso off (one write per segment)          : runs MB/s $(mbs "${lo[@]}")-> median $(awk "BEGIN{printf \"%.1f\", $mo/1e6}") MB/s"
   echo "Linux python3 http.server over veth -> curl      : runs MB/s $(mbs "${lx[@]}")-> median $(awk "BEGIN{printf \"%.1f\", $mx/1e6}") MB/s"
-  echo "ratio lazynet/Linux: $(awk "BEGIN{printf \"%.2f\", $mz/$mx}")"
-  echo "note: TAP costs one read/write system call per frame on lazynet's side; veth is in-kernel."
+  echo "ratio lazynet/Linux: $(awk "BEGIN{printf \"%.2f\", $mz/$mx}"); without segmentation offload $(awk "BEGIN{printf \"%.2f\", $mo/$mx}")"
+  echo "note: with segmentation offload lazynet writes each TCP burst (up to 64 KiB) to TAP as one GSO frame; without, one write per segment. veth is in-kernel."
+  echo "lazynet's TAP counters at exit (segmentation offload on):"
+  kill -TERM "$LZ" 2>/dev/null || true; wait "$LZ" 2>/dev/null || true; LZ=
+  grep '^nic:' "$www/lz.out" || true
 } | tee results/tcp/curl.txt

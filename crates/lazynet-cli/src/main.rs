@@ -469,6 +469,10 @@ pub struct NetArgs {
     /// there are two or more; `serve media` runs ni-lrp as soft-lrp).
     #[arg(long, value_parser = parse_mode, default_value = "soft-lrp")]
     pub mode: ReceiveMode,
+    /// With `--nic tap`: segmentation offload, runs of TCP segments written
+    /// as one frame the kernel takes as a GSO packet (`IFF_VNET_HDR`).
+    #[arg(long, value_enum, default_value_t = OnOff::On)]
+    pub tso: OnOff,
     #[command(flatten)]
     pub ns: NsArgs,
 }
@@ -524,6 +528,7 @@ fn main() -> anyhow::Result<()> {
                 pcap,
                 fault,
                 mode: ReceiveMode::SoftLrp,
+                tso: OnOff::On,
                 ns,
             },
         ),

@@ -57,6 +57,7 @@ pub fn tap_nic(net: &NetArgs, ext_bytes: usize) -> anyhow::Result<(DynNic, Owner
     let (tap, own) = ns.attach_or_create(&TapConfig {
         name: net.ns.dev.clone(),
         ext_bytes,
+        tso: net.tso == crate::OnOff::On,
         ..TapConfig::default()
     })?;
     match &own {

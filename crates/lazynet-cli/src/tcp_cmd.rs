@@ -312,6 +312,9 @@ pub fn serve<S: Session>(
                 states.len() - tw
             );
             println!("counters:\n{}", stack.stats());
+            if let Some(s) = stack.nic().driver_stats() {
+                println!("nic: {s}");
+            }
             Ok(())
         }
     }

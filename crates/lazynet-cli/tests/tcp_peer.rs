@@ -192,7 +192,22 @@ fn curl_downloads_and_uploads_over_a_lossy_reordering_link() {
     );
     let rest = stop(&mut guard, &mut out);
     assert!(rest.contains("open at exit: 0"), "{rest}");
+    // The download went out in merged frames (segmentation offload), with
+    // several segments each on average, through the fault injector's
+    // reordering.
+    let (frames, segs) = (counter(&rest, "tso_frames"), counter(&rest, "tso_segments"));
+    assert!(frames > 0 && segs >= 4 * frames, "{rest}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The value of `name: N` in a server's exit report (0 if absent).
+fn counter(report: &str, name: &str) -> u64 {
+    report
+        .split(&format!("{name}: "))
+        .nth(1)
+        .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
 }
 
 #[test]

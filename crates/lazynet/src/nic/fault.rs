@@ -488,6 +488,10 @@ impl<N: Nic> Nic for FaultNic<N> {
         self.inner.cross_core_buffers()
     }
 
+    fn driver_stats(&self) -> Option<String> {
+        self.inner.driver_stats()
+    }
+
     fn ext_area_mut(&mut self) -> Option<&mut [u8]> {
         self.inner.ext_area_mut()
     }

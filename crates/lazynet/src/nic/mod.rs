@@ -25,6 +25,7 @@ pub mod fault;
 pub mod netns;
 pub mod pcap;
 pub mod tap;
+pub mod tso;
 pub mod wirepair;
 
 use crate::mem::{BufArea, Desc};
@@ -142,6 +143,12 @@ pub trait Nic {
         false
     }
 
+    /// The driver's own counters, one line for people (a program's exit
+    /// report); `None` if it keeps none beyond the stack's.
+    fn driver_stats(&self) -> Option<String> {
+        None
+    }
+
     /// Bytes of the ext area this NIC can transmit from (0: none). An
     /// [`ExtRef`] given to [`Nic::send_gather`] must lie inside it.
     fn ext_capacity(&self) -> usize {
@@ -249,6 +256,9 @@ impl<T: Nic + ?Sized> Nic for Box<T> {
     }
     fn cross_core_buffers(&self) -> bool {
         (**self).cross_core_buffers()
+    }
+    fn driver_stats(&self) -> Option<String> {
+        (**self).driver_stats()
     }
     fn ext_area_mut(&mut self) -> Option<&mut [u8]> {
         (**self).ext_area_mut()

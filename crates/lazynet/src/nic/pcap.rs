@@ -354,6 +354,10 @@ impl<N: Nic, W: Write> Nic for PcapNic<N, W> {
         self.inner.cross_core_buffers()
     }
 
+    fn driver_stats(&self) -> Option<String> {
+        self.inner.driver_stats()
+    }
+
     fn ext_area_mut(&mut self) -> Option<&mut [u8]> {
         self.inner.ext_area_mut()
     }
