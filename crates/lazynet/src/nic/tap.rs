@@ -479,7 +479,13 @@ impl TapNic {
     fn send_vnet(&mut self, frames: &[Desc]) -> usize {
         let fd = self.fd.as_raw_fd();
         let plain = tso::VnetHdr::PLAIN.to_bytes();
+        let mut vh: [u8; tso::VNET_HDR_LEN];
         let mut hdr = [0u8; tso::MAX_HDR];
+        // Filled afresh for every write; only the first `n_iov` are passed.
+        let mut iov = [libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        }; tso::MAX_RUN + 2];
         let mut i = 0;
         while i < frames.len() {
             let d = frames[i];
@@ -494,11 +500,6 @@ impl TapNic {
             } else {
                 1
             };
-            let mut iov = [libc::iovec {
-                iov_base: std::ptr::null_mut(),
-                iov_len: 0,
-            }; tso::MAX_RUN + 2];
-            let vh;
             let n_iov = if k == 1 {
                 iov[0] = iovec(&plain);
                 iov[1] = iovec(first);
