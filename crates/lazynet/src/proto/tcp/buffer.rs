@@ -66,7 +66,11 @@ impl Ring {
         let start = wrap(self.head + self.len + off, cap);
         let first = n.min(cap - start);
         self.buf[start..start + first].copy_from_slice(&data[..first]);
-        self.buf[..n - first].copy_from_slice(&data[first..n]);
+        // The part after the wrap: usually none (an empty copy is still a
+        // call to `memcpy`).
+        if first < n {
+            self.buf[..n - first].copy_from_slice(&data[first..n]);
+        }
         n
     }
     /// Makes `n` more bytes (already written) readable.
@@ -90,7 +94,9 @@ impl Ring {
         let start = wrap(self.head + off, cap);
         let first = n.min(cap - start);
         out[..first].copy_from_slice(&self.buf[start..start + first]);
-        out[first..n].copy_from_slice(&self.buf[..n - first]);
+        if first < n {
+            out[first..n].copy_from_slice(&self.buf[..n - first]);
+        }
         n
     }
     /// `initial` plus the partial checksum sum of the `n` readable bytes
