@@ -2,7 +2,9 @@
 # curl download throughput, for the record (issue 3): 
 #   (a) from `lazynet serve http` over TAP into a namespace (kernel TCP as client),
 #       with segmentation offload (the default) and without (`--tso off`);
-#   (b) from a Linux HTTP server over a veth pair between two namespaces.
+#   (b) from a Linux HTTP server over a veth pair between two namespaces;
+#   (c) the other direction: `lazynet get` of the same body from the Linux HTTP
+#       server in lazynet's peer namespace, offload on and off.
 # Same client (curl), same body size, same machine, runs alternated; medians.
 # Writes results/tcp/curl.txt. Root. Everything created here is removed on exit.
 set -euo pipefail
@@ -11,15 +13,17 @@ SIZE=${SIZE:-209715200}   # 200 MiB
 RUNS=${RUNS:-5}
 BIN=./target/release/lazynet
 cargo build --release -q -p lazynet-cli
-NS=lnbc$$; NO=lnbo$$; A=lnbva$$; B=lnbvb$$
+NS=lnbc$$; NO=lnbo$$; G=lnbg$$; A=lnbva$$; B=lnbvb$$
 www=$(mktemp -d)
 cleanup() {
   [ -n "${LZ:-}" ] && kill "$LZ" 2>/dev/null || true
   [ -n "${LO:-}" ] && kill "$LO" 2>/dev/null || true
   [ -n "${PY:-}" ] && kill "$PY" 2>/dev/null || true
+  [ -n "${PG:-}" ] && kill "$PG" 2>/dev/null || true
   wait 2>/dev/null || true
   ip netns del "$NS" 2>/dev/null || true
   ip netns del "$NO" 2>/dev/null || true
+  $BIN netns down --peer-ns "$G" --dev "$G" >/dev/null 2>&1 || true
   ip netns del "$A" 2>/dev/null || true
   ip netns del "$B" 2>/dev/null || true
   rm -rf "$www"
@@ -75,3 +79,27 @@ mz=$(median "${lz[@]}"); mo=$(median "${lo[@]}"); mx=$(median "${lx[@]}")
   kill -TERM "$LZ" 2>/dev/null || true; wait "$LZ" 2>/dev/null || true; LZ=
   grep '^nic:' "$www/lz.out" || true
 } | tee results/tcp/curl.txt
+
+# (c) lazynet receiving: `lazynet get` from python's http.server in its peer namespace.
+kill "$LO" 2>/dev/null || true; wait "$LO" 2>/dev/null || true; LO=
+$BIN netns up --peer-ns "$G" --dev "$G" --peer-addr 10.207.0.1/24 >/dev/null
+ip netns exec "$G" python3 -m http.server 8080 --bind 10.207.0.1 --directory "$www" >/dev/null 2>&1 &
+PG=$!
+for _ in $(seq 100); do ip netns exec "$G" ss -ltn | grep -q :8080 && break; sleep 0.1; done
+get() { # tso on|off -> bytes per second
+  $BIN get --tso "$1" --peer-ns "$G" --dev "$G" --peer-addr 10.207.0.1/24 --addr 10.207.0.2/24 \
+    http://10.207.0.1:8080/body -o /dev/null 2>"$www/get.err"
+  sed -n 's/.* bytes in .* (\([0-9.]*\) Mbit\/s)/\1/p' "$www/get.err" | awk '{printf "%.0f", $1*1e6/8}'
+}
+gn=(); gf=()
+for i in $(seq "$RUNS"); do
+  gn+=("$(get on)")
+  gf+=("$(get off)")
+done
+mn=$(median "${gn[@]}"); mf=$(median "${gf[@]}")
+{
+  echo "lazynet get <- python3 http.server over TAP      : runs MB/s $(mbs "${gn[@]}")-> median $(awk "BEGIN{printf \"%.1f\", $mn/1e6}") MB/s"
+  echo "same, --tso off (one read per segment)           : runs MB/s $(mbs "${gf[@]}")-> median $(awk "BEGIN{printf \"%.1f\", $mf/1e6}") MB/s"
+  echo "note: with offload the kernel hands lazynet up to 64 KiB per read (TUNSETOFFLOAD TSO4) and the TAP driver cuts it into segments in its buffers."
+  get on >/dev/null; echo "lazynet get's TAP counters (offload on): $(grep '^nic:' "$www/get.err" || true)"
+} | tee -a results/tcp/curl.txt

@@ -84,6 +84,9 @@ enum Cmd {
         /// Inject faults on lazynet's NIC (see `serve --help`).
         #[arg(long)]
         fault: Option<String>,
+        /// Segmentation offload on the TAP device (see `serve --help`).
+        #[arg(long, value_enum, default_value_t = OnOff::On)]
+        tso: OnOff,
         #[command(flatten)]
         ns: NsArgs,
     },
@@ -517,6 +520,7 @@ fn main() -> anyhow::Result<()> {
             addr,
             pcap,
             fault,
+            tso,
             ns,
         } => tcp_cmd::get(
             &url,
@@ -528,7 +532,7 @@ fn main() -> anyhow::Result<()> {
                 pcap,
                 fault,
                 mode: ReceiveMode::SoftLrp,
-                tso: OnOff::On,
+                tso,
                 ns,
             },
         ),

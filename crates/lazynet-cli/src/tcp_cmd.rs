@@ -146,9 +146,15 @@ fn drive<N: Nic, S: Session>(stack: &mut Stack<N>, c: &mut Conn<S>) -> Drive {
     Drive::Busy
 }
 
-/// Serves `listener` until `stop`, one session from `make` per connection.
-/// Returns the number of connections served and of those still open at
-/// `stop` (they are reset).
+/// After `stop`, how long connections in progress get to finish (no new
+/// ones are accepted): a response's last segments or the peer's FIN may
+/// need a retransmission or two (RTO at least 200 ms).
+const DRAIN_NS: u64 = 2_000_000_000;
+
+/// Serves `listener` until `stop`, one session from `make` per connection,
+/// then lets the open ones finish for up to [`DRAIN_NS`]. Returns the
+/// number of connections served and of those still open after that (they
+/// are reset).
 pub fn serve_sessions<N: Nic, S: Session>(
     stack: &mut Stack<N>,
     listener: &TcpListener,
@@ -160,15 +166,22 @@ pub fn serve_sessions<N: Nic, S: Session>(
     let mut again: Vec<TcpHandle> = Vec::new();
     let mut next: Vec<TcpHandle> = Vec::new();
     let mut served = 0u64;
-    while !stop.load(Ordering::Relaxed) {
+    let mut drain_end: Option<u64> = None;
+    loop {
         let now = stack.now();
+        if stop.load(Ordering::Relaxed) {
+            let end = *drain_end.get_or_insert(now.saturating_add(DRAIN_NS));
+            if conns.is_empty() || now >= end {
+                break;
+            }
+        }
         let rx = stack.poll(now).received;
         let work = stack.tcp_service(now, 1024);
         stack.tcp_take_events(&mut events);
         let had_events = !events.is_empty();
         for e in events.drain(..) {
             match e {
-                TcpEvent::Listener(_) => {
+                TcpEvent::Listener(_) if drain_end.is_none() => {
                     // Bounded: at most a backlog's worth per turn.
                     for _ in 0..1024 {
                         let Ok(s) = listener.accept(stack) else { break };
@@ -192,6 +205,9 @@ pub fn serve_sessions<N: Nic, S: Session>(
                     }
                 }
                 TcpEvent::Conn(h) => again.push(h),
+                // Draining: new connections wait in the accept queue and
+                // are reset when the listener closes.
+                TcpEvent::Listener(_) => {}
             }
         }
         for h in again.drain(..) {
@@ -523,8 +539,8 @@ pub fn serve_http(
 /// `lazynet get URL [-o FILE]`: downloads over lazynet (a TAP device whose
 /// kernel side is in the peer namespace) and writes the body to FILE or
 /// stdout. Fails on a non-2xx status, a truncated body or a time-out; then
-/// FILE is removed (an error page or a partial body left under the name the
-/// user asked for would pass for the download).
+/// FILE is removed if it is a regular file (an error page or a partial body
+/// left under the name the user asked for would pass for the download).
 pub fn get(
     url: &str,
     out: Option<&std::path::Path>,
@@ -537,7 +553,12 @@ pub fn get(
     let mut stack = Stack::new(nic, cfg);
     let r = get_on(&mut stack, &url, out, timeout_s);
     if let (Err(_), Some(p)) = (&r, out) {
-        let _ = std::fs::remove_file(p);
+        // Only a regular file: `-o /dev/null` (or any device, FIFO or
+        // directory entry that is not ours to delete) stays.
+        let regular = std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_file());
+        if regular {
+            let _ = std::fs::remove_file(p);
+        }
     }
     drop(stack);
     if let Some(Ownership::Created(g)) = owned_ns {
@@ -597,6 +618,9 @@ fn get_on<N: Nic>(
         secs,
         get.body_bytes() as f64 * 8.0 / secs / 1e6
     );
+    if let Some(s) = stack.nic().driver_stats() {
+        eprintln!("nic: {s}");
+    }
     anyhow::ensure!((200..300).contains(&status), "HTTP status {status}");
     Ok(())
 }

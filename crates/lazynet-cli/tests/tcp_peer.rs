@@ -197,6 +197,14 @@ fn curl_downloads_and_uploads_over_a_lossy_reordering_link() {
     // reordering.
     let (frames, segs) = (counter(&rest, "tso_frames"), counter(&rest, "tso_segments"));
     assert!(frames > 0 && segs >= 4 * frames, "{rest}");
+    // And the upload came in as GSO frames the driver cut up (receive
+    // offload).
+    let (gso, cut) = (
+        counter(&rest, "rx_gso_frames"),
+        counter(&rest, "rx_gso_segments"),
+    );
+    assert!(gso > 0 && cut >= 2 * gso, "{rest}");
+    assert_eq!(counter(&rest, "rx_vnet_dropped"), 0, "{rest}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -274,6 +282,29 @@ fn lazynet_get_downloads_from_linux_over_a_lossy_link() {
     assert!(get.status.success(), "get failed: {err}");
     assert!(err.contains(&format!("200 {n} bytes")), "{err}");
     assert_eq!(sha256_file(&dst), sha256_file(&file));
+    // The kernel handed most of it over as GSO frames (receive offload),
+    // cut into segments in lazynet's buffers, through the fault injector.
+    let (gso, cut) = (
+        counter(&err, "rx_gso_frames"),
+        counter(&err, "rx_gso_segments"),
+    );
+    assert!(gso > 0 && cut >= 4 * gso, "{err}");
+    assert_eq!(counter(&err, "rx_vnet_dropped"), 0, "{err}");
+    // Again without offload, on the same persistent device, whose offload
+    // setting the run above changed: plain frames only, the same bytes.
+    let _ = std::fs::remove_file(&dst);
+    let plain = Command::new(BIN)
+        .args(["get", &format!("http://{peer}:8080/f.bin"), "-o"])
+        .arg(&dst)
+        .args(["--timeout", "60", "--tso", "off"])
+        .args(names.args())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&plain.stderr);
+    assert!(plain.status.success(), "get --tso off failed: {err}");
+    assert_eq!(sha256_file(&dst), sha256_file(&file));
+    assert!(err.contains("segmentation offload off"), "{err}");
+    assert_eq!(counter(&err, "rx_gso_frames"), 0, "{err}");
     // A missing file is an error, and leaves no output file behind.
     let nope = std::env::temp_dir().join(format!("{}-nope", names.ns));
     let miss = Command::new(BIN)
@@ -286,6 +317,29 @@ fn lazynet_get_downloads_from_linux_over_a_lossy_link() {
     assert!(!miss.status.success(), "{merr}");
     assert!(merr.contains("404"), "{merr}");
     assert!(!nope.exists(), "{nope:?} left behind after a 404");
+    // But a failed download to a device writes there and never deletes
+    // it: a node of /dev/null's device of our own (a failure with
+    // `-o /dev/null` used to remove /dev/null itself).
+    let dev = dir.join("null");
+    let made = Command::new("mknod")
+        .arg(&dev)
+        .args(["c", "1", "3"])
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let miss = Command::new(BIN)
+        .args(["get", &format!("http://{peer}:8080/nope"), "-o"])
+        .arg(&dev)
+        .args(names.args())
+        .output()
+        .unwrap();
+    assert!(!miss.status.success());
+    use std::os::unix::fs::FileTypeExt;
+    let kind = std::fs::symlink_metadata(&dev).map(|m| m.file_type().is_char_device());
+    assert!(
+        matches!(kind, Ok(true)),
+        "{dev:?} after a failed get: {kind:?}"
+    );
     drop(guard);
     let down = Command::new(BIN)
         .args(["netns", "down"])

@@ -32,10 +32,15 @@
 //! layout in [`super::tso`]), written with one `writev`: the merged headers
 //! from a scratch array, then each segment's data in place in its buffer. A
 //! sender then makes one system call per burst (up to 64 KiB) instead of
-//! one per MSS. Nothing is offloaded on receive (no `TUNSETOFFLOAD`): the
-//! kernel sends plain frames with full checksums; a frame with a partial
-//! checksum all the same is completed here, and a GSO frame is dropped and
-//! counted (`rx_vnet_dropped`).
+//! one per MSS. On receive, `TUNSETOFFLOAD` (`TUN_F_CSUM | TUN_F_TSO4`)
+//! lets the kernel hand over TCP GSO frames of up to 64 KiB and leave
+//! checksums partial: a GSO frame is read into a scratch area allocated
+//! once (its head lands in a buffer and is moved there) and cut into MSS
+//! segments in our buffers ([`super::tso::Cutter`]), handed out over as
+//! many `recv` calls as it takes; a partial checksum is completed in place.
+//! One `read` then brings up to 64 KiB. With offload off the fd has no
+//! virtio-net header and the device is told to offload nothing (a
+//! persistent device keeps its last owner's setting).
 //!
 //! **Gather frames:** with `TapConfig::ext_bytes` > 0 the NIC has a private
 //! ext area (heap memory, written once through `ext_area_mut`);
@@ -69,6 +74,13 @@ const TUNSETIFF: u64 = 0x4004_54ca;
 const TUNSETPERSIST: u64 = 0x4004_54cb;
 /// `_IOR('T', 210, unsigned int)`
 const TUNGETIFF: u64 = 0x8004_54d2;
+/// `_IOW('T', 208, unsigned int)`
+const TUNSETOFFLOAD: u64 = 0x4004_54d0;
+/// `TUN_F_CSUM`, `TUN_F_TSO4`: what we can take from the kernel.
+const TUN_F_CSUM: libc::c_ulong = 0x01;
+const TUN_F_TSO4: libc::c_ulong = 0x02;
+/// Largest GSO frame the kernel hands over (IPv4 total length is 16 bits).
+const GSO_MAX: usize = 65536;
 
 /// `struct ifreq` as far as TUNSETIFF needs it (name + flags), padded to the
 /// kernel's 40 bytes.
@@ -146,8 +158,14 @@ pub struct TapStats {
     /// Frames read whose partial checksum we completed.
     pub rx_csum_completed: u64,
     /// Frames read that we dropped for their virtio-net header: GSO frames
-    /// (never asked for) or checksum offsets outside the frame.
+    /// we cannot cut (not TCP/IPv4, segments larger than a buffer) or
+    /// checksum offsets outside the frame.
     pub rx_vnet_dropped: u64,
+    /// GSO frames read (receive offload) and the segments cut from them;
+    /// the segments are counted in `rx_frames` too.
+    pub rx_gso_frames: u64,
+    /// See `rx_gso_frames`.
+    pub rx_gso_segments: u64,
 }
 
 /// Free list of buffer indices: allocated once, double-release safe.
@@ -220,6 +238,15 @@ pub struct TapNic {
     vnet: bool,
     /// Merge runs of TCP segments on `send` (`vnet` and `TapConfig::tso`).
     tso: bool,
+    /// The kernel may hand over TCP GSO frames of up to 64 KiB (receive
+    /// offload negotiated with `TUNSETOFFLOAD`); they are read into `big`
+    /// and cut into segments in our buffers.
+    rx_gso: bool,
+    /// Where a GSO frame is read (`buf_size` + 64 KiB; empty without
+    /// receive offload). Allocated once.
+    big: Vec<u8>,
+    /// The GSO frame in `big` whose segments are still to be handed out.
+    cut: Option<tso::Cutter>,
 }
 
 fn name_bytes(name: &str) -> io::Result<[u8; IFNAMSIZ]> {
@@ -325,6 +352,17 @@ fn tap_flags(fd: RawFd) -> io::Result<libc::c_short> {
     Ok(req.flags)
 }
 
+/// Tells the kernel which offloads we take (`TUNSETOFFLOAD`). The setting
+/// belongs to the device: an earlier owner's stays unless replaced.
+fn set_offload(fd: RawFd, flags: libc::c_ulong) -> io::Result<()> {
+    // SAFETY: TUNSETOFFLOAD takes an integer argument, no memory is accessed.
+    let rc = unsafe { libc::ioctl(fd, TUNSETOFFLOAD as _, flags) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 fn set_persist_fd(fd: RawFd, on: bool) -> io::Result<()> {
     // SAFETY: TUNSETPERSIST takes an integer argument, no memory is accessed.
     let rc = unsafe { libc::ioctl(fd, TUNSETPERSIST as _, libc::c_ulong::from(on)) };
@@ -373,6 +411,16 @@ impl TapNic {
             return Err(io::Error::last_os_error());
         }
         let vnet = tap_flags(fd.as_raw_fd())? & IFF_VNET_HDR != 0;
+        // Say what we take: GSO frames and partial checksums only with a
+        // virtio-net header and offload on; otherwise nothing, which must
+        // be said too, since a persistent device keeps its last owner's
+        // setting (a reader without the header would get GSO frames).
+        let rx_gso = if vnet && cfg.tso {
+            set_offload(fd.as_raw_fd(), TUN_F_CSUM | TUN_F_TSO4).is_ok()
+        } else {
+            set_offload(fd.as_raw_fd(), 0)?;
+            false
+        };
         let bufs = BufArea::private("lazynet-tap", cfg.buf_size, cfg.buf_count)?;
         Ok(TapNic {
             fd,
@@ -386,6 +434,13 @@ impl TapNic {
             ext: vec![0; cfg.ext_bytes],
             vnet,
             tso: vnet && cfg.tso,
+            rx_gso,
+            big: if rx_gso {
+                vec![0; cfg.buf_size as usize + GSO_MAX]
+            } else {
+                Vec::new()
+            },
+            cut: None,
         })
     }
 
@@ -452,8 +507,9 @@ impl TapNic {
 
     /// Acts on the non-zero virtio-net header `vh` of the `len`-byte frame
     /// just read into buffer `b`: completes a partial checksum. False: drop
-    /// the frame (a GSO frame, or offsets outside it).
-    #[cold]
+    /// the frame (a GSO frame, or offsets outside it). With receive
+    /// offload the kernel leaves most TCP checksums partial.
+    #[inline]
     fn vnet_rx(&mut self, b: u32, len: usize, vh: &[u8; tso::VNET_HDR_LEN]) -> bool {
         let h = tso::VnetHdr::from_bytes(vh);
         if !h.is_plain_frame() {
@@ -469,6 +525,38 @@ impl TapNic {
         let ok = tso::complete_checksum(frame, &h);
         self.stats.rx_csum_completed += u64::from(ok);
         ok
+    }
+
+    /// Hands out segments of the GSO frame in `big` into `out[n..want]`,
+    /// each in a buffer of ours; returns the new `n` (the caller counts
+    /// them in `rx_frames`). The frame stays pending (`cut`) while
+    /// segments remain.
+    fn drain_cut(&mut self, out: &mut [Desc], mut n: usize, want: usize) -> usize {
+        let Some(mut c) = self.cut.take() else {
+            return n;
+        };
+        while n < want && c.remaining() > 0 {
+            let Some(b) = self.free.pop() else {
+                self.stats.no_buffer += 1;
+                break;
+            };
+            let seg = self
+                .bufs
+                .buf_mut(b)
+                .and_then(|buf| c.next_segment(&self.big, buf));
+            let Some(len) = seg.and_then(|l| u16::try_from(l).ok()) else {
+                // Cannot happen: `Cutter::new` checked the segments fit.
+                self.free.push(b);
+                break;
+            };
+            out[n] = Desc::new(b, len);
+            n += 1;
+            self.stats.rx_gso_segments += 1;
+        }
+        if c.remaining() > 0 {
+            self.cut = Some(c);
+        }
+        n
     }
 
     /// `send` with a virtio-net header on every frame: runs of TCP segments
@@ -599,10 +687,19 @@ impl Nic for TapNic {
     fn recv(&mut self, out: &mut [Desc]) -> usize {
         let want = out.len().min(self.batch);
         let fd = self.fd.as_raw_fd();
-        let mut n = 0;
+        // Segments of a GSO frame read earlier come first; nothing new is
+        // read while some remain (`big` holds the frame).
+        let mut n = self.drain_cut(out, 0, want);
+        if self.cut.is_some() {
+            self.stats.rx_frames += n as u64;
+            return n;
+        }
         // At most `want` reads per call, even if frames are being dropped
         // (truncated) or reads are interrupted.
         for _ in 0..want {
+            if n == want {
+                break;
+            }
             let Some(b) = self.free.pop() else {
                 self.stats.no_buffer += 1;
                 break;
@@ -614,7 +711,14 @@ impl Nic for TapNic {
             let cap = buf.len().min(u16::MAX as usize);
             // One byte past the buffer tells a frame that did not fit (the
             // kernel truncates silently and reports the truncated length).
-            let mut tail = [0u8; 1];
+            let mut one = [0u8; 1];
+            // With receive offload the rest of a GSO frame lands in `big`
+            // after the first `cap` bytes' place.
+            let tail: &mut [u8] = if self.rx_gso {
+                &mut self.big[cap..]
+            } else {
+                &mut one
+            };
             let mut vh = [0u8; tso::VNET_HDR_LEN];
             let iov = [
                 libc::iovec {
@@ -635,7 +739,8 @@ impl Nic for TapNic {
             let skip = usize::from(!self.vnet);
             // SAFETY: the iovecs describe live, writable memory this NIC
             // owns: `vh`, `cap` bytes of a buffer that came off the free
-            // list, and `tail`; `skip` leaves 2 or 3 of the 3.
+            // list, and `tail` (`one`, or `big` past `cap`); `skip` leaves
+            // 2 or 3 of the 3.
             let r = unsafe { libc::readv(fd, iov[skip..].as_ptr(), (3 - skip) as libc::c_int) };
             let hl = if self.vnet {
                 tso::VNET_HDR_LEN as isize
@@ -662,6 +767,30 @@ impl Nic for TapNic {
                 break;
             }
             let len = r as usize; // r > 0
+            if self.rx_gso && vh[1] != 0 {
+                // A GSO frame (`gso_type`, short or long): its head is in
+                // buffer `b`, the rest in `big` after `cap` bytes; put the
+                // head there too and cut the frame into our buffers.
+                let h = tso::VnetHdr::from_bytes(&vh);
+                let head = len.min(cap);
+                if let Some(buf) = self.bufs.buf_mut(b) {
+                    self.big[..head].copy_from_slice(&buf[..head]);
+                }
+                self.free.push(b);
+                let max = self.bufs.buf_size();
+                match tso::Cutter::new(&self.big[..len], &h, max) {
+                    Some(c) => {
+                        self.stats.rx_gso_frames += 1;
+                        self.cut = Some(c);
+                        n = self.drain_cut(out, n, want);
+                        if self.cut.is_some() {
+                            break;
+                        }
+                    }
+                    None => self.stats.rx_vnet_dropped += 1,
+                }
+                continue;
+            }
             if len > cap {
                 self.stats.rx_truncated += 1;
                 self.free.push(b);
@@ -808,7 +937,7 @@ impl Nic for TapNic {
     /// (interrupt priority) run on every iteration and starve every other
     /// task of the core.
     fn rx_ready(&mut self) -> bool {
-        self.wait_readable(Some(Duration::ZERO)).unwrap_or(true)
+        self.cut.is_some() || self.wait_readable(Some(Duration::ZERO)).unwrap_or(true)
     }
 
     fn driver_stats(&self) -> Option<String> {
@@ -820,6 +949,10 @@ impl Nic for TapNic {
     }
 
     fn wait(&mut self, timeout_ns: Option<u64>) {
+        if self.cut.is_some() {
+            // Segments of a GSO frame are waiting already.
+            return;
+        }
         // Sleep in poll(2) on the device; at most 10 ms so timers still run.
         let t = Duration::from_nanos(timeout_ns.unwrap_or(10_000_000).min(10_000_000));
         let _ = self.wait_readable(Some(t));
