@@ -767,6 +767,14 @@ impl Nic for TapNic {
                 break;
             }
             let len = r as usize; // r > 0
+            if self.rx_gso && len >= self.big.len() {
+                // Filled to the last byte: possibly cut short by the read
+                // (no GSO frame is that long); cutting it would make whole
+                // segments of a part.
+                self.stats.rx_truncated += 1;
+                self.free.push(b);
+                continue;
+            }
             if self.rx_gso && vh[1] != 0 {
                 // A GSO frame (`gso_type`, short or long): its head is in
                 // buffer `b`, the rest in `big` after `cap` bytes; put the
