@@ -505,13 +505,13 @@ impl TapNic {
         self.tso
     }
 
-    /// Acts on the non-zero virtio-net header `vh` of the `len`-byte frame
-    /// just read into buffer `b`: completes a partial checksum. False: drop
-    /// the frame (a GSO frame, or offsets outside it). With receive
-    /// offload the kernel leaves most TCP checksums partial.
+    /// Acts on the virtio-net header `h` (not `PLAIN`) of the `len`-byte
+    /// frame just read into buffer `b`: completes a partial checksum.
+    /// False: drop the frame (a GSO frame we did not ask for, or offsets
+    /// outside it). With receive offload the kernel leaves most TCP
+    /// checksums partial.
     #[inline]
-    fn vnet_rx(&mut self, b: u32, len: usize, vh: &[u8; tso::VNET_HDR_LEN]) -> bool {
-        let h = tso::VnetHdr::from_bytes(vh);
+    fn vnet_rx(&mut self, b: u32, len: usize, h: &tso::VnetHdr) -> bool {
         if !h.is_plain_frame() {
             return false;
         }
@@ -522,7 +522,7 @@ impl TapNic {
         let Some(frame) = self.bufs.buf_mut(b).and_then(|f| f.get_mut(..len)) else {
             return false;
         };
-        let ok = tso::complete_checksum(frame, &h);
+        let ok = tso::complete_checksum(frame, h);
         self.stats.rx_csum_completed += u64::from(ok);
         ok
     }
@@ -583,31 +583,26 @@ impl TapNic {
                 i += 1;
                 continue;
             };
-            let k = if self.tso {
+            let run = if self.tso {
                 tso::run_len(first, frames[i + 1..].iter().map(|&d| self.bufs.frame(d)))
             } else {
-                1
+                tso::Run {
+                    n: 1,
+                    data: 0,
+                    psh: false,
+                }
             };
+            let k = run.n;
             let n_iov = if k == 1 {
                 iov[0] = iovec(&plain);
                 iov[1] = iovec(first);
                 2
             } else {
-                let run = &frames[i..i + k];
-                let last = self.bufs.frame(run[k - 1]).unwrap_or(first);
-                // `run_len` checked that every frame of the run is a
-                // segment with the first one's header length.
-                let hl = tso::header_len(first);
-                let data: usize = run
-                    .iter()
-                    .filter_map(|&d| self.bufs.frame(d))
-                    .map(|f| f.len().saturating_sub(hl))
-                    .sum();
-                let (hl, v) = tso::merged_header(first, data, tso::tcp_flags(last), &mut hdr);
+                let (hl, v) = tso::merged_header(first, &run, &mut hdr);
                 vh = v.to_bytes();
                 iov[0] = iovec(&vh);
                 iov[1] = iovec(&hdr[..hl]);
-                for (j, &d) in run.iter().enumerate() {
+                for (j, &d) in frames[i..i + k].iter().enumerate() {
                     // `run_len` checked every frame of the run.
                     let f = self.bufs.frame(d).unwrap_or(&[]);
                     iov[2 + j] = iovec(f.get(hl..).unwrap_or(&[]));
@@ -775,11 +770,12 @@ impl Nic for TapNic {
                 self.free.push(b);
                 continue;
             }
-            if self.rx_gso && vh[1] != 0 {
-                // A GSO frame (`gso_type`, short or long): its head is in
-                // buffer `b`, the rest in `big` after `cap` bytes; put the
-                // head there too and cut the frame into our buffers.
-                let h = tso::VnetHdr::from_bytes(&vh);
+            // All zeros (`PLAIN`) when the fd has no virtio-net header.
+            let h = tso::VnetHdr::from_bytes(&vh);
+            if self.rx_gso && !h.is_plain_frame() {
+                // A GSO frame (short or long): its head is in buffer `b`,
+                // the rest in `big` after `cap` bytes; put the head there
+                // too and cut the frame into our buffers.
                 let head = len.min(cap);
                 if let Some(buf) = self.bufs.buf_mut(b) {
                     self.big[..head].copy_from_slice(&buf[..head]);
@@ -804,7 +800,7 @@ impl Nic for TapNic {
                 self.free.push(b);
                 continue;
             }
-            if self.vnet && vh != [0; tso::VNET_HDR_LEN] && !self.vnet_rx(b, len, &vh) {
+            if h != tso::VnetHdr::PLAIN && !self.vnet_rx(b, len, &h) {
                 self.free.push(b);
                 self.stats.rx_vnet_dropped += 1;
                 continue;

@@ -31,8 +31,11 @@
 //! but the last exactly as long as the first (the `gso_size`); at most
 //! [`MAX_RUN`] segments and 64 KiB of IP packet.
 
+use std::net::Ipv4Addr;
+
 use crate::wire::checksum;
 use crate::wire::ipv4::PROTO_TCP;
+use crate::wire::tcp::{TcpFlags, TcpPacket};
 
 /// Bytes of the virtio-net header (`struct virtio_net_hdr`, no
 /// `num_buffers`): the tun driver's default `TUNSETVNETHDRSZ`.
@@ -157,7 +160,8 @@ fn seg(f: &[u8]) -> Option<Seg> {
         return None;
     }
     let total = usize::from(u16::from_be_bytes([h[IP_TOTAL], h[IP_TOTAL + 1]]));
-    let thl = usize::from(h[TCP_OFF] >> 4) * 4;
+    let hdr = header_len(h);
+    let thl = hdr - TCP;
     if thl < 20 || total < IP + thl || f.len() != ETH + total {
         return None;
     }
@@ -170,7 +174,7 @@ fn seg(f: &[u8]) -> Option<Seg> {
         return None;
     }
     Some(Seg {
-        hdr: TCP + thl,
+        hdr,
         data,
         seq: u32::from_be_bytes([h[TCP_SEQ], h[TCP_SEQ + 1], h[TCP_SEQ + 2], h[TCP_SEQ + 3]]),
         flags,
@@ -194,13 +198,31 @@ fn same_flow(a: &[u8], b: &[u8]) -> bool {
         && a[TCP_CSUM + 2..] == b[TCP_CSUM + 2..]
 }
 
-/// How many frames, from `first` on, merge into one: 1 means `first` goes
-/// alone. `rest` are the frames after it, in order (`None`: a descriptor
-/// that names no frame, which ends the run).
-pub fn run_len<'a>(first: &'a [u8], rest: impl Iterator<Item = Option<&'a [u8]>>) -> usize {
-    let Some(s0) = seg(first) else { return 1 };
+/// A run of segments [`run_len`] found: how many frames merge (1: the
+/// first goes alone), the data bytes they carry together, and whether the
+/// last has PSH (which the merged frame then carries).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Run {
+    /// Frames in the run.
+    pub n: usize,
+    /// Data bytes of all of them (meaningful when `n > 1`).
+    pub data: usize,
+    /// The last segment has PSH.
+    pub psh: bool,
+}
+
+/// Which frames, from `first` on, merge into one. `rest` are the frames
+/// after it, in order (`None`: a descriptor that names no frame, which
+/// ends the run).
+pub fn run_len<'a>(first: &'a [u8], rest: impl Iterator<Item = Option<&'a [u8]>>) -> Run {
+    let alone = Run {
+        n: 1,
+        data: 0,
+        psh: false,
+    };
+    let Some(s0) = seg(first) else { return alone };
     if s0.flags & PSH != 0 {
-        return 1;
+        return alone;
     }
     let h0 = &first[..s0.hdr];
     let (mut n, mut prev, mut ip_len) = (1, s0, s0.hdr - ETH + s0.data);
@@ -227,38 +249,31 @@ pub fn run_len<'a>(first: &'a [u8], rest: impl Iterator<Item = Option<&'a [u8]>>
             break;
         }
     }
-    n
+    Run {
+        n,
+        data: ip_len - (s0.hdr - ETH),
+        psh: prev.flags & PSH != 0,
+    }
 }
 
-/// Writes into `out` the headers of the frame that merges `n` segments,
-/// `first` and the `n - 1` after it, carrying `data` bytes in all and
-/// ending with flags `last_flags`; returns the header length and the
-/// virtio-net header. Call only with a run [`run_len`] accepted.
+/// Writes into `out` the headers of the frame that merges the segments of
+/// `run`, `first` and the `run.n - 1` after it; returns the header length
+/// and the virtio-net header. Call only with a run [`run_len`] found.
 ///
 /// The IP header is the first segment's with the merged total length and
 /// its checksum redone. The TCP checksum field holds the pseudo-header sum
 /// (RFC 9293 §3.1) of the merged length, folded and *not* inverted: the
 /// partial form the kernel completes (`CHECKSUM_PARTIAL`), per segment when
 /// it cuts the frame up.
-pub fn merged_header(
-    first: &[u8],
-    data: usize,
-    last_flags: u8,
-    out: &mut [u8; MAX_HDR],
-) -> (usize, VnetHdr) {
+pub fn merged_header(first: &[u8], run: &Run, out: &mut [u8; MAX_HDR]) -> (usize, VnetHdr) {
     let hl = header_len(first);
-    let thl = hl - TCP;
     let h = &mut out[..hl];
     h.copy_from_slice(&first[..hl]);
-    let ip_total = (IP + thl + data) as u16;
-    h[IP_TOTAL..IP_TOTAL + 2].copy_from_slice(&ip_total.to_be_bytes());
-    h[IP_CSUM..IP_CSUM + 2].copy_from_slice(&[0, 0]);
-    let c = checksum::checksum(&h[ETH..TCP]);
-    h[IP_CSUM..IP_CSUM + 2].copy_from_slice(&c.to_be_bytes());
-    h[TCP_FLAGS] |= last_flags & PSH;
-    let src = [h[ETH + 12], h[ETH + 13], h[ETH + 14], h[ETH + 15]];
-    let dst = [h[ETH + 16], h[ETH + 17], h[ETH + 18], h[ETH + 19]];
-    let ph = checksum::pseudo_header_ipv4(src.into(), dst.into(), PROTO_TCP, (thl + data) as u16);
+    let (src, dst) = set_ip_header(h, hl - ETH + run.data, 0);
+    if run.psh {
+        h[TCP_FLAGS] |= PSH;
+    }
+    let ph = checksum::pseudo_header_ipv4(src, dst, PROTO_TCP, (hl - TCP + run.data) as u16);
     h[TCP_CSUM..TCP_CSUM + 2].copy_from_slice(&checksum::fold(ph).to_be_bytes());
     let gso_size = (first.len() - hl) as u16;
     (
@@ -274,9 +289,26 @@ pub fn merged_header(
     )
 }
 
-/// Ethernet, IP and TCP header bytes of a segment [`run_len`] accepted.
+/// Ethernet, IP (without options) and TCP header bytes of frame `f`,
+/// which holds at least the fixed headers.
 pub fn header_len(f: &[u8]) -> usize {
     TCP + usize::from(f[TCP_OFF] >> 4) * 4
+}
+
+/// In the headers `h` of a frame (merged or cut), stores IP total length
+/// `total`, adds `ident_add` to the ident and redoes the IP header
+/// checksum; returns the addresses. (Written on the bytes: the headers
+/// of a merged frame stand without the data its length counts, which
+/// `Ipv4Packet::new_checked` would refuse.)
+fn set_ip_header(h: &mut [u8], total: usize, ident_add: u16) -> (Ipv4Addr, Ipv4Addr) {
+    h[IP_TOTAL..IP_TOTAL + 2].copy_from_slice(&(total as u16).to_be_bytes());
+    let ident = u16::from_be_bytes([h[ETH + 4], h[ETH + 5]]).wrapping_add(ident_add);
+    h[ETH + 4..ETH + 6].copy_from_slice(&ident.to_be_bytes());
+    h[IP_CSUM..IP_CSUM + 2].copy_from_slice(&[0, 0]);
+    let c = checksum::checksum(&h[ETH..TCP]);
+    h[IP_CSUM..IP_CSUM + 2].copy_from_slice(&c.to_be_bytes());
+    let a = |i: usize| Ipv4Addr::new(h[i], h[i + 1], h[i + 2], h[i + 3]);
+    (a(ETH + 12), a(ETH + 16))
 }
 
 /// Cuts a GSO frame the kernel handed over (receive offload) back into
@@ -310,7 +342,7 @@ impl Cutter {
         if hd[12..14] != [0x08, 0x00] || hd[ETH] != 0x45 || hd[ETH + 9] != PROTO_TCP {
             return None;
         }
-        let hdr = TCP + usize::from(hd[TCP_OFF] >> 4) * 4;
+        let hdr = header_len(hd);
         let gso = usize::from(h.gso_size);
         if hdr < TCP + 20 || f.len() <= hdr || hdr + gso > max_frame {
             return None;
@@ -344,38 +376,23 @@ impl Cutter {
         o[..self.hdr].copy_from_slice(&f[..self.hdr]);
         o[self.hdr..].copy_from_slice(&f[self.at..self.at + data]);
         let last = self.at + data == self.len;
-        let ip_total = (total - ETH) as u16;
-        o[IP_TOTAL..IP_TOTAL + 2].copy_from_slice(&ip_total.to_be_bytes());
-        let ident = u16::from_be_bytes([o[ETH + 4], o[ETH + 5]]).wrapping_add(self.j as u16);
-        o[ETH + 4..ETH + 6].copy_from_slice(&ident.to_be_bytes());
-        o[IP_CSUM..IP_CSUM + 2].copy_from_slice(&[0, 0]);
-        let c = checksum::checksum(&o[ETH..TCP]);
-        o[IP_CSUM..IP_CSUM + 2].copy_from_slice(&c.to_be_bytes());
-        let seq = u32::from_be_bytes([o[TCP_SEQ], o[TCP_SEQ + 1], o[TCP_SEQ + 2], o[TCP_SEQ + 3]])
-            .wrapping_add((self.at - self.hdr) as u32);
-        o[TCP_SEQ..TCP_SEQ + 4].copy_from_slice(&seq.to_be_bytes());
+        let (src, dst) = set_ip_header(o, total - ETH, self.j as u16);
+        // `new` checked the TCP header length against the frame's.
+        let mut t = TcpPacket::new_checked(&mut o[TCP..]).ok()?;
+        t.set_seq_number(t.seq_number() + (self.at - self.hdr) as u32);
+        let mut flags = t.flags().0;
         if !last {
-            o[TCP_FLAGS] &= !(FIN | PSH);
+            flags &= !(FIN | PSH);
         }
         if self.j > 0 {
-            o[TCP_FLAGS] &= !CWR;
+            flags &= !CWR;
         }
-        o[TCP_CSUM..TCP_CSUM + 2].copy_from_slice(&[0, 0]);
-        let src = [o[ETH + 12], o[ETH + 13], o[ETH + 14], o[ETH + 15]];
-        let dst = [o[ETH + 16], o[ETH + 17], o[ETH + 18], o[ETH + 19]];
-        let ph =
-            checksum::pseudo_header_ipv4(src.into(), dst.into(), PROTO_TCP, (total - TCP) as u16);
-        let c = !checksum::fold(checksum::partial(&o[TCP..], ph));
-        o[TCP_CSUM..TCP_CSUM + 2].copy_from_slice(&c.to_be_bytes());
+        t.set_flags(TcpFlags(flags));
+        t.fill_checksum(src, dst);
         self.at += data;
         self.j += 1;
         Some(total)
     }
-}
-
-/// The TCP flags byte of a segment [`run_len`] accepted.
-pub fn tcp_flags(f: &[u8]) -> u8 {
-    f[TCP_FLAGS]
 }
 
 /// Finishes a checksum the kernel left partial (`VIRTIO_NET_HDR_F_NEEDS_CSUM`:
@@ -445,6 +462,10 @@ mod tests {
     }
 
     fn run(frames: &[Vec<u8>]) -> usize {
+        runs(frames).n
+    }
+
+    fn runs(frames: &[Vec<u8>]) -> Run {
         run_len(&frames[0], frames[1..].iter().map(|f| Some(&f[..])))
     }
 
@@ -509,10 +530,10 @@ mod tests {
         // A frame that is not a frame (bad descriptor) ends the run.
         let f = frame(1, 100, ACK_, 1, 0);
         let g = frame(101, 100, ACK_, 2, 0);
-        assert_eq!(run_len(&f, [None, Some(&g[..])].into_iter()), 1);
+        assert_eq!(run_len(&f, [None, Some(&g[..])].into_iter()).n, 1);
         // Truncated or garbage input never panics.
-        assert_eq!(run_len(&f[..30], std::iter::empty()), 1);
-        assert_eq!(run_len(&f, [Some(&g[..40])].into_iter()), 1);
+        assert_eq!(run_len(&f[..30], std::iter::empty()).n, 1);
+        assert_eq!(run_len(&f, [Some(&g[..40])].into_iter()).n, 1);
     }
 
     #[test]
@@ -538,7 +559,7 @@ mod tests {
         ];
         assert_eq!(run(&f), 3);
         let mut hdr = [0u8; MAX_HDR];
-        let (hl, v) = merged_header(&f[0], 230, tcp_flags(&f[2]), &mut hdr);
+        let (hl, v) = merged_header(&f[0], &runs(&f), &mut hdr);
         assert_eq!(hl, TCP + 32);
         assert_eq!(v.gso_size, 100);
         assert_eq!(usize::from(v.hdr_len), hl);
@@ -582,13 +603,13 @@ mod tests {
                     x.truncate(l);
                 }
             }
-            let k = run(&f);
+            let r = runs(&f);
+            let k = r.n;
             proptest::prop_assert!((1..=n).contains(&k));
             if k > 1 {
                 let hl = header_len(&f[0]);
-                let data: usize = f[..k].iter().map(|x| x.len() - hl).sum();
                 let mut hdr = [0u8; MAX_HDR];
-                let (h, v) = merged_header(&f[0], data, tcp_flags(&f[k - 1]), &mut hdr);
+                let (h, v) = merged_header(&f[0], &r, &mut hdr);
                 let mut m = hdr[..h].to_vec();
                 for x in &f[..k] {
                     m.extend_from_slice(&x[hl..]);
@@ -610,7 +631,7 @@ mod tests {
             frame(5200, 60, ack_psh(), 11, 200),
         ];
         let mut hdr = [0u8; MAX_HDR];
-        let (hl, v) = merged_header(&f[0], 260, tcp_flags(&f[2]), &mut hdr);
+        let (hl, v) = merged_header(&f[0], &runs(&f), &mut hdr);
         let mut m = hdr[..hl].to_vec();
         for x in &f {
             m.extend_from_slice(&x[hl..]);
