@@ -38,8 +38,10 @@ prio=()
 if [ "$(id -u)" = 0 ]; then prio=(nice -n -15); fi
 load() { echo "load average before the run: $(cut -d' ' -f1-3 /proc/loadavg)"; }
 bulk_load=$(load)
-# --wire: the no-protocol reference series each run (the bound of both
-# stacks; the host's placement of the two vCPUs moves it 15-95 Gbit/s).
+# --wire: the no-protocol reference series each run (the per-byte work of
+# a stack with copy semantics; lazynet's direct placement copies once less
+# on receive, so it may pass it; the host's placement of the two vCPUs
+# moves it 15-95 Gbit/s).
 # The placement changes every few seconds: many short runs, each probed
 # before and after and classed (shared cache / apart / mixed), so that
 # ratios can be read within one placement. Bulk runs last 2 s: shared runs

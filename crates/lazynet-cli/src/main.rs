@@ -356,7 +356,7 @@ enum BenchCmd {
         handback: Handback,
         /// Also run the wire reference series each run: the same bytes
         /// over the same wire with only the per-byte work (copies and
-        /// checksums) and no protocol, the bound of every stack here.
+        /// checksums of a stack with copy semantics) and no protocol.
         #[arg(long)]
         wire: bool,
         /// Directory for tcp-bulk.csv and tcp-bulk.txt.

@@ -278,6 +278,19 @@ impl Channel {
         true
     }
 
+    /// The `k`-th oldest descriptor in the local slots, if there is one.
+    #[inline]
+    pub fn peek(&self, k: usize) -> Option<Desc> {
+        if k >= self.len as usize {
+            return None;
+        }
+        let mut i = self.head as usize + k;
+        if i >= self.slots.len() {
+            i -= self.slots.len();
+        }
+        Some(self.slots[i])
+    }
+
     /// Removes the oldest frame: local slots first, then the inbound ring.
     #[inline]
     pub fn pop(&mut self) -> Option<Desc> {

@@ -214,6 +214,28 @@ fn channel_wraps_in_order() {
 }
 
 #[test]
+fn channel_peek_sees_the_queued_frames_oldest_first_across_the_wrap() {
+    let mut ch = Channel::new(4);
+    for round in 0..6u32 {
+        for k in 0..3 {
+            assert!(ch.push(Desc::new(10 * round + k, 0)));
+        }
+        for k in 0..3u32 {
+            assert_eq!(ch.peek(k as usize), Some(Desc::new(10 * round + k, 0)));
+        }
+        assert_eq!(ch.peek(3), None, "past the queued frames");
+        assert_eq!(ch.peek(usize::MAX), None);
+        // Peeking takes nothing.
+        assert_eq!(ch.len(), 3);
+        for k in 0..3 {
+            assert_eq!(ch.pop(), Some(Desc::new(10 * round + k, 0)));
+            let next = (k < 2).then(|| Desc::new(10 * round + k + 1, 0));
+            assert_eq!(ch.peek(0), next, "after pop {k}");
+        }
+    }
+}
+
+#[test]
 fn unbind_returns_queued_frames_and_frees_the_port() {
     let mut c = cls();
     let ch = c.bind_udp(ME, 7, 4).unwrap();

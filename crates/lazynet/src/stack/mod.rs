@@ -48,7 +48,7 @@ use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::demux::{BindError, ChannelId, Classifier, DemuxStats, Verdict, CONTROL, FRAGMENT};
-use crate::mem::Desc;
+use crate::mem::{BufArea, Desc};
 use crate::nic::Nic;
 use crate::proto::arp::{ArpCache, ArpConfig, ArpCounters, ArpUpdate, Resolve};
 use crate::proto::icmp::{may_send_error, ErrorContext, RateLimiter};
@@ -80,10 +80,41 @@ pub use tcp::{
 
 /// Largest receive batch.
 pub const MAX_BATCH: usize = 256;
+/// How many frames ahead of the one it processes a reader of a TCP
+/// channel asks the CPU to fetch ([`pop_ahead`]). Where another core wrote
+/// the frames (the wire, the offload NI), each of a frame's ~24 lines is a
+/// cross-core transfer, and the checksum loop that first reads them keeps
+/// only a few in flight: bulk receive spent half its time there. Two
+/// frames ahead is about one transfer's latency of work at bulk rates
+/// (`results/tcp/NOTES.md`, session 10: 1, 2, 3 and 4 measured).
+pub const RX_AHEAD: usize = 2;
 /// Period of the ARP and reassembly timer sweeps.
 pub const TIMER_INTERVAL_NS: u64 = 50_000_000;
 /// Largest UDP payload (65535 − 20 − 8).
 pub const MAX_UDP_PAYLOAD: usize = 65507;
+/// Takes the oldest frame of channel `c` and asks the CPU to fetch the
+/// frame [`RX_AHEAD`] behind it (a hint; see [`BufArea::prefetch_read`]).
+/// With `first`, also the frames between: a loop's first pop.
+#[inline(always)]
+fn pop_ahead(demux: &mut Classifier, bufs: &BufArea, c: ChannelId, first: bool) -> Option<Desc> {
+    let ch = demux.channel_mut(c)?;
+    let d = ch.pop()?;
+    // Nothing behind it (request/response): no further look.
+    if ch.peek(0).is_some() {
+        if first {
+            for k in 0..RX_AHEAD - 1 {
+                if let Some(next) = ch.peek(k) {
+                    bufs.prefetch_read(next);
+                }
+            }
+        }
+        if let Some(next) = ch.peek(RX_AHEAD - 1) {
+            bufs.prefetch_read(next);
+        }
+    }
+    Some(d)
+}
+
 /// Marks a channel entry that names a reassembled datagram in the stack's
 /// datagram store rather than a NIC buffer.
 const REASM_TAG: u32 = 0x8000_0000;
@@ -1169,6 +1200,14 @@ impl<N: Nic> Stack<N> {
         let n = self.out.nic.recv(&mut self.rxbuf[..self.rx_batch]);
         work.received = n;
         self.stats.rx_frames += n as u64;
+        if n > 1 {
+            // Classification reads each frame's headers: fetch them all
+            // first, so that the misses of a batch another core wrote
+            // overlap instead of coming one frame at a time.
+            for &d in &self.rxbuf[..n] {
+                self.out.nic.buffers().prefetch_headers(d);
+            }
+        }
         match self.mode {
             // ni-lrp: the proxy NIC delivers nothing; frames are on channels.
             ReceiveMode::SoftLrp | ReceiveMode::NiLrp => {

@@ -75,7 +75,8 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use rand::RngCore;
 
 use super::{
-    checked_ipv4, emit_eth_ipv4, Out, SocketError, Stack, StackDrop, MAX_BATCH, REASM_TAG,
+    checked_ipv4, emit_eth_ipv4, pop_ahead, Out, SocketError, Stack, StackDrop, MAX_BATCH,
+    REASM_TAG,
 };
 use crate::demux::{BindError, ChannelId};
 use crate::mem::Desc;
@@ -1007,7 +1008,8 @@ impl<N: Nic> Stack<N> {
             let Some(Some(s)) = self.tcp.conns.get_mut(idx as usize) else {
                 break;
             };
-            let Some(d) = self.demux.channel_mut(s.chan).and_then(|c| c.pop()) else {
+            let bufs = self.out.nic.buffers();
+            let Some(d) = pop_ahead(&mut self.demux, bufs, s.chan, done == 0) else {
                 break;
             };
             done += 1;
@@ -1098,7 +1100,8 @@ impl<N: Nic> Stack<N> {
                     stop = true;
                     break;
                 };
-                let Some(d) = self.demux.channel_mut(s.chan).and_then(|c| c.pop()) else {
+                let bufs = self.out.nic.buffers();
+                let Some(d) = pop_ahead(&mut self.demux, bufs, s.chan, done == 0) else {
                     stop = true;
                     break;
                 };
