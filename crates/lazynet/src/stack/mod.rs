@@ -666,9 +666,15 @@ struct Out<N: Nic> {
     arp: ArpCache,
     ident: IdentGen,
     release: Vec<Desc>,
-    /// A transmit buffer TCP output allocated but did not need; reused by
-    /// the next output call, given back at the end of `poll`.
+    /// A transmit buffer TCP output allocated but did not need, or `poll`
+    /// took ahead (`warm_spare`); the next output call uses it first.
     spare: Option<u32>,
+    /// Whether `poll` keeps a spare transmit buffer, its header lines
+    /// fetched for writing, while TCP connections exist; else it gives the
+    /// spare back. On where the NIC's buffers cross cores
+    /// ([`Nic::cross_core_buffers`]): request/response p50 −8% on the wire
+    /// (`results/tcp/NOTES.md`, session 10).
+    warm_spare: bool,
     /// Segments of the output call in progress (`tcp.rs`), empty between
     /// calls.
     batch: tcp::TxBatch,
@@ -1037,7 +1043,8 @@ impl<N: Nic> Stack<N> {
         let mtu = nic.mtu();
         // Evicting consumed lines can only help where another core writes
         // the buffers again (`handback`).
-        let handback_mode = if nic.cross_core_buffers() {
+        let warm_spare = nic.cross_core_buffers();
+        let handback_mode = if warm_spare {
             cfg.rx_handback
         } else {
             HandbackMode::Off
@@ -1095,6 +1102,7 @@ impl<N: Nic> Stack<N> {
                 ident,
                 release: Vec::with_capacity(MAX_BATCH),
                 spare: None,
+                warm_spare,
                 batch: tcp::TxBatch::new(),
                 handback: handback::Handback::new(handback_mode, settle_bytes),
                 stats: OutStats::default(),
@@ -1276,7 +1284,21 @@ impl<N: Nic> Stack<N> {
             // TCP input at once, in the receive loop.
             work.processed += self.tcp_service(now, 2 * self.rx_batch);
         }
-        if let Some(b) = self.out.spare.take() {
+        if self.out.warm_spare && self.tcp.has_conns() {
+            // Where another core reads our frames, a buffer comes back with
+            // its lines in that core's cache, and each store of the next
+            // segment's headers would wait for its line to come back (the
+            // request/response critical path). Take the next output call's
+            // buffer now and fetch its header lines for writing.
+            if self.out.spare.is_none() {
+                self.out.spare = self.out.alloc();
+                if let Some(b) = self.out.spare {
+                    let bufs = self.out.nic.buffers();
+                    // The headers' two lines (and a small payload).
+                    bufs.prefetch_write(b, 128);
+                }
+            }
+        } else if let Some(b) = self.out.spare.take() {
             self.out.release(Desc::new(b, 0));
         }
         if self.ni.is_some() {

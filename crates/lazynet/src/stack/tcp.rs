@@ -243,6 +243,11 @@ pub(super) struct Tcp {
 const LISTENER_BIT: u32 = 1 << 31;
 
 impl Tcp {
+    /// Whether any connection exists (in any state but freed).
+    pub(super) fn has_conns(&self) -> bool {
+        self.conns.len() > self.free_conns.len()
+    }
+
     pub(super) fn new(
         cfg: Config,
         listen_cfg: ListenConfig,
