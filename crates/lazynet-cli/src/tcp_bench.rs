@@ -866,13 +866,14 @@ fn rr_by(stack: &str, d: Duration) -> anyhow::Result<RrResult> {
 
 /// Where the host put the two benchmark cores, as a cache line sees it.
 ///
-/// This 2-vCPU guest switches, every few seconds, between two placements
-/// of its vCPUs: one where a cache line written on one core reaches the
-/// other in ~35 ns (a round trip ~70 ns: a shared cache) and one where it
-/// takes ~170 ns (~340 ns). Every figure of a two-core benchmark moves with
-/// it (the wire series from ~85 to ~18 Gbit/s), so each run is bracketed
-/// by [`line_round_trip_ns`] and classed; ratios are taken only between
-/// runs of the same class.
+/// The 2-vCPU AMD guest this was built on switched, every few seconds,
+/// between two placements of its vCPUs: one where a cache line written on
+/// one core reaches the other in ~35 ns (a round trip ~70 ns: a shared
+/// cache) and one where it takes ~170 ns (~340 ns). Every figure of a
+/// two-core benchmark moved with it (the wire series from ~85 to ~18
+/// Gbit/s), so each run is bracketed by [`line_round_trip_ns`] and
+/// classed; ratios are taken only between runs of the same class. (An
+/// Intel guest of the same size reads a steady 140–250 ns: "mixed".)
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Placement {
     /// Both probes under [`SHARED_NS`].
