@@ -198,8 +198,8 @@ impl BufArea {
     /// core's cache for reading (`prefetcht0`; a hint: nothing happens if
     /// `d` is out of range, and memory is never changed).
     ///
-    /// For a receiver whose frames another core wrote (the wire, the
-    /// offload NI): each line is a cross-core transfer of ~100 ns, and the
+    /// For a receiver whose frames another core wrote (the in-memory wire):
+    /// each line is a cross-core transfer (~100 ns on an Intel host), and the
     /// checksum loop, reading a frame line by line, has only a few of them
     /// in flight at once. Fetching a frame while an earlier one is summed
     /// overlaps the transfers (`stack::RX_AHEAD`).

@@ -81,8 +81,9 @@ pub use tcp::{
 /// Largest receive batch.
 pub const MAX_BATCH: usize = 256;
 /// How many frames ahead of the one it processes a reader of a TCP
-/// channel asks the CPU to fetch ([`pop_ahead`]). Where another core wrote
-/// the frames (the wire, the offload NI), each of a frame's ~24 lines is a
+/// channel asks the CPU to fetch ([`pop_ahead`]; frames in the channel's
+/// own slots, not on an offload NI's inbound ring, which is not looked
+/// into). Where another core wrote the frames (the wire), each of a frame's ~24 lines is a
 /// cross-core transfer, and the checksum loop that first reads them keeps
 /// only a few in flight: bulk receive spent half its time there. Two
 /// frames ahead is about one transfer's latency of work at bulk rates
