@@ -150,13 +150,9 @@ struct Seg {
 /// The TCP segment in `f`, if it could be part of a merged frame.
 #[inline]
 fn seg(f: &[u8]) -> Option<Seg> {
-    let h = f.get(..TCP + 20)?;
-    // Ethernet type IPv4; version 4, no IP options; DF may be set, no MF,
-    // offset 0; protocol TCP.
-    if h[12..14] != [0x08, 0x00] || h[ETH] != 0x45 || h[ETH + 6] & 0x3F != 0 || h[ETH + 7] != 0 {
-        return None;
-    }
-    if h[ETH + 9] != PROTO_TCP {
+    let h = tcp_ipv4(f)?;
+    // DF may be set; no MF, offset 0.
+    if h[ETH + 6] & 0x3F != 0 || h[ETH + 7] != 0 {
         return None;
     }
     let total = usize::from(u16::from_be_bytes([h[IP_TOTAL], h[IP_TOTAL + 1]]));
@@ -179,6 +175,14 @@ fn seg(f: &[u8]) -> Option<Seg> {
         seq: u32::from_be_bytes([h[TCP_SEQ], h[TCP_SEQ + 1], h[TCP_SEQ + 2], h[TCP_SEQ + 3]]),
         flags,
     })
+}
+
+/// The fixed headers of `f` if it is TCP over IPv4 without IP options in
+/// an Ethernet frame (type IPv4, version 4 and IHL 5, protocol TCP).
+#[inline]
+fn tcp_ipv4(f: &[u8]) -> Option<&[u8]> {
+    let h = f.get(..TCP + 20)?;
+    (h[12..14] == [0x08, 0x00] && h[ETH] == 0x45 && h[ETH + 9] == PROTO_TCP).then_some(h)
 }
 
 /// True if header bytes `a` and `b` (each the full header of a segment)
@@ -338,11 +342,7 @@ impl Cutter {
         if h.gso_type != GSO_TCPV4 || h.gso_size == 0 {
             return None;
         }
-        let hd = f.get(..TCP + 20)?;
-        if hd[12..14] != [0x08, 0x00] || hd[ETH] != 0x45 || hd[ETH + 9] != PROTO_TCP {
-            return None;
-        }
-        let hdr = header_len(hd);
+        let hdr = header_len(tcp_ipv4(f)?);
         let gso = usize::from(h.gso_size);
         if hdr < TCP + 20 || f.len() <= hdr || hdr + gso > max_frame {
             return None;

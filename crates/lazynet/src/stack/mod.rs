@@ -48,7 +48,7 @@ use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::demux::{BindError, ChannelId, Classifier, DemuxStats, Verdict, CONTROL, FRAGMENT};
-use crate::mem::{BufArea, Desc};
+use crate::mem::Desc;
 use crate::nic::Nic;
 use crate::proto::arp::{ArpCache, ArpConfig, ArpCounters, ArpUpdate, Resolve};
 use crate::proto::icmp::{may_send_error, ErrorContext, RateLimiter};
@@ -74,48 +74,16 @@ pub use handback::HandbackMode;
 pub use ni::{NiEngine, NiNic, NiStats, NI_CMDS_PER_STEP, NI_RELEASES_PER_STEP, NI_TX_RETRY_STEPS};
 
 pub use tcp::{
-    ListenHandle, TcpEvent, TcpHandle, TcpStats, MAX_TX_PER_CALL, SERVICE_PER_CHANNEL,
+    ListenHandle, TcpEvent, TcpHandle, TcpStats, MAX_TX_PER_CALL, RX_AHEAD, SERVICE_PER_CHANNEL,
     TX_PAYLOAD_AT,
 };
 
 /// Largest receive batch.
 pub const MAX_BATCH: usize = 256;
-/// How many frames ahead of the one it processes a reader of a TCP
-/// channel asks the CPU to fetch ([`pop_ahead`]; frames in the channel's
-/// own slots, not on an offload NI's inbound ring, which is not looked
-/// into). Where another core wrote the frames (the wire), each of a frame's ~24 lines is a
-/// cross-core transfer, and the checksum loop that first reads them keeps
-/// only a few in flight: bulk receive spent half its time there. Two
-/// frames ahead is about one transfer's latency of work at bulk rates
-/// (`results/tcp/NOTES.md`, session 10: 1, 2, 3 and 4 measured).
-pub const RX_AHEAD: usize = 2;
 /// Period of the ARP and reassembly timer sweeps.
 pub const TIMER_INTERVAL_NS: u64 = 50_000_000;
 /// Largest UDP payload (65535 − 20 − 8).
 pub const MAX_UDP_PAYLOAD: usize = 65507;
-/// Takes the oldest frame of channel `c` and asks the CPU to fetch the
-/// frame [`RX_AHEAD`] behind it (a hint; see [`BufArea::prefetch_read`]).
-/// With `first`, also the frames between: a loop's first pop.
-#[inline(always)]
-fn pop_ahead(demux: &mut Classifier, bufs: &BufArea, c: ChannelId, first: bool) -> Option<Desc> {
-    let ch = demux.channel_mut(c)?;
-    let d = ch.pop()?;
-    // Nothing behind it (request/response): no further look.
-    if ch.peek(0).is_some() {
-        if first {
-            for k in 0..RX_AHEAD - 1 {
-                if let Some(next) = ch.peek(k) {
-                    bufs.prefetch_read(next);
-                }
-            }
-        }
-        if let Some(next) = ch.peek(RX_AHEAD - 1) {
-            bufs.prefetch_read(next);
-        }
-    }
-    Some(d)
-}
-
 /// Marks a channel entry that names a reassembled datagram in the stack's
 /// datagram store rather than a NIC buffer.
 const REASM_TAG: u32 = 0x8000_0000;

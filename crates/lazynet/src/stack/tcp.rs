@@ -75,11 +75,10 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use rand::RngCore;
 
 use super::{
-    checked_ipv4, emit_eth_ipv4, pop_ahead, Out, SocketError, Stack, StackDrop, MAX_BATCH,
-    REASM_TAG,
+    checked_ipv4, emit_eth_ipv4, Out, SocketError, Stack, StackDrop, MAX_BATCH, REASM_TAG,
 };
-use crate::demux::{BindError, ChannelId};
-use crate::mem::Desc;
+use crate::demux::{BindError, ChannelId, Classifier};
+use crate::mem::{BufArea, Desc};
 use crate::nic::Nic;
 use crate::proto::icmp::RateLimiter;
 use crate::proto::tcp::{
@@ -91,6 +90,36 @@ use crate::wire::ethernet::HEADER_LEN as ETH_LEN;
 use crate::wire::ipv4::PROTO_TCP;
 use crate::wire::tcp::{TcpFlags, TcpPacket, TcpRepr};
 use crate::wire::Ipv4Repr;
+
+/// How many frames ahead of the one it processes a reader of a TCP
+/// channel asks the CPU to fetch ([`pop_ahead`]; frames in the channel's
+/// own slots, not on an offload NI's inbound ring, which is not looked
+/// into). Where another core wrote the frames (the wire), each of a frame's ~24 lines is a
+/// cross-core transfer, and the checksum loop that first reads them keeps
+/// only a few in flight: bulk receive spent half its time there. Two
+/// frames ahead is about one transfer's latency of work at bulk rates
+/// (`results/tcp/NOTES.md`, session 10: 1, 2, 3 and 4 measured).
+pub const RX_AHEAD: usize = 2;
+
+/// Takes the oldest frame of channel `c` and asks the CPU to fetch the
+/// frame [`RX_AHEAD`] behind it (a hint; see [`BufArea::prefetch_read`]).
+/// With `first` (a loop's first pop), the frames between too.
+#[inline(always)]
+fn pop_ahead(demux: &mut Classifier, bufs: &BufArea, c: ChannelId, first: bool) -> Option<Desc> {
+    let ch = demux.channel_mut(c)?;
+    let d = ch.pop()?;
+    // Nothing behind it in the local slots (request/response): no further
+    // look.
+    if ch.peek(0).is_none() {
+        return Some(d);
+    }
+    let from = if first { 0 } else { RX_AHEAD - 1 };
+    for k in from..RX_AHEAD {
+        let Some(next) = ch.peek(k) else { break };
+        bufs.prefetch_read(next);
+    }
+    Some(d)
+}
 
 /// Where a segment's payload starts in a transmit buffer: room for the
 /// Ethernet, IPv4 and the largest TCP header (60 bytes) in front of it.
