@@ -23,9 +23,14 @@
 //!
 //! **Goals.** Full runs report, met or missed: the LRP modes' p99 at the
 //! highest blast within 1.2× of unloaded, eager's not. Quick runs (CI on a
-//! busy 2-core VM) check the shape on p50 with wide margins: ni-lrp within
-//! 5×, eager beyond 5× (unless the blast stayed below 1 Mpps and eager
-//! held: then the machine was too busy to judge, and it says so). soft-lrp
+//! busy 2-core VM) check the shape with wide margins, each side on the
+//! percentile that shows it: ni-lrp's p50 within 5× (a busy machine moves
+//! an unloaded p99 by orders of magnitude, a p50 hardly); eager's p99
+//! beyond 5× (unless the blast stayed below 1 Mpps and eager held: then
+//! the machine was too busy to judge, and it says so). Eager's collapse is
+//! lost pings (each recorded as the timeout), which p99 shows once 1% are
+//! lost and p50 only once half are: one CI run on the Intel host lost 16 of
+//! 117 pings at 27.6 Mpps with a p50 of 6.8 µs (3.7× unloaded). soft-lrp
 //! is reported, not checked, in quick runs: once the blast exceeds its
 //! receive budget, a ping waits behind blast frames on the NIC ring.
 //!
@@ -450,11 +455,12 @@ pub fn run(opts: &ExpOpts) -> anyhow::Result<()> {
         ));
     }
     // Goals (full run): LRP's p99 at the top within 1.2× of unloaded,
-    // eager's not. Quick runs check the shape on p50 with wide margins:
-    // ni-lrp within 5×; eager beyond 5× if the blast reached a rate that
-    // can hurt it (1 Mpps; else reported as unchecked). soft-lrp is
-    // reported, not checked, in quick runs: beyond its receive budget
-    // (RxBudget) a ping waits behind the blast on the NIC ring.
+    // eager's not. Quick runs check the shape with wide margins (module
+    // docs): ni-lrp's p50 within 5×; eager's p99, where its lost pings
+    // show, beyond 5× if the blast reached a rate that can hurt it (1 Mpps;
+    // else reported as unchecked). soft-lrp is reported, not checked, in
+    // quick runs: beyond its receive budget (RxBudget) a ping waits behind
+    // the blast on the NIC ring.
     if quick {
         if let Some((_, r50, _)) = ratio(Mode::NiLrp) {
             checks.check(
@@ -462,13 +468,13 @@ pub fn run(opts: &ExpOpts) -> anyhow::Result<()> {
                 format!("ni-lrp p50 at the highest blast within 5× of unloaded ({r50:.2}×)"),
             );
         }
-        if let Some((_, r50, rate)) = ratio(Mode::Eager) {
+        if let Some((r99, _, rate)) = ratio(Mode::Eager) {
             // A failure counts only if the blast reached a rate that must
             // hurt eager; below it the machine was too busy to judge.
-            if rate >= 1e6 || r50 > 5.0 {
+            if rate >= 1e6 || r99 > 5.0 {
                 checks.check(
-                    r50 > 5.0,
-                    format!("eager p50 at the highest blast beyond 5× of unloaded ({r50:.2}×)"),
+                    r99 > 5.0,
+                    format!("eager p99 at the highest blast beyond 5× of unloaded ({r99:.2}×)"),
                 );
             } else {
                 res.note(format!(
