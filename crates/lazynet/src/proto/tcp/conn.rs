@@ -1868,8 +1868,9 @@ impl<C: CongestionControl> Connection<C> {
     }
 
     /// [`Connection::poll_transmit`] that also returns the partial checksum
-    /// sum (`wire::checksum::partial(&payload[..repr.payload_len], 0)`) of
-    /// the payload it wrote, computed while copying it: the caller emits
+    /// sum of the payload it wrote (congruent mod 0xFFFF to
+    /// `wire::checksum::partial(&payload[..repr.payload_len], 0)`, not
+    /// always equal to it), computed while copying it: the caller emits
     /// the header with `TcpRepr::emit_header_with_payload_sum` and the
     /// payload is read once.
     pub fn poll_transmit_with_sum(
