@@ -439,8 +439,9 @@ pub fn run(opts: &ExpOpts) -> anyhow::Result<()> {
     }
     let mut checks = Checks::default();
     res.note("per mode: unloaded → at the highest blast rate:");
-    // p99 ratio (the goal), p50 ratio (the quick shape: a busy machine
-    // moves an unloaded p99 by orders of magnitude, a p50 hardly), rate.
+    // p99 ratio (the goal; eager's quick shape), p50 ratio (ni-lrp's quick
+    // shape: a busy machine moves an unloaded p99 by orders of magnitude, a
+    // p50 hardly), rate.
     let ratio = |m: Mode| {
         summary
             .iter()
