@@ -206,13 +206,7 @@ impl BufArea {
     #[inline]
     pub fn prefetch_read(&self, d: Desc) {
         let Some(f) = self.frame(d) else { return };
-        let end = f.as_ptr_range().end;
-        // From the start of the frame's first line.
-        let mut p = f.as_ptr().wrapping_sub(f.as_ptr() as usize & 63);
-        while p < end {
-            prefetch_read_line(p);
-            p = p.wrapping_add(64);
-        }
+        for_each_line(f, prefetch_read_line);
     }
 
     /// [`BufArea::prefetch_read`] for the first 128 bytes of the frame
@@ -243,13 +237,7 @@ impl BufArea {
     pub fn evict(&self, d: Desc) {
         let Some(f) = self.frame(d) else { return };
         let opt = has_clflushopt();
-        let end = f.as_ptr_range().end;
-        // From the start of the frame's first line.
-        let mut p = f.as_ptr().wrapping_sub(f.as_ptr() as usize & 63);
-        while p < end {
-            evict_line(p, opt);
-            p = p.wrapping_add(64);
-        }
+        for_each_line(f, |p| evict_line(p, opt));
     }
 
     /// The whole buffer `buf` for writing, or `None` if out of range.
@@ -264,6 +252,18 @@ impl BufArea {
         Some(unsafe {
             std::slice::from_raw_parts_mut(self.region.as_ptr().add(start), self.buf_size as usize)
         })
+    }
+}
+
+/// Calls `op` with the start of each cache line that holds a byte of `f`,
+/// first to last (the first rounded down to its line).
+#[inline(always)]
+fn for_each_line(f: &[u8], mut op: impl FnMut(*const u8)) {
+    let end = f.as_ptr_range().end;
+    let mut p = f.as_ptr().wrapping_sub(f.as_ptr() as usize & 63);
+    while p < end {
+        op(p);
+        p = p.wrapping_add(64);
     }
 }
 
@@ -307,21 +307,24 @@ fn evict_line(p: *const u8, opt: bool) {
     let _ = (p, opt);
 }
 
-/// `prefetcht0` for the line holding `p`.
+/// `prefetcht0` for the line holding `p` (std's `_mm_prefetch`).
 #[inline]
 fn prefetch_read_line(p: *const u8) {
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: `prefetcht0` is a hint: it never faults, whatever the address
-    // (so a line past a frame's end is harmless), and writes no memory,
-    // register or flag.
+    // SAFETY: `_mm_prefetch` needs SSE, which every x86_64 CPU has. Its
+    // `prefetcht0` is a hint: it never faults, whatever the address (so a
+    // line past a frame's end is harmless), and writes no memory.
     unsafe {
-        std::arch::asm!("prefetcht0 [{0}]", in(reg) p, options(nostack, preserves_flags, readonly));
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>(p.cast());
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;
 }
 
-/// `prefetchw` for the line holding `p`.
+/// `prefetchw` for the line holding `p`. In asm, not `_mm_prefetch`: its
+/// `_MM_HINT_ET0` lowers to `prefetcht0` unless the build enables the
+/// `prfchw` target feature, which baseline x86_64 lacks.
 #[inline]
 fn prefetch_write_line(p: *const u8) {
     #[cfg(target_arch = "x86_64")]
