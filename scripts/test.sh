@@ -27,11 +27,11 @@ RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p lazynet --rele
 # The loom model of the ni-lrp channel notification (it also proves that a
 # weakened disarm strands a frame).
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p lazynet --release --test loom_notify
-# The quick overload experiments (issue 4), optimized as users run them, one
+# The quick overload experiments of the lab, optimized as they are run, one
 # after the other (each pins a thread to each core): each fails if its
 # qualitative shape (LRP flat, eager collapsing, ...) is not there. The Linux
 # series needs root; under CI=true it must run.
-cargo build --release -q -p lazynet-cli
+cargo build --release -q -p lazynet-lab
 exp_out="$(mktemp -d)"
 trap 'rm -rf "$exp_out"' EXIT
 linux_flag=()
@@ -44,8 +44,8 @@ if [ "$(id -u)" != 0 ]; then
   linux_flag=(--no-linux)
 fi
 for e in livelock latency-under-load fairness syn-flood; do
-  echo "exp $e --quick"
-  ./target/release/lazynet exp "$e" --quick "${linux_flag[@]}" --out "$exp_out/$e" >"$exp_out/$e.log" 2>&1 || {
+  echo "lazynet-lab $e --quick"
+  ./target/release/lazynet-lab "$e" --quick "${linux_flag[@]}" --out "$exp_out/$e" >"$exp_out/$e.log" 2>&1 || {
     cat "$exp_out/$e.log"
     exit 1
   }

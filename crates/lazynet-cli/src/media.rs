@@ -1,7 +1,6 @@
-//! The media server (`serve media`), the demo's media part and the `nlf`
-//! experiment (NLF paper, Table 1 and Fig. 4).
+//! The media server (`serve media`) and the demo's media part. The `nlf`
+//! experiment is in the lab.
 
-use std::fmt::Write as _;
 use std::io::Write;
 use std::net::SocketAddrV4;
 use std::path::{Path, PathBuf};
@@ -10,18 +9,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use hdrhistogram::Histogram;
 use lazynet::mem::MappedFile;
 use lazynet::nic::netns::Ownership;
 use lazynet::nic::wirepair::{WireConfig, WireEnd, WirePair};
 use lazynet::nic::Nic;
-use lazynet::nlf::stream::{StreamConfig, Streamer, BATCH};
+use lazynet::nlf::stream::{StreamConfig, Streamer};
 use lazynet::nlf::{meta_path, prebuild_with, MetaFile, PrebuildOptions, SendPath};
 use lazynet::socket::UdpSocket;
 use lazynet::stack::{Stack, StackConfig};
 
-use crate::util::{cpus, pin_to};
-use crate::NetArgs;
+use crate::args::{parse_cidr, NetArgs, NicKind};
+use lazynet::sys::{cpus_online, pin_thread};
 
 /// Options of `serve media`.
 pub struct MediaArgs {
@@ -58,7 +56,7 @@ pub fn serve(a: &MediaArgs, net: &NetArgs) -> anyhow::Result<()> {
         if meta.rtp() { "with" } else { "without" }
     );
     let media = MappedFile::open(&a.media).with_context(|| format!("map {}", a.media.display()))?;
-    let (addr, prefix_len) = crate::parse_cidr(&net.addr)?;
+    let (addr, prefix_len) = parse_cidr(&net.addr)?;
     let stop = crate::util::stop_flag()?;
     let cfg = StackConfig {
         addr,
@@ -72,7 +70,7 @@ pub fn serve(a: &MediaArgs, net: &NetArgs) -> anyhow::Result<()> {
     let mut owned_ns = None;
     let mut sink = None;
     let nic: crate::serve::DynNic = match net.nic {
-        crate::NicKind::Wire => {
+        NicKind::Wire => {
             let (a_end, b_end) = WirePair::new(WireConfig {
                 ext_bytes: media.bytes().len() as u64,
                 ..WireConfig::default()
@@ -80,7 +78,7 @@ pub fn serve(a: &MediaArgs, net: &NetArgs) -> anyhow::Result<()> {
             sink = Some(spawn_sink(b_end, a.clients.clone(), stop.clone()));
             Box::new(a_end)
         }
-        crate::NicKind::Tap => {
+        NicKind::Tap => {
             let (tap, own) = crate::serve::tap_nic(net, media.bytes().len())?;
             owned_ns = Some(own);
             tap
@@ -204,7 +202,7 @@ fn spawn_sink(
 
 /// Writes `len` bytes of a synthetic MPEG-TS-like stream (188-byte packets
 /// with a PCR every 40 ms of a 3 Mbit/s stream) to `path`.
-fn synthetic_ts(path: &Path, len: usize) -> anyhow::Result<()> {
+pub fn synthetic_ts(path: &Path, len: usize) -> anyhow::Result<()> {
     let mut v = Vec::with_capacity(len);
     let bit_rate = 3_000_000u64;
     let mut i = 0u64;
@@ -243,21 +241,6 @@ fn synthetic_ts(path: &Path, len: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Writes `len` pseudo-random bytes (xorshift) to `path`.
-fn opaque(path: &Path, len: usize) -> anyhow::Result<()> {
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    let v: Vec<u8> = (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect();
-    std::fs::write(path, v)?;
-    Ok(())
-}
-
 /// The demo's media part: a 2-second synthetic stream to 200 clients on the
 /// in-memory wire, paced in real time; the receiver checks every byte.
 pub fn demo(seconds: f64) -> anyhow::Result<()> {
@@ -290,7 +273,7 @@ pub fn demo(seconds: f64) -> anyhow::Result<()> {
     let (stop2, ok2) = (stop.clone(), bytes_ok.clone());
     let clients2 = clients.clone();
     let rx = std::thread::spawn(move || {
-        pin_to(1 % cpus());
+        pin_thread(1 % cpus_online());
         let mut st = Stack::new(
             b,
             StackConfig {
@@ -322,7 +305,7 @@ pub fn demo(seconds: f64) -> anyhow::Result<()> {
         }
         bad
     });
-    pin_to(0);
+    pin_thread(0);
     let mut stack = Stack::new(
         a,
         StackConfig {
@@ -334,7 +317,7 @@ pub fn demo(seconds: f64) -> anyhow::Result<()> {
     let mut s = Streamer::new(meta, media, &clients, StreamConfig::default())?;
     let by_ref = s.attach(&mut stack);
     let t0 = Instant::now();
-    let cpu0 = thread_cpu_ns();
+    let cpu0 = lazynet::sys::thread_cpu_ns();
     loop {
         let now = stack.now();
         stack.poll(now);
@@ -346,7 +329,7 @@ pub fn demo(seconds: f64) -> anyhow::Result<()> {
         }
     }
     s.release(&mut stack);
-    let cpu = thread_cpu_ns() - cpu0;
+    let cpu = lazynet::sys::thread_cpu_ns() - cpu0;
     let wall = t0.elapsed();
     std::thread::sleep(Duration::from_millis(100));
     stop.store(true, Ordering::Relaxed);
@@ -367,570 +350,5 @@ pub fn demo(seconds: f64) -> anyhow::Result<()> {
         total
     );
     let _ = std::fs::remove_dir_all(&dir);
-    Ok(())
-}
-
-/// Waits for `due` (ns on the stack's clock, now `now`) in ticks of at
-/// least 100 µs: many staggered clients always have a packet due within
-/// microseconds, and a real-time thread that never sleeps is throttled by
-/// the kernel (95% rule), so the sender sends everything due, then sleeps.
-fn pace(due: u64, now: u64) {
-    if due > now {
-        std::thread::sleep(Duration::from_nanos((due - now).max(100_000)));
-    }
-}
-
-/// Puts the calling thread in SCHED_FIFO (priority 10) or back in
-/// SCHED_OTHER; returns whether it worked (root is needed for FIFO).
-fn set_fifo(on: bool) -> bool {
-    let param = libc::sched_param {
-        sched_priority: if on { 10 } else { 0 },
-    };
-    let policy = if on {
-        libc::SCHED_FIFO
-    } else {
-        libc::SCHED_OTHER
-    };
-    // SAFETY: sched_setscheduler on the calling thread with a valid param.
-    unsafe { libc::sched_setscheduler(0, policy, &param) == 0 }
-}
-
-/// CPU time of the calling thread, in ns.
-pub fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-#[inline(always)]
-fn tsc() -> u64 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        // SAFETY: RDTSC has no preconditions on x86-64.
-        #[allow(unused_unsafe)]
-        unsafe {
-            core::arch::x86_64::_rdtsc()
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        std::time::UNIX_EPOCH
-            .elapsed()
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0)
-    }
-}
-
-fn tsc_hz() -> f64 {
-    let (t0, c0) = (Instant::now(), tsc());
-    std::thread::sleep(Duration::from_millis(200));
-    (tsc() - c0) as f64 / t0.elapsed().as_secs_f64()
-}
-
-/// One cell of the experiment.
-struct Cell {
-    path: SendPath,
-    payload: usize,
-    cycles: Histogram<u64>,
-    cpu_ns_per_packet: f64,
-    packets: u64,
-}
-
-/// Streams `mbytes` of `media` with `path` to one client over the wire as
-/// fast as the send path allows, timing each batch with the TSC.
-fn measure_cell(
-    path: SendPath,
-    media_path: &Path,
-    meta_file: &Path,
-    mbytes: u64,
-) -> anyhow::Result<Cell> {
-    let meta = MetaFile::open(meta_file, media_path)?;
-    let payload = meta.payload_size() as usize;
-    let media = MappedFile::open(media_path)?;
-    let (a, b) = WirePair::new(WireConfig {
-        ext_bytes: media.bytes().len() as u64,
-        buf_size: 16384,
-        mtu: 9000,
-        buf_count: 2048,
-        ring_capacity: 512,
-        ..WireConfig::default()
-    })?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let stop2 = stop.clone();
-    let sink = discard_sink(b, stop2, true);
-    pin_to(0);
-    let mut stack = Stack::new(
-        a,
-        StackConfig {
-            addr: crate::echo::SERVER_ADDR,
-            seed: 3,
-            ..StackConfig::default()
-        },
-    );
-    let client = SocketAddrV4::new(crate::echo::CLIENT_ADDR, 5000);
-    // No ARP peer on a discarding wire: the client's MAC is configured.
-    stack.set_neighbor(*client.ip(), [2, 0, 0, 0, 0, 2]);
-    let mut s = Streamer::new(
-        meta,
-        media,
-        &[client],
-        StreamConfig {
-            path,
-            ..StreamConfig::default()
-        },
-    )?;
-    s.attach(&mut stack);
-    s.poll(&mut stack, 0); // builds the client's header
-    s.rewind();
-    // Warm up: every buffer of the sender written once (first-touch page
-    // faults), caches and branch predictors warm; not timed.
-    while s.stats().packets < 4 * 2048 {
-        if s.finished() {
-            s.rewind();
-        }
-        if s.send_batch(&mut stack, 0, BATCH) < BATCH {
-            let now = stack.now();
-            stack.poll(now);
-        }
-    }
-    let mut h = Histogram::<u64>::new_with_bounds(1, 100_000_000, 3)?;
-    let target = s.stats().payload_bytes + mbytes * 1_000_000;
-    // Real-time while timing (milliseconds per cell), so other processes
-    // do not preempt a batch in the middle.
-    let fifo = set_fifo(true);
-    let cpu0 = thread_cpu_ns();
-    let mut sent = 0u64;
-    while s.stats().payload_bytes < target {
-        if s.finished() {
-            s.rewind();
-        }
-        let c0 = tsc();
-        let n = s.send_batch(&mut stack, 0, BATCH);
-        let c1 = tsc();
-        if n == BATCH {
-            let _ = h.record(((c1 - c0) / BATCH as u64).max(1));
-        }
-        sent += n as u64;
-        if n < BATCH {
-            let now = stack.now();
-            stack.poll(now);
-        }
-    }
-    let cpu = thread_cpu_ns() - cpu0;
-    if fifo {
-        set_fifo(false);
-    }
-    stop.store(true, Ordering::Relaxed);
-    let _ = sink.join();
-    Ok(Cell {
-        path,
-        payload,
-        cycles: h,
-        cpu_ns_per_packet: cpu as f64 / sent.max(1) as f64,
-        packets: sent,
-    })
-}
-
-/// The other end of a measurement wire: drops what arrives without looking
-/// at it (no copy, no protocol work), so only the sender's path is measured.
-/// Real-time (SCHED_FIFO) on the other core so other processes cannot stall
-/// it and fill the ring. With `spin` it spins while frames flow (flat-out
-/// cells of a few milliseconds); without, it sleeps whenever the ring is
-/// empty, so under a long paced stream it is never always-running and the
-/// kernel's RT throttling (95% of each second) cannot stall it.
-fn discard_sink(
-    b: WireEnd,
-    stop: Arc<AtomicBool>,
-    spin: bool,
-) -> std::thread::JoinHandle<lazynet::nic::wirepair::WireStats> {
-    std::thread::spawn(move || {
-        pin_to(1 % cpus());
-        let fifo = set_fifo(true);
-        let mut end = b;
-        let mut idle = 0u32;
-        while !stop.load(Ordering::Relaxed) {
-            if end.discard(256) > 0 {
-                idle = 0;
-            } else if spin && idle < 10_000 {
-                // Spin while frames flow, so the sender never waits on us.
-                idle += 1;
-                std::hint::spin_loop();
-            } else {
-                std::thread::sleep(Duration::from_micros(20));
-            }
-        }
-        if fifo {
-            set_fifo(false);
-        }
-        end.stats()
-    })
-}
-
-/// How many 3 Mbit/s clients one core serves with `path` without missing
-/// send times (lateness > 1 ms), streaming in real time for `secs`.
-fn streams_per_core(
-    media_path: &Path,
-    meta_file: &Path,
-    n: usize,
-    secs: f64,
-) -> anyhow::Result<(u64, u64, f64)> {
-    let meta = MetaFile::open(meta_file, media_path)?;
-    let media = MappedFile::open(media_path)?;
-    let (a, b) = WirePair::new(WireConfig {
-        ext_bytes: media.bytes().len() as u64,
-        buf_count: 16384,
-        ring_capacity: 8192,
-        ..WireConfig::default()
-    })?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let stop2 = stop.clone();
-    let sink = discard_sink(b, stop2, false);
-    pin_to(0);
-    let mut stack = Stack::new(
-        a,
-        StackConfig {
-            addr: crate::echo::SERVER_ADDR,
-            seed: 4,
-            ..StackConfig::default()
-        },
-    );
-    stack.set_neighbor(crate::echo::CLIENT_ADDR, [2, 0, 0, 0, 0, 2]);
-    let clients: Vec<SocketAddrV4> = (0..n)
-        .map(|i| SocketAddrV4::new(crate::echo::CLIENT_ADDR, 1024 + (i % 60000) as u16))
-        .collect();
-    let mut s = Streamer::new(meta, media, &clients, StreamConfig::default())?;
-    s.attach(&mut stack);
-    let fifo = set_fifo(true);
-    let cpu0 = thread_cpu_ns();
-    let t0 = Instant::now();
-    while t0.elapsed().as_secs_f64() < secs {
-        let now = stack.now();
-        stack.poll(now);
-        match s.poll(&mut stack, now) {
-            None => break,
-            // Send what is due, then sleep in ticks (see `pace`).
-            Some(due) => pace(due, stack.now()),
-        }
-    }
-    let cpu = thread_cpu_ns() - cpu0;
-    let wall = t0.elapsed().as_secs_f64();
-    if fifo {
-        set_fifo(false);
-    }
-    s.release(&mut stack);
-    stop.store(true, Ordering::Relaxed);
-    let _ = sink.join();
-    // The whole sending process's CPU for this run, per stream and second.
-    Ok((
-        s.stats().packets,
-        s.stats().late,
-        cpu as f64 / (n as f64 * wall),
-    ))
-}
-
-/// `lazynet exp nlf`.
-pub fn exp(quick: bool, out: &Path) -> anyhow::Result<()> {
-    std::fs::create_dir_all(out)?;
-    let work = std::env::temp_dir().join(format!("lazynet-nlf-{}", std::process::id()));
-    std::fs::create_dir_all(&work)?;
-    let mbytes: u64 = if quick { 20 } else { 200 };
-    // MPEG-TS for the streams-per-core run; cells stream their media round
-    // and round until `mbytes` went out.
-    let media_path = work.join("media.ts");
-    synthetic_ts(&media_path, 8 << 20)?;
-    let hz = tsc_hz();
-    let payloads = [1024usize, 2048, 4096, 8192];
-    println!(
-        "exp nlf: {mbytes} MB per cell over the in-memory wire, TSC {:.2} GHz",
-        hz / 1e9
-    );
-    let mut csv = String::from("path,payload_bytes,cycles_min,cycles_avg,cycles_p99\n");
-    let mut cells = Vec::new();
-    // Opaque bytes (not MPEG-TS) so every payload is exactly the size asked for.
-    let raw = work.join("media.bin");
-    opaque(&raw, if quick { 8 << 20 } else { 64 << 20 })?;
-    for &p in &payloads {
-        let sum = prebuild_with(
-            &raw,
-            &PrebuildOptions {
-                payload: p,
-                rtp: false,
-                out_dir: Some(&work),
-                nominal_bit_rate: 3_000_000,
-            },
-            &mut |_, _| {},
-        )?;
-        for path in SendPath::ALL {
-            let c = measure_cell(path, &raw, &sum.meta, mbytes)?;
-            let row = format!(
-                "{},{},{},{:.0},{}",
-                c.path,
-                c.payload,
-                c.cycles.min(),
-                c.cycles.mean(),
-                c.cycles.value_at_quantile(0.99)
-            );
-            println!(
-                "  {row}   ({} packets, {:.1} ns CPU/packet)",
-                c.packets, c.cpu_ns_per_packet
-            );
-            csv.push_str(&row);
-            csv.push('\n');
-            cells.push(c);
-        }
-    }
-    std::fs::write(out.join("nlf.csv"), &csv)?;
-
-    // Linux beside it: the same payloads with sendmmsg and sendfile + UDP_SEGMENT.
-    let mut lcsv;
-    let mut linux = Vec::new();
-    let n = if quick { 20_000 } else { 200_000 };
-    use crate::linux_send::{measure_with, LinuxDest, LinuxMethod, LinuxSendConfig};
-    // Every method with the CPU doing segmentation and checksums, and
-    // sendfile + UDP_SEGMENT also with the TAP doing them (like a NIC with USO).
-    let kinds: Vec<(LinuxMethod, bool)> = LinuxMethod::ALL
-        .iter()
-        .map(|&m| (m, false))
-        .chain([(LinuxMethod::SendfileUdpSegment, true)])
-        .collect();
-    let kind_name =
-        |m: LinuxMethod, off: bool| format!("{}{}", m.name(), if off { "+uso" } else { "" });
-    lcsv = String::from("method,payload_bytes,cpu_ns_per_datagram,cycles_per_datagram,wall_ns_per_datagram,datagrams,bytes,calls,device_frames,errors,destination\n");
-    for &p in &payloads {
-        for &(m, offload) in &kinds {
-            let cfg = LinuxSendConfig {
-                method: m,
-                payload: p,
-                datagrams: n,
-                media: Some(raw.clone()),
-                dest: LinuxDest::TapInPrivateNetns,
-                offload,
-            };
-            match measure_with(&cfg) {
-                Ok(r) => {
-                    let name = kind_name(r.method, r.offload);
-                    let row = format!(
-                        "{name},{},{:.1},{:.0},{:.1},{},{},{},{},{},{}",
-                        r.payload,
-                        r.cpu_ns_per_datagram,
-                        r.cpu_ns_per_datagram * hz / 1e9,
-                        r.wall_ns_per_datagram,
-                        r.datagrams,
-                        r.bytes,
-                        r.calls,
-                        r.device_frames.map_or(String::from("-"), |d| d.to_string()),
-                        r.errors,
-                        r.dest.name()
-                    );
-                    println!(
-                        "  linux {row}{}",
-                        r.note
-                            .as_deref()
-                            .map(|n| format!("  ({n})"))
-                            .unwrap_or_default()
-                    );
-                    if let Some(e) = &r.first_error {
-                        println!("    first error: {e}");
-                    }
-                    lcsv.push_str(&row);
-                    lcsv.push('\n');
-                    linux.push((name, p, r.cpu_ns_per_datagram));
-                }
-                Err(e) => println!("  linux {} {p}: not measured: {e:#}", kind_name(m, offload)),
-            }
-        }
-    }
-    std::fs::write(out.join("linux.csv"), &lcsv)?;
-
-    // Streams per core: 3 Mbit/s, 1316-byte payloads, v3, real-time pacing.
-    let ts_meta = prebuild_with(
-        &media_path,
-        &PrebuildOptions {
-            payload: 1316,
-            rtp: false,
-            out_dir: Some(&work),
-            nominal_bit_rate: 3_000_000,
-        },
-        &mut |_, _| {},
-    )?;
-    let v3_1k = cells
-        .iter()
-        .find(|c| c.path == SendPath::V3 && c.payload == 1024)
-        .map(|c| c.cpu_ns_per_packet)
-        .unwrap_or(100.0);
-    let pps_per_stream = 3_000_000.0 / (1316.0 * 8.0);
-    let estimate = (1e9 / (v3_1k * pps_per_stream)) as usize;
-    // Double from 500 clients while at most 0.1% of packets are later than
-    // 1 ms (one wake-up outlier on this VM should not decide), then bisect.
-    let mut n_ok = 0usize;
-    let mut n_bad = usize::MAX;
-    let mut stream_cpu = None;
-    let mut tried = String::new();
-    let mut n = 500usize;
-    for _ in 0..if quick { 4 } else { 9 } {
-        let (pkts, late, cpu_per_stream) =
-            streams_per_core(&media_path, &ts_meta.meta, n, if quick { 0.5 } else { 2.0 })?;
-        let _ = write!(tried, " {n}:{pkts}pkts/{late}late");
-        if late * 1000 <= pkts {
-            stream_cpu = Some((n, cpu_per_stream));
-            n_ok = n_ok.max(n);
-        } else {
-            n_bad = n_bad.min(n);
-        }
-        n = if n_bad == usize::MAX {
-            n * 2
-        } else {
-            (n_ok + n_bad) / 2
-        };
-        if n_bad != usize::MAX && n_bad - n_ok <= n_bad / 16 {
-            break;
-        }
-    }
-
-    // Summary against the goals.
-    let avg = |path: SendPath, p: usize| {
-        cells
-            .iter()
-            .find(|c| c.path == path && c.payload == p)
-            .map(|c| c.cycles.mean())
-            .unwrap_or(f64::NAN)
-    };
-    let v3: Vec<f64> = payloads.iter().map(|&p| avg(SendPath::V3, p)).collect();
-    let (v3min, v3max) = v3
-        .iter()
-        .fold((f64::MAX, 0f64), |(a, b), &x| (a.min(x), b.max(x)));
-    let spread = v3max / v3min - 1.0;
-    let ratio8 = avg(SendPath::V3, 8192) / avg(SendPath::Traditional, 8192);
-    let v3_cpu_1316 = cells
-        .iter()
-        .find(|c| c.path == SendPath::V3 && c.payload == 1024)
-        .map(|c| c.cpu_ns_per_packet)
-        .unwrap_or(f64::NAN);
-    let lin = |name: &str, p: usize| linux.iter().find(|x| x.0 == name && x.1 == p).map(|x| x.2);
-    let sendfile_1k = lin("sendfile+udp_segment+uso", 1024);
-    let sendfile_1k_sw = lin("sendfile+udp_segment", 1024);
-    let mut txt = String::new();
-    let _ = writeln!(
-        txt,
-        "command: lazynet exp nlf{}\n{}",
-        if quick { " --quick" } else { "" },
-        crate::serve::machine_line()
-    );
-    let _ = writeln!(txt, "TSC: {:.3} GHz; {mbytes} MB streamed per cell; cycles per packet from batches of {BATCH} timed with RDTSC\n", hz / 1e9);
-    let med = |path: SendPath, p: usize| {
-        cells
-            .iter()
-            .find(|c| c.path == path && c.payload == p)
-            .map(|c| c.cycles.value_at_quantile(0.5))
-            .unwrap_or(0)
-    };
-    let _ = writeln!(
-        txt,
-        "v3 cycles per packet at 1/2/4/8 KiB: mean {:.0} / {:.0} / {:.0} / {:.0} — spread {:.0}% (goal within ±20%); median {} / {} / {} / {}",
-        v3[0],
-        v3[1],
-        v3[2],
-        v3[3],
-        spread * 100.0,
-        med(SendPath::V3, 1024),
-        med(SendPath::V3, 2048),
-        med(SendPath::V3, 4096),
-        med(SendPath::V3, 8192)
-    );
-    let _ = writeln!(txt, "v3 / traditional at 8 KiB: {ratio8:.3} (goal ≤ 0.10)");
-    for (label, l) in [
-        ("with segmentation offload (USO)", sendfile_1k),
-        ("without offload", sendfile_1k_sw),
-    ] {
-        match l {
-            Some(l) => {
-                let _ = writeln!(
-                    txt,
-                    "CPU per datagram at 1 KiB: v3 on the wire {v3_cpu_1316:.1} ns (thread CPU; {:.1} ns from the TSC cycles of the send path) vs Linux sendfile+UDP_SEGMENT {label} {l:.1} ns: ratio {:.2} (goal ≤ 0.5)",
-                    avg(SendPath::V3, 1024) / hz * 1e9,
-                    v3_cpu_1316 / l
-                );
-            }
-            None => {
-                let _ = writeln!(txt, "Linux sendfile+UDP_SEGMENT {label}: not measured");
-            }
-        }
-    }
-    let stream_pkts = 10.0 * pps_per_stream; // a 10 s, 3 Mbit/s stream
-    match stream_cpu {
-        Some((n, c)) => {
-            let _ = writeln!(
-                txt,
-                "Sender CPU per 3 Mbit/s stream, measured in the paced run with {n} streams (v3, thread CPU incl. pacing): {:.1} µs per second of stream ({:.2}% of a core per 1000 streams); a 10 s stream: {:.2} ms (the send path alone: {:.2} ms for its {:.0} packets)",
-                c / 1e3,
-                c * 1000.0 / 1e9 * 100.0,
-                c * 10.0 / 1e6,
-                stream_pkts * v3_1k / 1e6,
-                stream_pkts
-            );
-        }
-        None => {
-            let _ = writeln!(txt, "CPU per 10 s 3 Mbit/s stream (send path only, v3, {stream_pkts:.0} packets): {:.2} ms", stream_pkts * v3_1k / 1e6);
-        }
-    }
-    let _ = writeln!(txt, "3 Mbit/s streams one core sustains (sender in SCHED_FIFO, ≤ 0.1% of packets later than 1 ms): {n_ok} (estimate from CPU/packet {estimate}; tried{tried})");
-    print!("{txt}");
-    std::fs::write(out.join("nlf.txt"), &txt)?;
-
-    let mut series: Vec<(String, Vec<(f64, f64)>)> = SendPath::ALL
-        .iter()
-        .map(|&path| {
-            (
-                path.to_string(),
-                payloads.iter().map(|&p| (p as f64, avg(path, p))).collect(),
-            )
-        })
-        .collect();
-    for &(m, offload) in &kinds {
-        let name = kind_name(m, offload);
-        let pts: Vec<(f64, f64)> = linux
-            .iter()
-            .filter(|x| x.0 == name)
-            .map(|x| (x.1 as f64, x.2 * hz / 1e9))
-            .collect();
-        if !pts.is_empty() {
-            series.push((format!("Linux {name}"), pts));
-        }
-    }
-    crate::plot::line_chart(
-        &out.join("nlf.png"),
-        "Send path cost per packet (NLF Table 1 / Fig. 4)",
-        "payload bytes",
-        "CPU cycles per packet",
-        &series,
-        true,
-        true,
-    )?;
-    let cats: Vec<String> = payloads
-        .iter()
-        .map(|p| format!("{} KiB", p / 1024))
-        .collect();
-    let bars: Vec<(String, Vec<f64>)> = SendPath::ALL
-        .iter()
-        .map(|&path| {
-            (
-                path.to_string(),
-                payloads.iter().map(|&p| avg(path, p)).collect(),
-            )
-        })
-        .collect();
-    crate::plot::bar_chart(
-        &out.join("nlf-paths.png"),
-        "Average cycles per packet by send path",
-        "payload",
-        "CPU cycles per packet",
-        &cats,
-        &bars,
-    )?;
-    let _ = std::fs::remove_dir_all(&work);
     Ok(())
 }

@@ -16,7 +16,7 @@ use lazynet::nic::Nic;
 use lazynet::socket::UdpSocket;
 use lazynet::stack::{ReceiveMode, Stack, StackConfig};
 
-use crate::{parse_cidr, NetArgs, NetnsCmd, NicKind, NsArgs};
+use crate::args::{parse_cidr, NetArgs, NetnsCmd, NicKind, NsArgs, OnOff};
 
 pub fn ns_config(a: &NsArgs) -> PeerNsConfig {
     PeerNsConfig {
@@ -24,29 +24,6 @@ pub fn ns_config(a: &NsArgs) -> PeerNsConfig {
         dev: a.dev.clone(),
         peer_addr: a.peer_addr.clone(),
     }
-}
-
-/// One line naming the machine and the date, for result files.
-pub fn machine_line() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
-        })
-        .unwrap_or_default();
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    let date = std::process::Command::new("date")
-        .args(["-u", "+%Y-%m-%dT%H:%M:%SZ"])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default();
-    format!(
-        "machine: {} CPUs, {cpu}, kernel {}\ndate: {date}\n",
-        crate::util::cpus(),
-        kernel.trim()
-    )
 }
 
 /// The TAP device whose kernel side is in the peer namespace: attached if
@@ -57,7 +34,7 @@ pub fn tap_nic(net: &NetArgs, ext_bytes: usize) -> anyhow::Result<(DynNic, Owner
     let (tap, own) = ns.attach_or_create(&TapConfig {
         name: net.ns.dev.clone(),
         ext_bytes,
-        tso: net.tso == crate::OnOff::On,
+        tso: net.tso == OnOff::On,
         ..TapConfig::default()
     })?;
     match &own {
@@ -219,10 +196,10 @@ pub fn run_on_stack<T: OnStack>(
         return Ok(job.run(&mut stack));
     }
     let (mut stack, engine) = Stack::new_ni_lrp(nic, cfg);
-    let n = crate::util::cpus();
-    let ni_cpu = match crate::util::current_cpu() {
+    let n = lazynet::sys::cpus_online();
+    let ni_cpu = match lazynet::sys::current_cpu() {
         Some(me) if n >= 2 => {
-            crate::util::pin_to(me);
+            lazynet::sys::pin_thread(me);
             Some((me + 1) % n)
         }
         _ => None,

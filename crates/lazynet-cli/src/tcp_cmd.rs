@@ -24,7 +24,7 @@ use lazynet::proto::tcp::ListenConfig;
 use lazynet::socket::{SocketError, TcpListener, TcpStream};
 use lazynet::stack::{Stack, StackConfig, TcpEvent, TcpHandle};
 
-use crate::{parse_cidr, NetArgs, NicKind};
+use crate::args::{parse_cidr, NetArgs, NicKind};
 
 /// Staging buffer sizes of a session (input and output).
 const STAGE: usize = 64 * 1024;
@@ -354,7 +354,7 @@ pub fn serve<S: Session>(
 /// The TCP part of `lazynet demo`: a bulk transfer and 1-byte
 /// request/response over one connection each, two stacks on two threads
 /// of the in-memory wire. Every received byte is checked.
-pub fn demo(seconds: f64) -> anyhow::Result<()> {
+pub fn demo(seconds: f64, verbose: bool) -> anyhow::Result<()> {
     const SERVER: Ipv4Addr = Ipv4Addr::new(10, 201, 0, 2);
     const CLIENT: Ipv4Addr = Ipv4Addr::new(10, 201, 0, 1);
     let (a, b) = WirePair::new(WireConfig::default())?;
@@ -371,7 +371,7 @@ pub fn demo(seconds: f64) -> anyhow::Result<()> {
     };
     let t = Some(Duration::from_secs_f64(secs + 10.0));
     let server = std::thread::spawn(move || -> anyhow::Result<(u64, u64)> {
-        crate::util::pin_to(1);
+        lazynet::sys::pin_thread(1);
         let mut st = Stack::new(b, cfg(SERVER));
         let l = TcpListener::bind(&mut st, SocketAddrV4::new(SERVER, 5001), 8)?;
         // Bulk: read and check until EOF.
@@ -411,7 +411,7 @@ pub fn demo(seconds: f64) -> anyhow::Result<()> {
         while lazynet::socket::tcp::wait_step(&mut st, Some(end)) {}
         Ok((got, rr))
     });
-    crate::util::pin_to(0);
+    lazynet::sys::pin_thread(0);
     let mut st = Stack::new(a, cfg(CLIENT));
     let dst = SocketAddrV4::new(SERVER, 5001);
     let c = TcpStream::connect(&mut st, dst, t)?;
@@ -485,7 +485,7 @@ pub fn demo(seconds: f64) -> anyhow::Result<()> {
         bulk_counters.fast_retransmits,
         bulk_counters.rto_expired
     );
-    if std::env::var_os("LAZYNET_DEMO_VERBOSE").is_some() {
+    if verbose {
         println!("{s}");
     }
     Ok(())

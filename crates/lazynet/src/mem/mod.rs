@@ -3,23 +3,20 @@
 //!
 //! **Owns:** memfd-backed [`Region`]s, the fixed-size buffers inside them
 //! ([`BufArea`]), packet descriptors ([`Desc`]) and the `#[repr(C)]`
-//! single-producer/single-consumer index rings ([`ring`]); and, because it
-//! needs `unsafe`, the one-instruction time-stamp-counter read ([`tsc`]) that
-//! `sched` measures CPU time with.
+//! single-producer/single-consumer index rings ([`ring`]).
 //!
 //! **May not touch:** anything about packets' contents or protocols. Nothing in
 //! shared memory is a pointer: buffers are named by `u32` index, rings hold
 //! descriptors, and every index read from shared memory is checked before use,
 //! because the other side of a region may be another, untrusted, process.
 //!
-//! This module (with `nic` and FFI) is one of the only places allowed to use
-//! `unsafe`; each block says why it is sound.
+//! This module (with `nic` and `sys`) is one of the only places allowed to
+//! use `unsafe`; each block says why it is sound.
 
 pub mod file;
 pub mod notify;
 pub mod region;
 pub mod ring;
-pub mod tsc;
 
 pub use file::MappedFile;
 pub use notify::{Applied, ReadyFlag};

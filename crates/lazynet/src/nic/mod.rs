@@ -69,23 +69,6 @@ pub fn linearize(area: &mut BufArea, ext: Option<&[u8]>, frame: (Desc, ExtRef)) 
     Some(Desc { len, ..h })
 }
 
-/// Pins the calling thread to CPU `cpu` (best effort: false if the machine
-/// has no such CPU or the call failed). Used to give the `ni-lrp` engine a
-/// core of its own, standing in for LRP's network adapter processor.
-pub fn pin_thread(cpu: usize) -> bool {
-    if cpu >= libc::CPU_SETSIZE as usize {
-        return false;
-    }
-    // SAFETY: cpu_set_t is plain data (zeroed is the empty set); CPU_SET
-    // writes inside it, `cpu` was checked against its size; the system call
-    // only reads it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
-    }
-}
-
 /// A network interface that moves Ethernet frames in batches.
 pub trait Nic {
     /// The interface's MAC address.

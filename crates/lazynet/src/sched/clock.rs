@@ -78,7 +78,7 @@ impl TscClock {
     /// `Instant`.
     #[cfg(target_arch = "x86_64")]
     pub fn calibrate(span: Duration) -> Self {
-        use crate::mem::tsc::rdtsc;
+        use crate::sys::rdtsc;
         let span = span.max(Duration::from_micros(100));
         let i0 = Instant::now();
         let t0 = rdtsc();
@@ -129,7 +129,7 @@ impl Clock for TscClock {
     fn now_ns(&self) -> u64 {
         #[cfg(target_arch = "x86_64")]
         {
-            let ticks = crate::mem::tsc::rdtsc().wrapping_sub(self.base);
+            let ticks = crate::sys::rdtsc().wrapping_sub(self.base);
             ((u128::from(ticks) * u128::from(self.ns_per_tick_fp)) >> 32) as u64
         }
         #[cfg(not(target_arch = "x86_64"))]

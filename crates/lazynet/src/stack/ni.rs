@@ -874,7 +874,7 @@ impl<N: Nic> NiEngine<N> {
             .name("lazynet-ni".into())
             .spawn(move || {
                 if let Some(c) = cpu {
-                    crate::nic::pin_thread(c);
+                    crate::sys::pin_thread(c);
                 }
                 self.run(&stop)
             })

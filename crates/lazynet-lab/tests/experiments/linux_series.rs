@@ -1,4 +1,4 @@
-//! The Linux series of the overload experiments (root): `lazynet exp-helper
+//! The Linux series of the overload experiments (root): `lazynet-lab exp-helper
 //! linux-points` brings up its two namespaces and veth pair, runs one short
 //! livelock point and one short latency point, and tears everything down.
 //! The test checks plausible results, that the namespaces are gone and that
@@ -10,8 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-mod peer_util;
-use peer_util::*;
+use crate::util::{exclusive, needs_root, netns_list, BIN};
 
 struct Guard {
     child: Option<Child>,
@@ -42,6 +41,7 @@ fn linux_livelock_and_latency_points_run_and_clean_up() {
     if needs_root() {
         return;
     }
+    let _one = exclusive();
     let child = Command::new(BIN)
         .args([
             "exp-helper",
@@ -141,6 +141,7 @@ fn tap_livelock_points_run_and_clean_up() {
     if needs_root() {
         return;
     }
+    let _one = exclusive();
     for mode in ["eager", "early-demux", "soft-lrp", "ni-lrp"] {
         tap_point(mode);
     }

@@ -56,14 +56,15 @@
 
 // The `nlf` experiment command (merged by the lead) is the caller.
 
-use std::ffi::CString;
 use std::io::{Read, Write};
-use std::net::Ipv4Addr;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{bail, Context};
+
+use crate::sys::{self, IfSetting};
 
 /// How Linux is asked to send.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -307,185 +308,47 @@ fn synthetic_ts(len: usize) -> Vec<u8> {
     b
 }
 
-fn errno() -> std::io::Error {
-    std::io::Error::last_os_error()
-}
-
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid out-pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-fn udp_socket() -> anyhow::Result<OwnedFd> {
-    // SAFETY: plain syscall; the fd is owned on success.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        bail!("socket: {}", errno());
-    }
-    // SAFETY: fd is a fresh descriptor we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-fn sockaddr(addr: Ipv4Addr, port: u16) -> libc::sockaddr_in {
-    libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: port.to_be(),
-        sin_addr: libc::in_addr {
-            s_addr: u32::from(addr).to_be(),
-        },
-        sin_zero: [0; 8],
-    }
-}
-
-fn connect(fd: &OwnedFd, addr: Ipv4Addr, port: u16) -> anyhow::Result<()> {
-    let sa = sockaddr(addr, port);
-    // SAFETY: sa is a valid sockaddr_in of the given length.
-    let r = unsafe {
-        libc::connect(
-            fd.as_raw_fd(),
-            &sa as *const _ as *const libc::sockaddr,
-            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
-        )
-    };
-    if r != 0 {
-        bail!("connect {addr}:{port}: {}", errno());
-    }
-    Ok(())
-}
-
-fn ifreq(name: &str) -> libc::ifreq {
-    // SAFETY: ifreq is plain data; all-zero is valid.
-    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (d, s) in ifr.ifr_name.iter_mut().zip(name.bytes()) {
-        *d = s as libc::c_char;
-    }
-    ifr
-}
-
-fn ioctl_ifreq(
-    fd: &OwnedFd,
-    req: libc::Ioctl,
-    ifr: &mut libc::ifreq,
-    what: &str,
-) -> anyhow::Result<()> {
-    // SAFETY: every request used here reads or writes one ifreq.
-    if unsafe { libc::ioctl(fd.as_raw_fd(), req, ifr as *mut libc::ifreq) } != 0 {
-        bail!("{what}: {}", errno());
-    }
-    Ok(())
-}
-
 /// In the calling thread: a new network namespace holding a TAP device
 /// (up, NOARP, MTU 9000, 10.201.0.1/24) and a UDP socket connected to
 /// 10.201.0.2:9 through it. Returns (TAP fd, socket).
 fn tap_in_private_netns(offload: bool) -> anyhow::Result<(OwnedFd, OwnedFd)> {
-    // SAFETY: affects only this thread's namespaces.
-    if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
-        bail!("unshare(CLONE_NEWNET): {}", errno());
-    }
-    let path = CString::new("/dev/net/tun").expect("no NUL");
-    // SAFETY: path is NUL-terminated.
-    let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
-    if fd < 0 {
-        bail!("open /dev/net/tun: {}", errno());
-    }
-    // SAFETY: fresh descriptor we own.
-    let tap = unsafe { OwnedFd::from_raw_fd(fd) };
+    sys::unshare_net().context("unshare(CLONE_NEWNET)")?;
     let name = "lnzsend0";
-    let mut ifr = ifreq(name);
-    ifr.ifr_ifru.ifru_flags = (libc::IFF_TAP | libc::IFF_NO_PI) as libc::c_short;
-    ioctl_ifreq(&tap, libc::TUNSETIFF, &mut ifr, "TUNSETIFF")?;
-    if offload {
-        let flags = (libc::TUN_F_CSUM | libc::TUN_F_USO4 | libc::TUN_F_USO6) as libc::c_ulong;
-        // SAFETY: TUNSETOFFLOAD takes its argument by value.
-        if unsafe { libc::ioctl(tap.as_raw_fd(), libc::TUNSETOFFLOAD, flags) } != 0 {
-            bail!("TUNSETOFFLOAD: {}", errno());
-        }
-    }
-    let ctl = udp_socket()?;
-    let mut ifr = ifreq(name);
-    ifr.ifr_ifru.ifru_mtu = TAP_MTU;
-    ioctl_ifreq(&ctl, libc::SIOCSIFMTU, &mut ifr, "SIOCSIFMTU")?;
+    let tap = sys::tap_open(
+        name,
+        offload.then_some(libc::TUN_F_CSUM | libc::TUN_F_USO4 | libc::TUN_F_USO6),
+    )
+    .context("open TAP")?;
+    let ctl = sys::udp_socket()?;
     // A one-frame ring: after warm-up every frame is freed in the driver
     // at once, so each skb's free (a real NIC's TX completion) is charged
     // to the sender, and the drop counter counts every frame.
-    let mut ifr = ifreq(name);
-    ifr.ifr_ifru.ifru_metric = 1; // ifr_qlen shares this int slot
-    ioctl_ifreq(&ctl, libc::SIOCSIFTXQLEN, &mut ifr, "SIOCSIFTXQLEN")?;
-    for (req, addr, what) in [
-        (libc::SIOCSIFADDR, TAP_ADDR, "SIOCSIFADDR"),
+    for (setting, what) in [
+        (IfSetting::Mtu(TAP_MTU), "MTU"),
+        (IfSetting::TxQueueLen(1), "transmit queue length"),
+        (IfSetting::Addr(TAP_ADDR), "address"),
         (
-            libc::SIOCSIFNETMASK,
-            Ipv4Addr::new(255, 255, 255, 0),
-            "SIOCSIFNETMASK",
+            IfSetting::Netmask(Ipv4Addr::new(255, 255, 255, 0)),
+            "netmask",
         ),
+        (IfSetting::Flags(libc::IFF_UP | libc::IFF_NOARP), "flags"),
     ] {
-        let mut ifr = ifreq(name);
-        let sa = sockaddr(addr, 0);
-        // SAFETY: sockaddr_in fits in the sockaddr slot of the union.
-        unsafe {
-            std::ptr::write(
-                &mut ifr.ifr_ifru.ifru_addr as *mut libc::sockaddr as *mut libc::sockaddr_in,
-                sa,
-            )
-        };
-        ioctl_ifreq(&ctl, req, &mut ifr, what)?;
+        sys::if_set(ctl.as_fd(), name, setting).with_context(|| format!("{name}: {what}"))?;
     }
-    let mut ifr = ifreq(name);
-    ioctl_ifreq(&ctl, libc::SIOCGIFFLAGS, &mut ifr, "SIOCGIFFLAGS")?;
-    // SAFETY: SIOCGIFFLAGS filled the flags member.
-    let flags = unsafe { ifr.ifr_ifru.ifru_flags };
-    ifr.ifr_ifru.ifru_flags = flags | (libc::IFF_UP | libc::IFF_NOARP) as libc::c_short;
-    ioctl_ifreq(&ctl, libc::SIOCSIFFLAGS, &mut ifr, "SIOCSIFFLAGS")?;
-    let sock = udp_socket()?;
-    connect(&sock, TAP_PEER, DISCARD_PORT)?;
+    let sock = sys::udp_socket()?;
+    sys::connect(sock.as_fd(), SocketAddrV4::new(TAP_PEER, DISCARD_PORT)).context("connect")?;
     Ok((tap, sock))
 }
 
 /// A bound loopback UDP socket with a minimal receive buffer that is never
 /// read, and a socket connected to it. Returns (receiver, sender).
 fn loopback_unread() -> anyhow::Result<(OwnedFd, OwnedFd)> {
-    let rx = udp_socket()?;
-    let small: libc::c_int = 1;
-    // SAFETY: valid option pointer/length; SO_RCVBUF is clamped to the minimum.
-    unsafe {
-        libc::setsockopt(
-            rx.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUF,
-            &small as *const _ as *const libc::c_void,
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    let sa = sockaddr(Ipv4Addr::LOCALHOST, 0);
-    let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-    let mut bound = sa;
-    // SAFETY: valid sockaddr pointers and lengths.
-    unsafe {
-        if libc::bind(
-            rx.as_raw_fd(),
-            &sa as *const _ as *const libc::sockaddr,
-            len,
-        ) != 0
-        {
-            bail!("bind: {}", errno());
-        }
-        if libc::getsockname(
-            rx.as_raw_fd(),
-            &mut bound as *mut _ as *mut libc::sockaddr,
-            &mut len,
-        ) != 0
-        {
-            bail!("getsockname: {}", errno());
-        }
-    }
-    let tx = udp_socket()?;
-    connect(&tx, Ipv4Addr::LOCALHOST, u16::from_be(bound.sin_port))?;
+    let rx = sys::udp_socket()?;
+    // SO_RCVBUF is clamped to the kernel's minimum.
+    sys::set_int_option(rx.as_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, 1)?;
+    let at = sys::bind(rx.as_fd(), SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0)).context("bind")?;
+    let tx = sys::udp_socket()?;
+    sys::connect(tx.as_fd(), at).context("connect")?;
     Ok((rx, tx))
 }
 
@@ -520,10 +383,10 @@ struct Tally {
 }
 
 impl Tally {
-    fn error(&mut self, what: &str) {
+    fn error(&mut self, what: &str, e: std::io::Error) {
         self.errors += 1;
         if self.first_error.is_none() {
-            self.first_error = Some(format!("{what}: {}", errno()));
+            self.first_error = Some(format!("{what}: {e}"));
         }
     }
 }
@@ -535,20 +398,13 @@ fn run(
     dest: LinuxDest,
 ) -> anyhow::Result<LinuxSendResult> {
     if cfg.method == LinuxMethod::SendfileUdpSegment {
-        let seg = cfg.payload as libc::c_int;
-        // SAFETY: valid option pointer/length.
-        let r = unsafe {
-            libc::setsockopt(
-                sock.as_raw_fd(),
-                libc::SOL_UDP,
-                libc::UDP_SEGMENT,
-                &seg as *const _ as *const libc::c_void,
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if r != 0 {
-            bail!("setsockopt UDP_SEGMENT: {}", errno());
-        }
+        sys::set_int_option(
+            sock.as_fd(),
+            libc::SOL_UDP,
+            libc::UDP_SEGMENT,
+            cfg.payload as libc::c_int,
+        )
+        .context("setsockopt UDP_SEGMENT")?;
     }
     // Warm up caches, the route and the neighbour entry.
     let warm = send_loop(cfg, media, sock, cfg.datagrams.clamp(1, 1024));
@@ -561,9 +417,9 @@ fn run(
     }
     let dev0 = device_frames(dest);
     let wall0 = Instant::now();
-    let cpu0 = thread_cpu_ns();
+    let cpu0 = lazynet::sys::thread_cpu_ns();
     let t = send_loop(cfg, media, sock, cfg.datagrams);
-    let cpu = thread_cpu_ns() - cpu0;
+    let cpu = lazynet::sys::thread_cpu_ns() - cpu0;
     let wall = wall0.elapsed().as_nanos() as f64;
     let device_frames = match (dev0, device_frames(dest)) {
         (Some(a), Some(b)) => Some(b - a),
@@ -589,7 +445,7 @@ fn run(
 
 /// Sends `count` datagrams (gives up after `count` failed calls).
 fn send_loop(cfg: &LinuxSendConfig, media: &Media, sock: &OwnedFd, count: u64) -> Tally {
-    let fd = sock.as_raw_fd();
+    let fd = sock.as_fd();
     let p = cfg.payload;
     let m = &media.bytes;
     let mut off = 0usize;
@@ -601,46 +457,40 @@ fn send_loop(cfg: &LinuxSendConfig, media: &Media, sock: &OwnedFd, count: u64) -
                     off = 0;
                 }
                 t.calls += 1;
-                // SAFETY: m[off..off + p] is in bounds.
-                let r = unsafe { libc::send(fd, m[off..].as_ptr().cast(), p, 0) };
-                if r < 0 {
-                    t.error("send");
-                    continue;
+                match sys::send(fd, &m[off..off + p]) {
+                    Ok(n) => {
+                        t.datagrams += 1;
+                        t.bytes += n as u64;
+                        off += p;
+                    }
+                    Err(e) => t.error("send", e),
                 }
-                t.datagrams += 1;
-                t.bytes += r as u64;
-                off += p;
             }
         }
         LinuxMethod::SendMmsg => {
-            // SAFETY: plain data; all-zero is valid.
-            let mut iov: [libc::iovec; MMSG_BATCH] = unsafe { std::mem::zeroed() };
-            // SAFETY: plain data; all-zero is valid.
-            let mut msgs: [libc::mmsghdr; MMSG_BATCH] = unsafe { std::mem::zeroed() };
+            let mut mm = sys::MmsgSender::new(MMSG_BATCH, None);
+            let mut batch: Vec<&[u8]> = Vec::with_capacity(MMSG_BATCH);
             while t.datagrams < count && t.errors < count {
                 let n = (count - t.datagrams).min(MMSG_BATCH as u64) as usize;
                 let mut o = off;
-                for i in 0..n {
+                batch.clear();
+                for _ in 0..n {
                     if o + p > m.len() {
                         o = 0;
                     }
-                    iov[i].iov_base = m[o..].as_ptr() as *mut libc::c_void;
-                    iov[i].iov_len = p;
-                    msgs[i].msg_hdr.msg_iov = &mut iov[i];
-                    msgs[i].msg_hdr.msg_iovlen = 1;
-                    msgs[i].msg_len = 0;
+                    batch.push(&m[o..o + p]);
                     o += p;
                 }
                 t.calls += 1;
-                // SAFETY: msgs[..n] point at iovecs into `m`, all live.
-                let r = unsafe { libc::sendmmsg(fd, msgs.as_mut_ptr(), n as libc::c_uint, 0) };
-                if r < 0 {
-                    t.error("sendmmsg");
-                    continue;
-                }
-                let sent = r as usize;
-                for msg in &msgs[..sent] {
-                    t.bytes += u64::from(msg.msg_len);
+                let sent = match mm.send(fd, &batch, 0) {
+                    Ok(sent) => sent,
+                    Err(e) => {
+                        t.error("sendmmsg", e);
+                        continue;
+                    }
+                };
+                for i in 0..sent {
+                    t.bytes += u64::from(mm.sent_len(i));
                 }
                 t.datagrams += sent as u64;
                 // Next batch starts after the last message the kernel took.
@@ -654,25 +504,24 @@ fn send_loop(cfg: &LinuxSendConfig, media: &Media, sock: &OwnedFd, count: u64) -
         }
         LinuxMethod::SendfileUdpSegment => {
             let per_call = (GSO_MAX_BYTES / p).clamp(1, GSO_MAX_SEGMENTS) as u64;
-            let file = media.file.as_raw_fd();
+            let file = media.file.as_fd();
             while t.datagrams < count && t.errors < count {
                 if off + p > m.len() {
                     off = 0;
                 }
                 let fit = ((m.len() - off) / p) as u64;
                 let n = per_call.min(fit).min(count - t.datagrams);
-                let mut foff = off as libc::off_t;
+                let mut foff = off as i64;
                 t.calls += 1;
-                // SAFETY: foff is a valid in/out pointer; both fds are open.
-                let r = unsafe { libc::sendfile(fd, file, &mut foff, n as usize * p) };
-                if r <= 0 {
-                    t.error("sendfile");
-                    continue;
+                match sys::sendfile(fd, file, &mut foff, n as usize * p) {
+                    Ok(0) => t.error("sendfile", std::io::Error::other("sent nothing")),
+                    Ok(r) => {
+                        t.bytes += r as u64;
+                        t.datagrams += r.div_ceil(p) as u64;
+                        off += r;
+                    }
+                    Err(e) => t.error("sendfile", e),
                 }
-                let r = r as usize;
-                t.bytes += r as u64;
-                t.datagrams += r.div_ceil(p) as u64;
-                off += r;
             }
         }
     }
@@ -683,11 +532,6 @@ fn send_loop(cfg: &LinuxSendConfig, media: &Media, sock: &OwnedFd, count: u64) -
 mod tests {
     use super::*;
 
-    fn is_root() -> bool {
-        // SAFETY: no memory effects.
-        unsafe { libc::geteuid() == 0 }
-    }
-
     #[test]
     fn synthetic_media_is_ts_shaped() {
         let b = synthetic_ts(188 * 10);
@@ -696,7 +540,7 @@ mod tests {
 
     #[test]
     fn every_method_and_size_sends_with_sane_costs() {
-        if !is_root() {
+        if !lazynet::sys::is_root() {
             if std::env::var("CI").as_deref() == Ok("true") {
                 panic!("needs root");
             }

@@ -6,9 +6,8 @@
 //! * `tcp-rr`: one connection, 1-byte request, 1-byte echo, repeat; the
 //!   client times each round trip.
 //!
-//! Each stack runs on its own pinned thread and busy-polls. smoltcp is the
-//! peer only with the `smoltcp-bench` feature (see `smol`); without it
-//! `--stack smoltcp` is refused.
+//! Each stack runs on its own pinned thread and busy-polls. smoltcp's side
+//! is in [`crate::smol`].
 
 use std::fmt::Write as _;
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -27,7 +26,9 @@ use lazynet::socket::SocketError;
 use lazynet::stack::{HandbackMode, ListenHandle, Stack, StackConfig, TcpHandle, RX_AHEAD};
 use lazynet::wire::checksum;
 
-use crate::util::{cpus, pin_to};
+use lazynet::sys::{cpus_online, pin_thread};
+
+use crate::report::median;
 
 pub const CLIENT_ADDR: Ipv4Addr = Ipv4Addr::new(10, 202, 0, 1);
 pub const SERVER_ADDR: Ipv4Addr = Ipv4Addr::new(10, 202, 0, 2);
@@ -40,7 +41,7 @@ static SEND_BUF: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize
 /// Receive buffer of both stacks (`bench tcp-bulk --recv-buf`).
 static RECV_BUF: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(BUF);
 
-fn recv_buf() -> usize {
+pub fn recv_buf() -> usize {
     RECV_BUF.load(Ordering::Relaxed)
 }
 
@@ -49,13 +50,10 @@ static FIFO: AtomicBool = AtomicBool::new(false);
 
 /// Pins the calling benchmark thread to `cpu`, SCHED_FIFO if asked.
 fn bench_thread(cpu: usize) {
-    pin_to(cpu);
+    pin_thread(cpu);
     if FIFO.load(Ordering::Relaxed) {
-        let p = libc::sched_param { sched_priority: 10 };
-        // SAFETY: plain syscall on the calling thread with a valid param.
-        let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) };
-        if r != 0 {
-            eprintln!("SCHED_FIFO refused: {}", std::io::Error::last_os_error());
+        if let Err(e) = lazynet::sys::set_sched_class(lazynet::sys::SchedClass::Fifo(10)) {
+            eprintln!("SCHED_FIFO refused: {e}");
         }
     }
 }
@@ -120,7 +118,7 @@ fn fifo_flag() -> &'static str {
     }
 }
 
-fn send_buf() -> usize {
+pub fn send_buf() -> usize {
     SEND_BUF.load(Ordering::Relaxed)
 }
 /// Warm-up before each measured interval.
@@ -283,7 +281,7 @@ impl Endpoint for Lazy {
 }
 
 impl Drop for Lazy {
-    /// `LAZYNET_BENCH_VERBOSE=1`: the stack's and connection's counters.
+    /// With `--verbose`: the stack's and connection's counters.
     fn drop(&mut self) {
         if verbose() {
             eprintln!("--- lazynet {:?}\n{}", self.c, self.stack.stats());
@@ -299,10 +297,7 @@ impl Drop for Lazy {
     }
 }
 
-/// `LAZYNET_BENCH_VERBOSE` set: diagnostics on stderr.
-fn verbose() -> bool {
-    std::env::var_os("LAZYNET_BENCH_VERBOSE").is_some()
-}
+use crate::report::verbose;
 
 // ----- the runs -----
 
@@ -315,7 +310,7 @@ pub enum Which {
 }
 
 fn cpu_pair() -> (usize, usize) {
-    if cpus() >= 2 {
+    if cpus_online() >= 2 {
         (0, 1)
     } else {
         (0, 0)
@@ -849,18 +844,16 @@ fn bulk_by(stack: &str, d: Duration, nodelay: bool) -> anyhow::Result<BulkResult
     match stack {
         "lazynet" => bulk_run::<Lazy>(d, nodelay),
         "wire" => wire_run(d),
-        #[cfg(feature = "smoltcp-bench")]
-        "smoltcp" => bulk_run::<smol::Smol>(d, nodelay),
-        _ => Err(no_smoltcp()),
+        "smoltcp" => bulk_run::<crate::smol::Smol>(d, nodelay),
+        other => Err(unknown_stack(other)),
     }
 }
 
 fn rr_by(stack: &str, d: Duration) -> anyhow::Result<RrResult> {
     match stack {
         "lazynet" => rr_run::<Lazy>(d),
-        #[cfg(feature = "smoltcp-bench")]
-        "smoltcp" => rr_run::<smol::Smol>(d),
-        _ => Err(no_smoltcp()),
+        "smoltcp" => rr_run::<crate::smol::Smol>(d),
+        other => Err(unknown_stack(other)),
     }
 }
 
@@ -934,7 +927,7 @@ pub fn line_round_trip_ns() -> f64 {
     let line = Arc::new(Line(AtomicU64::new(0)));
     let l2 = line.clone();
     let peer = std::thread::spawn(move || {
-        pin_to(c1);
+        pin_thread(c1);
         let deadline = Instant::now() + Duration::from_secs(1);
         for i in 0..TRIPS {
             if !wait_for(&l2, 2 * i + 1, deadline) {
@@ -944,7 +937,7 @@ pub fn line_round_trip_ns() -> f64 {
         }
     });
     let me = std::thread::spawn(move || {
-        pin_to(c0);
+        pin_thread(c0);
         let deadline = Instant::now() + Duration::from_secs(1);
         let start = Instant::now();
         for i in 0..TRIPS {
@@ -1028,8 +1021,8 @@ fn placement_summary(
 const CSV_HEADER: &str =
     "bench,stack,run,seconds,bytes,gbit_s,p50_us,p99_us,round_trips,probe_ns,placement\n";
 
-fn no_smoltcp() -> anyhow::Error {
-    anyhow::anyhow!("smoltcp peer not built: rebuild with `--features smoltcp-bench`")
+fn unknown_stack(name: &str) -> anyhow::Error {
+    anyhow::anyhow!("unknown stack {name:?}")
 }
 
 fn stacks(which: Which) -> Vec<&'static str> {
@@ -1050,16 +1043,6 @@ fn run_ratio(a: &[f64], b: &[f64]) -> f64 {
 /// different one each run.
 fn order(n: usize, run: usize) -> impl Iterator<Item = usize> {
     (0..n).map(move |i| (i + run) % n)
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(|a, b| a.total_cmp(b));
-    if v.is_empty() {
-        f64::NAN
-    } else {
-        v[v.len() / 2]
-    }
 }
 
 fn settings() -> String {
@@ -1092,7 +1075,7 @@ fn write_out(out: &Path, name: &str, cmd: &str, csv: &str, summary: &str) -> any
     std::fs::write(out.join(format!("{name}.csv")), csv)?;
     let txt = format!(
         "command: {cmd}\n{}uname: {}\n{}\n{summary}",
-        crate::serve::machine_line(),
+        crate::report::machine_line(),
         uname(),
         settings()
     );
@@ -1304,9 +1287,8 @@ pub fn bench_bulk_single(bytes: u64, which: Which, runs: usize) -> anyhow::Resul
             let t = Instant::now();
             let polls = match name {
                 "lazynet" => bulk_single::<Lazy>(bytes)?,
-                #[cfg(feature = "smoltcp-bench")]
-                "smoltcp" => bulk_single::<smol::Smol>(bytes)?,
-                _ => return Err(no_smoltcp()),
+                "smoltcp" => bulk_single::<crate::smol::Smol>(bytes)?,
+                other => return Err(unknown_stack(other)),
             };
             let gbit = bytes as f64 * 8.0 / t.elapsed().as_secs_f64() / 1e9;
             println!("tcp-bulk-single,{name},{run},{bytes},{polls},{gbit:.3}");
@@ -1340,9 +1322,8 @@ pub fn bench_rr_single(count: u64, which: Which, runs: usize) -> anyhow::Result<
             let t = Instant::now();
             let (n, polls) = match name {
                 "lazynet" => rr_single::<Lazy>(count)?,
-                #[cfg(feature = "smoltcp-bench")]
-                "smoltcp" => rr_single::<smol::Smol>(count)?,
-                _ => return Err(no_smoltcp()),
+                "smoltcp" => rr_single::<crate::smol::Smol>(count)?,
+                other => return Err(unknown_stack(other)),
             };
             let per = t.elapsed().as_secs_f64() * 1e6 / n.max(1) as f64;
             println!("tcp-rr-single,{name},{run},{n},{polls},{per:.3}");
@@ -1365,290 +1346,6 @@ pub fn bench_rr_single(count: u64, which: Which, runs: usize) -> anyhow::Result<
     Ok(())
 }
 
-#[cfg(feature = "smoltcp-bench")]
-pub mod smol {
-    //! smoltcp as the benchmark peer, over the same [`WireEnd`]. The device
-    //! copies each received frame into a scratch buffer (smoltcp's receive
-    //! token wants a slice while its transmit token may be used inside the
-    //! same call) and builds each outgoing frame directly in a wire buffer.
-    //! Releases and sends are batched like lazynet's and flushed after
-    //! every `poll`.
-
-    use std::sync::OnceLock;
-
-    use lazynet::mem::Desc;
-    use lazynet::nic::wirepair::WireEnd;
-    use lazynet::nic::Nic;
-    use smoltcp::iface::{Config as IfConfig, Interface, SocketHandle, SocketSet};
-    use smoltcp::phy::{self, Device, DeviceCapabilities, Medium};
-    use smoltcp::socket::tcp;
-    use smoltcp::time::Instant as SInstant;
-    use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr};
-
-    use super::{Endpoint, CLIENT_ADDR, PORT, SERVER_ADDR};
-
-    const BATCH: usize = 32;
-
-    /// smoltcp's [`Device`] over one end of the wire.
-    pub struct WireDev {
-        nic: WireEnd,
-        rxq: [Desc; 64],
-        rx_i: usize,
-        rx_n: usize,
-        rxbuf: Vec<u8>,
-        rel: Vec<Desc>,
-        txq: Vec<Desc>,
-        scratch: Vec<u8>,
-        pub tx_dropped: u64,
-    }
-
-    impl WireDev {
-        pub fn new(nic: WireEnd) -> Self {
-            WireDev {
-                nic,
-                rxq: [Desc::default(); 64],
-                rx_i: 0,
-                rx_n: 0,
-                rxbuf: vec![0; 2048],
-                rel: Vec::with_capacity(BATCH),
-                txq: Vec::with_capacity(BATCH),
-                scratch: Vec::new(),
-                tx_dropped: 0,
-            }
-        }
-
-        /// Sends the batched frames and releases the batched buffers.
-        pub fn flush(&mut self) {
-            flush_tx(&mut self.nic, &mut self.txq, &mut self.tx_dropped);
-            if !self.rel.is_empty() {
-                self.nic.release(&self.rel);
-                self.rel.clear();
-            }
-            self.nic.flush();
-        }
-    }
-
-    fn flush_tx(nic: &mut WireEnd, txq: &mut Vec<Desc>, dropped: &mut u64) {
-        if txq.is_empty() {
-            return;
-        }
-        let n = nic.send(txq);
-        if n < txq.len() {
-            *dropped += (txq.len() - n) as u64;
-            nic.release(&txq[n..]);
-        }
-        txq.clear();
-    }
-
-    pub struct Rx<'a> {
-        frame: &'a [u8],
-    }
-
-    pub struct Tx<'a> {
-        nic: &'a mut WireEnd,
-        txq: &'a mut Vec<Desc>,
-        scratch: &'a mut Vec<u8>,
-        dropped: &'a mut u64,
-    }
-
-    impl phy::RxToken for Rx<'_> {
-        fn consume<R, F: FnOnce(&[u8]) -> R>(self, f: F) -> R {
-            f(self.frame)
-        }
-    }
-
-    impl phy::TxToken for Tx<'_> {
-        fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
-            let mut b = [0u32; 1];
-            if self.nic.alloc(&mut b) == 1 {
-                if let Some(buf) = self.nic.buffers_mut().buf_mut(b[0]) {
-                    if len <= buf.len() {
-                        let r = f(&mut buf[..len]);
-                        self.txq.push(Desc::new(b[0], len as u16));
-                        if self.txq.len() >= BATCH {
-                            flush_tx(self.nic, self.txq, self.dropped);
-                        }
-                        return r;
-                    }
-                }
-                self.nic.release(&[Desc::new(b[0], 0)]);
-            }
-            // No buffer: the frame is built and dropped (counted).
-            *self.dropped += 1;
-            self.scratch.resize(len, 0);
-            f(&mut self.scratch[..len])
-        }
-    }
-
-    impl Device for WireDev {
-        type RxToken<'a> = Rx<'a>;
-        type TxToken<'a> = Tx<'a>;
-
-        fn receive(&mut self, _t: SInstant) -> Option<(Rx<'_>, Tx<'_>)> {
-            if self.rx_i == self.rx_n {
-                self.rx_i = 0;
-                self.rx_n = self.nic.recv(&mut self.rxq);
-                if self.rx_n == 0 {
-                    return None;
-                }
-            }
-            let d = self.rxq[self.rx_i];
-            self.rx_i += 1;
-            let len = match self.nic.buffers().frame(d) {
-                Some(f) => {
-                    let len = f.len().min(self.rxbuf.len());
-                    self.rxbuf[..len].copy_from_slice(&f[..len]);
-                    len
-                }
-                None => 0,
-            };
-            self.rel.push(d);
-            if self.rel.len() >= BATCH {
-                self.nic.release(&self.rel);
-                self.rel.clear();
-            }
-            Some((
-                Rx {
-                    frame: &self.rxbuf[..len],
-                },
-                Tx {
-                    nic: &mut self.nic,
-                    txq: &mut self.txq,
-                    scratch: &mut self.scratch,
-                    dropped: &mut self.tx_dropped,
-                },
-            ))
-        }
-
-        fn transmit(&mut self, _t: SInstant) -> Option<Tx<'_>> {
-            Some(Tx {
-                nic: &mut self.nic,
-                txq: &mut self.txq,
-                scratch: &mut self.scratch,
-                dropped: &mut self.tx_dropped,
-            })
-        }
-
-        fn capabilities(&self) -> DeviceCapabilities {
-            let mut c = DeviceCapabilities::default();
-            c.medium = Medium::Ethernet;
-            // smoltcp counts the Ethernet header in the MTU.
-            c.max_transmission_unit = self.nic.mtu() + 14;
-            c.max_burst_size = None;
-            c
-        }
-    }
-
-    fn clock() -> &'static std::time::Instant {
-        static EPOCH: OnceLock<std::time::Instant> = OnceLock::new();
-        EPOCH.get_or_init(std::time::Instant::now)
-    }
-
-    thread_local! {
-        /// Milliseconds at the last `now()`: the TSval of the segments
-        /// that poll sends. The clock is read once per poll, as lazynet's
-        /// harness reads it (the stack takes the time from its caller),
-        /// not once more per segment.
-        static LAST_MS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-    }
-
-    fn now() -> SInstant {
-        let us = clock().elapsed().as_micros() as i64;
-        LAST_MS.with(|m| m.set((us / 1000) as u32));
-        SInstant::from_micros(us)
-    }
-
-    /// TSval clock for smoltcp's timestamp option (milliseconds).
-    fn tsval() -> u32 {
-        LAST_MS.with(|m| m.get())
-    }
-
-    /// A smoltcp interface with one TCP socket.
-    pub struct Smol {
-        iface: Interface,
-        dev: WireDev,
-        sockets: SocketSet<'static>,
-        h: SocketHandle,
-    }
-
-    fn build(end: WireEnd, addr: std::net::Ipv4Addr, seed: u64, nodelay: bool) -> Smol {
-        let mut dev = WireDev::new(end);
-        let mut cfg = IfConfig::new(HardwareAddress::Ethernet(EthernetAddress(dev.nic.mac())));
-        cfg.random_seed = seed;
-        let mut iface = Interface::new(cfg, &mut dev, now());
-        iface.update_ip_addrs(|a| {
-            a.push(IpCidr::new(IpAddress::Ipv4(addr), 24))
-                .expect("one address");
-        });
-        let mut s = tcp::Socket::new(
-            tcp::SocketBuffer::new(vec![0; super::recv_buf()]),
-            tcp::SocketBuffer::new(vec![0; super::send_buf()]),
-        );
-        s.set_nagle_enabled(!nodelay);
-        s.set_tsval_generator(Some(tsval));
-        let mut sockets = SocketSet::new(Vec::new());
-        let h = sockets.add(s);
-        Smol {
-            iface,
-            dev,
-            sockets,
-            h,
-        }
-    }
-
-    impl Smol {
-        fn sock(&mut self) -> &mut tcp::Socket<'static> {
-            self.sockets.get_mut::<tcp::Socket>(self.h)
-        }
-    }
-
-    impl Endpoint for Smol {
-        const NAME: &'static str = "smoltcp";
-
-        fn server(end: WireEnd, nodelay: bool) -> Self {
-            let mut s = build(end, SERVER_ADDR, 2, nodelay);
-            s.sock().listen(PORT).expect("listen");
-            s
-        }
-
-        fn client(end: WireEnd, nodelay: bool) -> Self {
-            let mut s = build(end, CLIENT_ADDR, 1, nodelay);
-            let cx = s.iface.context();
-            s.sockets
-                .get_mut::<tcp::Socket>(s.h)
-                .connect(cx, (IpAddress::Ipv4(SERVER_ADDR), PORT), 49152)
-                .expect("connect");
-            s
-        }
-
-        #[inline]
-        fn poll(&mut self) -> bool {
-            let r = self.iface.poll(now(), &mut self.dev, &mut self.sockets);
-            self.dev.flush();
-            r == smoltcp::iface::PollResult::SocketStateChanged
-        }
-
-        fn connected(&mut self) -> bool {
-            self.sock().state() == tcp::State::Established
-        }
-
-        #[inline]
-        fn send(&mut self, data: &[u8]) -> usize {
-            self.sock().send_slice(data).unwrap_or(0)
-        }
-
-        #[inline]
-        fn push(&mut self) {
-            self.poll();
-        }
-
-        #[inline]
-        fn recv(&mut self, buf: &mut [u8]) -> usize {
-            self.sock().recv_slice(buf).unwrap_or(0)
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1659,11 +1356,10 @@ mod tests {
         assert!(bulk_single::<Lazy>(4 << 20).unwrap() > 0);
     }
 
-    #[cfg(feature = "smoltcp-bench")]
     #[test]
     fn smoltcp_single_thread_round_trips_and_bulk_complete() {
-        assert_eq!(rr_single::<smol::Smol>(200).unwrap().0, 200);
-        assert!(bulk_single::<smol::Smol>(4 << 20).unwrap() > 0);
+        assert_eq!(rr_single::<crate::smol::Smol>(200).unwrap().0, 200);
+        assert!(bulk_single::<crate::smol::Smol>(4 << 20).unwrap() > 0);
     }
 
     #[test]

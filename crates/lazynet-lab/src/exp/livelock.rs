@@ -92,40 +92,6 @@ const PORT: u16 = 7000;
 /// series' `LOAD_PAYLOAD`; the paper used 14-byte messages).
 pub(crate) const PAYLOAD: usize = 18;
 
-/// A receive mode as the experiments run it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Mode {
-    Eager,
-    EarlyDemux,
-    SoftLrp,
-    NiLrp,
-}
-
-impl Mode {
-    pub(crate) const ALL: [Mode; 4] = [Mode::Eager, Mode::EarlyDemux, Mode::SoftLrp, Mode::NiLrp];
-
-    pub(crate) fn receive_mode(self) -> ReceiveMode {
-        match self {
-            Mode::Eager => ReceiveMode::Eager,
-            Mode::EarlyDemux => ReceiveMode::EarlyDemux,
-            Mode::SoftLrp => ReceiveMode::SoftLrp,
-            Mode::NiLrp => ReceiveMode::NiLrp,
-        }
-    }
-
-    pub(crate) fn name(self) -> &'static str {
-        self.receive_mode().name()
-    }
-
-    /// The modes `opts` asks for, in order.
-    pub(crate) fn wanted(opts: &ExpOpts) -> Vec<Mode> {
-        Self::ALL
-            .into_iter()
-            .filter(|m| opts.wants(m.name()))
-            .collect()
-    }
-}
-
 /// The wire of every point: room for a full channel and a full ring on
 /// each side, so the generator runs out of buffers only when the host holds
 /// far more than its queues.
@@ -138,11 +104,11 @@ pub(crate) fn wire() -> anyhow::Result<(WireEnd, WireEnd)> {
 }
 
 /// The host's stack configuration in `mode`.
-pub(crate) fn host_config(mode: Mode) -> StackConfig {
+pub(crate) fn host_config(mode: ReceiveMode) -> StackConfig {
     StackConfig {
         addr: HOST_IP,
         prefix_len: 24,
-        mode: mode.receive_mode(),
+        mode,
         ..StackConfig::default()
     }
 }
@@ -177,11 +143,11 @@ pub(crate) fn wait_host_ready(ready: &AtomicBool, mut engine: Option<&mut NiEngi
 
 pub(crate) fn host_stack(
     b: WireEnd,
-    mode: Mode,
+    mode: ReceiveMode,
     cfg: StackConfig,
 ) -> (HostStack, Option<NiEngine<WireEnd>>) {
     match mode {
-        Mode::NiLrp => {
+        ReceiveMode::NiLrp => {
             let (s, e) = Stack::new_ni_lrp(b, cfg);
             (HostStack::Ni(Box::new(s)), Some(e))
         }
@@ -235,46 +201,13 @@ pub(crate) fn ni_tail(engine: Option<NiEngine<WireEnd>>, done: &AtomicBool, max:
 /// ([`boost`]).
 pub(crate) fn host_thread() {
     pin_host();
-    boost();
+    super::boost();
 }
 
 /// Pins the calling thread to the load core and raises its weight.
 pub(crate) fn load_thread() {
     pin_load();
-    boost();
-}
-
-/// Nice −20 for the calling thread (root; best effort). On a shared
-/// machine other processes would otherwise take a varying part of the
-/// host's and the generator's cores (we measured the host thread getting a
-/// third of its core while others compiled), and the curves would show
-/// their load instead of ours. Under CFS a nice −20 thread outweighs a
-/// nice-0 one 87:1, so it keeps its core almost entirely, while the others
-/// still progress (unlike SCHED_FIFO, no hard starvation). Every point is
-/// bounded in time, so the boost is too.
-pub(crate) fn boost() {
-    // SAFETY: gettid and setpriority have no memory effects; they change
-    // only the calling thread's nice value.
-    unsafe {
-        let tid = libc::gettid();
-        let _ = libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, -20);
-    }
-}
-
-/// CPU time of the calling thread, ns (`CLOCK_THREAD_CPUTIME_ID`): how
-/// much of the wall-clock window the host thread really had its core — on
-/// a shared machine other processes take some of it.
-pub(crate) fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec we own; no other effects.
-    let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if r != 0 {
-        return 0;
-    }
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    super::boost();
 }
 
 /// The server's state: datagrams finished, and the work's result (kept so
@@ -344,10 +277,10 @@ fn serve<N: Nic + 'static>(
     let d0 = host.app().done;
     let before = host.stack().stats();
     let t0 = host.now_ns();
-    let c0 = thread_cpu_ns();
+    let c0 = lazynet::sys::thread_cpu_ns();
     host.run_for(window.as_nanos() as u64);
     let t1 = host.now_ns();
-    let cpu_ns = thread_cpu_ns() - c0;
+    let cpu_ns = lazynet::sys::thread_cpu_ns() - c0;
     let out = HostOut {
         delivered: host.app().done - d0,
         window_ns: t1 - t0,
@@ -409,7 +342,7 @@ impl Point {
 
 /// Runs one point: `mode` at `rate_pps`.
 fn point(
-    mode: Mode,
+    mode: ReceiveMode,
     rate_pps: u64,
     w: u32,
     warmup: Duration,
@@ -572,7 +505,7 @@ fn linux_series(
 /// the host a `read()` per frame (part of what this series measures).
 fn tap_series(
     opts: &ExpOpts,
-    modes: &[Mode],
+    modes: &[ReceiveMode],
     rates: &[u64],
     w: u32,
     secs: f64,
@@ -592,7 +525,7 @@ fn tap_series(
         let mut pts = Vec::new();
         for &r in &rates {
             bar.set_message(format!("{}/tap @ {r}", m.name()));
-            let p = super::linux::tap_livelock_point(m.receive_mode(), r, secs, w)
+            let p = super::linux::tap_livelock_point(m, r, secs, w)
                 .with_context(|| format!("{}/tap at {r} pps", m.name()))?;
             res.row(format!(
                 "{}/tap,{:.0},{:.0}",
@@ -652,11 +585,11 @@ pub fn run(opts: &ExpOpts) -> anyhow::Result<()> {
         warmup.as_millis(),
         window.as_millis()
     ));
-    let modes = Mode::wanted(opts);
+    let modes = opts.modes();
     let bar = progress((modes.len() * rates.len()) as u64, "livelock");
     let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
     let mut summaries = Vec::new();
-    let mut host_shares: Vec<(Mode, f64)> = Vec::new();
+    let mut host_shares: Vec<(ReceiveMode, f64)> = Vec::new();
     for &m in &modes {
         let mut pts = Vec::new();
         // Delivered per second of host-thread CPU time: the same curve on
@@ -731,7 +664,7 @@ pub fn run(opts: &ExpOpts) -> anyhow::Result<()> {
         "measured saturation (the highest delivered rate of any mode): {measured_sat:.0} pps; the generator's max is {:.1}× that",
         gen_max / measured_sat.max(1.0)
     ));
-    let frac = |m: Mode| {
+    let frac = |m: ReceiveMode| {
         summaries
             .iter()
             .find(|s| s.0 == m)
@@ -766,7 +699,7 @@ pub fn run(opts: &ExpOpts) -> anyhow::Result<()> {
     // A quick run cannot judge an LRP mode whose host thread had less than
     // MIN_SHARE of its core at its peak or top point: on a machine that
     // busy, caches and time slices are the other processes', not ours.
-    let too_busy = |m: Mode, res: &mut Results| {
+    let too_busy = |m: ReceiveMode, res: &mut Results| {
         let sh = host_shares.iter().find(|x| x.0 == m).map_or(1.0, |x| x.1);
         let busy = quick && sh < MIN_SHARE;
         if busy && frac(m).is_some() {
@@ -778,7 +711,10 @@ pub fn run(opts: &ExpOpts) -> anyhow::Result<()> {
         }
         busy
     };
-    if let (false, Some((_, f))) = (too_busy(Mode::NiLrp, &mut res), frac(Mode::NiLrp)) {
+    if let (false, Some((_, f))) = (
+        too_busy(ReceiveMode::NiLrp, &mut res),
+        frac(ReceiveMode::NiLrp),
+    ) {
         checks.check(
             f >= ni_goal,
             format!(
@@ -788,7 +724,10 @@ pub fn run(opts: &ExpOpts) -> anyhow::Result<()> {
             ),
         );
     }
-    if let (false, Some((_, f))) = (too_busy(Mode::SoftLrp, &mut res), frac(Mode::SoftLrp)) {
+    if let (false, Some((_, f))) = (
+        too_busy(ReceiveMode::SoftLrp, &mut res),
+        frac(ReceiveMode::SoftLrp),
+    ) {
         checks.check(
             f >= soft_goal,
             format!(
@@ -803,18 +742,18 @@ pub fn run(opts: &ExpOpts) -> anyhow::Result<()> {
     // quick run cannot judge the shape and reports it as unchecked.
     let reached = summaries
         .iter()
-        .find(|s| s.0 == Mode::Eager)
+        .find(|s| s.0 == ReceiveMode::Eager)
         .and_then(|s| s.3.as_ref())
         .map_or(0.0, |p| p.offered_pps);
-    let lrp_peak = frac(Mode::SoftLrp)
-        .or(frac(Mode::NiLrp))
+    let lrp_peak = frac(ReceiveMode::SoftLrp)
+        .or(frac(ReceiveMode::NiLrp))
         .map_or(0.0, |x| x.0);
-    let sat = frac(Mode::Eager).map_or(0.0, |x| x.0).max(lrp_peak);
-    if quick && frac(Mode::Eager).is_some() && reached < 10.0 * sat {
+    let sat = frac(ReceiveMode::Eager).map_or(0.0, |x| x.0).max(lrp_peak);
+    if quick && frac(ReceiveMode::Eager).is_some() && reached < 10.0 * sat {
         res.note(format!(
             "not checked: eager's collapse (the generator offered {reached:.0} pps, less than 10× saturation {sat:.0}: machine too busy)"
         ));
-    } else if let Some((_, f)) = frac(Mode::Eager) {
+    } else if let Some((_, f)) = frac(ReceiveMode::Eager) {
         checks.check(
             f <= eager_goal,
             format!(
@@ -824,9 +763,10 @@ pub fn run(opts: &ExpOpts) -> anyhow::Result<()> {
             ),
         );
     }
-    if let (Some((ep, _)), Some((lp, _))) =
-        (frac(Mode::Eager), frac(Mode::SoftLrp).or(frac(Mode::NiLrp)))
-    {
+    if let (Some((ep, _)), Some((lp, _))) = (
+        frac(ReceiveMode::Eager),
+        frac(ReceiveMode::SoftLrp).or(frac(ReceiveMode::NiLrp)),
+    ) {
         let margin = if quick { 0.8 } else { 1.0 };
         checks.check(
             lp > ep * margin,

@@ -1,5 +1,5 @@
 //! What `exp fairness` and `exp syn-flood` share around the host runtime
-//! ([`lazynet::host`]): the four modes ([`Mode`]), the NI engine's step for
+//! ([`lazynet::host`]): the NI engine's step for
 //! `ni-lrp` ([`NiStep`]: the load threads call it every turn, on the load
 //! core, standing for the adapter's processor), frame sending for load
 //! threads ([`send_frames`]), drop summaries, and how much of its wall time
@@ -9,51 +9,6 @@
 //! **May not touch:** the stack's internals (public API only).
 
 use lazynet::nic::Nic;
-use lazynet::stack::ReceiveMode;
-
-/// One of the four receive modes of ARCHITECTURE.md.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
-    /// 4.4BSD.
-    Eager,
-    /// Early demultiplexing, eager protocol work.
-    EarlyDemux,
-    /// Lazy receiver processing, demultiplexing on the host.
-    SoftLrp,
-    /// Lazy receiver processing, demultiplexing on the NI core.
-    NiLrp,
-}
-
-impl Mode {
-    /// All four, in result order.
-    pub const ALL: [Mode; 4] = [Mode::Eager, Mode::EarlyDemux, Mode::SoftLrp, Mode::NiLrp];
-
-    /// The name used on command lines and in results.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Mode::Eager => "eager",
-            Mode::EarlyDemux => "early-demux",
-            Mode::SoftLrp => "soft-lrp",
-            Mode::NiLrp => "ni-lrp",
-        }
-    }
-
-    /// The stack's receive mode (a `ni-lrp` stack is built with
-    /// `Stack::new_ni_lrp`).
-    pub const fn receive_mode(self) -> ReceiveMode {
-        match self {
-            Mode::Eager => ReceiveMode::Eager,
-            Mode::EarlyDemux => ReceiveMode::EarlyDemux,
-            Mode::SoftLrp => ReceiveMode::SoftLrp,
-            Mode::NiLrp => ReceiveMode::NiLrp,
-        }
-    }
-
-    /// True for the lazy modes (LRP).
-    pub const fn lazy(self) -> bool {
-        matches!(self, Mode::SoftLrp | Mode::NiLrp)
-    }
-}
 
 /// One bounded step of the NI engine (`ni-lrp`), run by a load thread.
 pub type NiStep = Box<dyn FnMut() -> usize + Send>;
@@ -112,18 +67,6 @@ pub fn drops_line(st: &lazynet::stack::StackStats) -> String {
     out.trim_end().to_string()
 }
 
-/// CPU time of the calling thread (ns), to tell whether a thread had its
-/// core to itself: on a busy machine the comparisons of an experiment are
-/// not judged (see [`QUIET`]).
-pub fn thread_cpu_ns() -> u64 {
-    // SAFETY: clock_gettime writes only the timespec we pass.
-    unsafe {
-        let mut ts: libc::timespec = std::mem::zeroed();
-        libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts);
-        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-    }
-}
-
 /// A busy-polling thread that was on its CPU for at least this fraction of
 /// its wall time had a quiet machine; below it, other programs took its
 /// core and timing comparisons mean little.
@@ -141,14 +84,14 @@ impl OnCpu {
     pub fn start() -> Self {
         OnCpu {
             wall: std::time::Instant::now(),
-            cpu: thread_cpu_ns(),
+            cpu: lazynet::sys::thread_cpu_ns(),
         }
     }
 
     /// On-CPU fraction since `start` (call on the same thread).
     pub fn fraction(&self) -> f64 {
         let wall = self.wall.elapsed().as_nanos().max(1) as f64;
-        (thread_cpu_ns().saturating_sub(self.cpu)) as f64 / wall
+        (lazynet::sys::thread_cpu_ns().saturating_sub(self.cpu)) as f64 / wall
     }
 }
 
@@ -164,7 +107,7 @@ pub fn load_client(
     seed: u64,
 ) -> lazynet::stack::Stack<lazynet::nic::wirepair::WireEnd> {
     super::pin_load();
-    super::livelock::boost();
+    super::boost();
     let mut s = lazynet::stack::Stack::new(
         end,
         lazynet::stack::StackConfig {

@@ -164,7 +164,7 @@ impl LinuxNet {
     /// side's kernel receive work runs on the *sender's* core (veth's
     /// default) — a comparison that shows what RPS changes, not the series.
     pub fn up_with(rps: bool) -> anyhow::Result<Self> {
-        if !super::is_root() {
+        if !lazynet::sys::is_root() {
             bail!("the Linux series needs root (network namespaces)");
         }
         let exe = std::env::current_exe().context("cannot find our own binary")?;
@@ -427,11 +427,9 @@ impl Proc {
     fn terminate(&mut self) -> anyhow::Result<ExitStatus> {
         if let Some(child) = self.child.as_mut() {
             if child.try_wait()?.is_none() {
-                // SAFETY: kill(2) on our own child's pid, which is not reaped
-                // yet (try_wait said it runs), so the pid cannot be reused.
-                unsafe {
-                    libc::kill(self.pid as libc::pid_t, libc::SIGTERM);
-                }
+                // Our own child, not reaped yet (try_wait said it runs), so
+                // the pid cannot have been reused.
+                lazynet::sys::signal(self.pid, libc::SIGTERM);
             }
         }
         self.wait_exit(TERM_GRACE)
@@ -1095,7 +1093,7 @@ fn tap_host<N: lazynet::nic::Nic + 'static>(
 /// The counters of a finished TAP-series host.
 fn tap_run<N: lazynet::nic::Nic + 'static>(host: &TapHost<N>) -> TapRun {
     let s = host.stack().stats();
-    if std::env::var_os("LAZYNET_TAP_DEBUG").is_some() {
+    if crate::report::verbose() {
         let mut t = String::new();
         let _ = s.write_table(&mut t);
         eprintln!("{t}\n{:?}\n{}", host.stats(), host.report());
@@ -1150,7 +1148,7 @@ pub fn tap_livelock_point(
     if rate_pps == 0 {
         bail!("rate must be > 0");
     }
-    if !super::is_root() {
+    if !lazynet::sys::is_root() {
         bail!("the TAP series needs root (network namespaces)");
     }
     let exe = std::env::current_exe().context("cannot find our own binary")?;
@@ -1430,7 +1428,7 @@ pub fn helper(cmd: HelperCmd) -> anyhow::Result<()> {
 
 fn pin(cpu: Option<usize>) {
     if let Some(c) = cpu {
-        if !crate::util::pin_to(c) {
+        if !lazynet::sys::pin_thread(c) {
             eprintln!("cannot pin to CPU {c}");
         }
     }
@@ -1456,7 +1454,7 @@ fn udp_sink(
 ) -> anyhow::Result<()> {
     pin(cpu);
     let end = bound(seconds)?;
-    let stop = crate::util::stop_flag()?;
+    let stop = lazynet_cli::util::stop_flag()?;
     let sock = UdpSocket::bind(bind).with_context(|| format!("bind {bind}"))?;
     sock.set_read_timeout(Some(POLL))?;
     println!("ready");
@@ -1473,42 +1471,20 @@ fn sink_loop(
     end: Instant,
     stop: &AtomicBool,
 ) -> (u64, u64, u64) {
-    use std::os::fd::AsRawFd;
-    let mut bufs = vec![[0u8; 2048]; SINK_BATCH];
-    // SAFETY: iovec and mmsghdr are plain C structs; all-zero is valid.
-    let mut iov: Vec<libc::iovec> = vec![unsafe { std::mem::zeroed() }; SINK_BATCH];
-    // SAFETY: as above.
-    let mut msgs: Vec<libc::mmsghdr> = vec![unsafe { std::mem::zeroed() }; SINK_BATCH];
-    for i in 0..SINK_BATCH {
-        iov[i].iov_base = bufs[i].as_mut_ptr().cast();
-        iov[i].iov_len = bufs[i].len();
-        msgs[i].msg_hdr.msg_iov = &mut iov[i];
-        msgs[i].msg_hdr.msg_iovlen = 1;
-    }
+    use std::os::fd::AsFd;
+    let mut mm = crate::sys::MmsgReceiver::new(SINK_BATCH);
     let (mut n, mut bytes, mut h) = (0u64, 0u64, 0u64);
     while !stop.load(Ordering::Relaxed) && Instant::now() < end {
-        // SAFETY: msgs point at iovecs into `bufs`, all live and unmoved
-        // for the call; the kernel writes at most iov_len bytes per buffer.
-        let r = unsafe {
-            libc::recvmmsg(
-                sock.as_raw_fd(),
-                msgs.as_mut_ptr(),
-                SINK_BATCH as libc::c_uint,
-                libc::MSG_WAITFORONE,
-                std::ptr::null_mut(),
-            )
-        };
-        if r <= 0 {
+        let Ok(got) = mm.recv(sock.as_fd(), libc::MSG_WAITFORONE) else {
             continue; // timeout (EAGAIN) or EINTR: look at the flags
-        }
-        for (m, b) in msgs[..r as usize].iter().zip(&bufs) {
-            let len = m.msg_len as usize;
+        };
+        for b in got {
             let seq = b
                 .get(..4)
                 .map_or(0, |s| u32::from_be_bytes([s[0], s[1], s[2], s[3]]));
             h ^= work(work_iters, seq as u64 ^ n);
             n += 1;
-            bytes += len as u64;
+            bytes += b.len() as u64;
         }
     }
     (n, bytes, h)
@@ -1517,7 +1493,7 @@ fn sink_loop(
 fn udp_echo(bind: SocketAddrV4, seconds: f64, cpu: Option<usize>) -> anyhow::Result<()> {
     pin(cpu);
     let end = bound(seconds)?;
-    let stop = crate::util::stop_flag()?;
+    let stop = lazynet_cli::util::stop_flag()?;
     let sock = UdpSocket::bind(bind).with_context(|| format!("bind {bind}"))?;
     sock.set_read_timeout(Some(POLL))?;
     println!("ready");
@@ -1549,7 +1525,7 @@ fn ping_client(
     if timeout_ms == 0 || timeout_ms > 10_000 {
         bail!("--timeout-ms must be in 1..=10000");
     }
-    let stop = crate::util::stop_flag()?;
+    let stop = lazynet_cli::util::stop_flag()?;
     let sock = UdpSocket::bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))?;
     sock.connect(dst)?;
     let timeout = Duration::from_millis(timeout_ms);
@@ -1707,7 +1683,10 @@ mod tests {
         let t = "0000a000 0000001f 00000000 00000000\n00000010 000000ff 00000002 00000000\n";
         assert_eq!(parse_softnet_dropped(t), vec![31, 255]);
         let live = std::fs::read_to_string("/proc/net/softnet_stat").unwrap();
-        assert_eq!(parse_softnet_dropped(&live).len(), crate::util::cpus());
+        assert_eq!(
+            parse_softnet_dropped(&live).len(),
+            lazynet::sys::cpus_online()
+        );
     }
 
     #[test]
@@ -1715,7 +1694,7 @@ mod tests {
         let t = "cpu  10 0 20 300 0 0 9 0 0 0\ncpu0 5 0 10 150 0 0 4 0 0 0\ncpu1 5 0 10 150 0 0 5 0 0 0\nintr 1 2\n";
         assert_eq!(parse_stat_softirq(t), vec![4, 5]);
         let live = std::fs::read_to_string("/proc/stat").unwrap();
-        assert_eq!(parse_stat_softirq(&live).len(), crate::util::cpus());
+        assert_eq!(parse_stat_softirq(&live).len(), lazynet::sys::cpus_online());
     }
 
     #[test]

@@ -50,11 +50,11 @@ use lazynet::host::{Host, HostConfig, HostState};
 use lazynet::nic::wirepair::WireEnd;
 use lazynet::nic::Nic;
 use lazynet::sched::{Class, Cx, Status, TscClock};
-use lazynet::stack::{Stack, StackConfig};
+use lazynet::stack::{ReceiveMode, Stack, StackConfig};
 
 use super::livelock::{
     generator_max, host_config, host_stack, host_thread, load_thread, log_rates, ni_tail, udp_gen,
-    wait_host_ready, wire, HostStack, Mode, HOST_IP, LOAD_IP,
+    wait_host_ready, wire, HostStack, HOST_IP, LOAD_IP,
 };
 use super::{progress, Checks, ExpOpts, Results};
 use crate::loadgen::{BlastStepper, PacerConfig};
@@ -259,7 +259,12 @@ struct Point {
     blasted: u64,
 }
 
-fn point(mode: Mode, blast_pps: u64, warmup: Duration, window: Duration) -> anyhow::Result<Point> {
+fn point(
+    mode: ReceiveMode,
+    blast_pps: u64,
+    warmup: Duration,
+    window: Duration,
+) -> anyhow::Result<Point> {
     let (a, b) = wire()?;
     let gen = udp_gen(&a, b.mac(), BLAST_PORT)?;
     let host_mac = b.mac();
@@ -278,7 +283,7 @@ fn point(mode: Mode, blast_pps: u64, warmup: Duration, window: Duration) -> anyh
     // little to the client's polling delay. The host's own receive batch
     // (the other modes) stays the stack's default.
     let mut cfg = host_config(mode);
-    if mode == Mode::NiLrp {
+    if mode == ReceiveMode::NiLrp {
         cfg.rx_batch = 2 * BLAST_BATCH;
     }
     let (mut hstack, mut engine) = host_stack(b, mode, cfg);
@@ -386,7 +391,7 @@ pub fn run(opts: &ExpOpts) -> anyhow::Result<()> {
         PING_TIMEOUT_NS / 1_000_000
     ));
     res.note("owners: pingpong and blast-server, both best-effort; the blast server discards (no work per datagram)");
-    let modes = Mode::wanted(opts);
+    let modes = opts.modes();
     let bar = progress((modes.len() * rates.len()) as u64, "latency");
     let mut p99s: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
     let mut p50s: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
@@ -442,7 +447,7 @@ pub fn run(opts: &ExpOpts) -> anyhow::Result<()> {
     // p99 ratio (the goal; eager's quick shape), p50 ratio (ni-lrp's quick
     // shape: a busy machine moves an unloaded p99 by orders of magnitude, a
     // p50 hardly), rate.
-    let ratio = |m: Mode| {
+    let ratio = |m: ReceiveMode| {
         summary
             .iter()
             .find(|s| s.0 == m)
@@ -463,13 +468,13 @@ pub fn run(opts: &ExpOpts) -> anyhow::Result<()> {
     // quick runs: beyond its receive budget (RxBudget) a ping waits behind
     // the blast on the NIC ring.
     if quick {
-        if let Some((_, r50, _)) = ratio(Mode::NiLrp) {
+        if let Some((_, r50, _)) = ratio(ReceiveMode::NiLrp) {
             checks.check(
                 r50 <= 5.0,
                 format!("ni-lrp p50 at the highest blast within 5× of unloaded ({r50:.2}×)"),
             );
         }
-        if let Some((r99, _, rate)) = ratio(Mode::Eager) {
+        if let Some((r99, _, rate)) = ratio(ReceiveMode::Eager) {
             // A failure counts only if the blast reached a rate that must
             // hurt eager; below it the machine was too busy to judge.
             if rate >= 1e6 || r99 > 5.0 {
@@ -484,7 +489,7 @@ pub fn run(opts: &ExpOpts) -> anyhow::Result<()> {
             }
         }
     } else {
-        for m in [Mode::NiLrp, Mode::SoftLrp] {
+        for m in [ReceiveMode::NiLrp, ReceiveMode::SoftLrp] {
             if let Some((r, _, _)) = ratio(m) {
                 checks.check(
                     r <= 1.2,
@@ -495,7 +500,7 @@ pub fn run(opts: &ExpOpts) -> anyhow::Result<()> {
                 );
             }
         }
-        if let Some((r, _, _)) = ratio(Mode::Eager) {
+        if let Some((r, _, _)) = ratio(ReceiveMode::Eager) {
             checks.check(
                 r > 1.2,
                 format!("eager p99 at the highest blast beyond 1.2× of unloaded ({r:.2}×)"),

@@ -69,9 +69,9 @@ use anyhow::Context as _;
 use lazynet::nic::wirepair::{WireConfig, WireEnd, WirePair};
 use lazynet::nic::Nic;
 use lazynet::sched::{Class, Cx, Status, TscClock};
-use lazynet::stack::{Stack, StackConfig, UdpHandle};
+use lazynet::stack::{ReceiveMode, Stack, StackConfig, UdpHandle};
 
-use super::hostloop::{send_frames, Mode, NiStep, OnCpu, QUIET, SEND_BATCH};
+use super::hostloop::{send_frames, NiStep, OnCpu, QUIET, SEND_BATCH};
 use super::{Checks, ExpOpts, Results};
 use crate::loadgen::{Endpoints, UdpTemplate};
 use lazynet::host::{Host, HostConfig, HostState};
@@ -105,7 +105,7 @@ const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 201, 0, 1);
 /// The result of one mode.
 #[derive(Clone, Debug)]
 struct ModeResult {
-    mode: Mode,
+    mode: ReceiveMode,
     share: f64,
     elapsed_s: f64,
     rpc_per_s: f64,
@@ -142,10 +142,7 @@ pub fn run(opts: &ExpOpts) -> anyhow::Result<()> {
         "fairness",
         "mode,worker_cpu_share,worker_elapsed_s,rpc_per_s",
     )?;
-    let modes: Vec<Mode> = Mode::ALL
-        .into_iter()
-        .filter(|m| opts.wants(m.name()))
-        .collect();
+    let modes = opts.modes();
     // The worker's fixed amount of work: about this much CPU time.
     let worker_cpu = if opts.quick {
         Duration::from_millis(500)
@@ -249,10 +246,10 @@ pub fn run(opts: &ExpOpts) -> anyhow::Result<()> {
         )?;
     }
     let mut checks = Checks::default();
-    let get = |m: Mode| results.iter().find(|r| r.mode == m);
+    let get = |m: ReceiveMode| results.iter().find(|r| r.mode == m);
     // Mechanism (deterministic): where the requests' IP/UDP checks ran.
     for r in &results {
-        if r.mode.lazy() {
+        if !r.mode.eager_protocol() {
             checks.check(
                 r.checked_in_loop == 0 && r.checked_in_recv > 0,
                 format!(
@@ -288,10 +285,10 @@ pub fn run(opts: &ExpOpts) -> anyhow::Result<()> {
             res.note(format!("not judged (machine busy): {what}"));
         }
     };
-    let lazy_modes: &[Mode] = if opts.quick {
-        &[Mode::NiLrp]
+    let lazy_modes: &[ReceiveMode] = if opts.quick {
+        &[ReceiveMode::NiLrp]
     } else {
-        &[Mode::SoftLrp, Mode::NiLrp]
+        &[ReceiveMode::SoftLrp, ReceiveMode::NiLrp]
     };
     let tol = if opts.quick { 0.25 } else { 0.10 };
     for &m in lazy_modes {
@@ -326,7 +323,7 @@ pub fn run(opts: &ExpOpts) -> anyhow::Result<()> {
             judge(&mut checks, &[r], ok, what);
         }
     }
-    if let Some(e) = get(Mode::Eager) {
+    if let Some(e) = get(ReceiveMode::Eager) {
         let margin = if opts.quick { 0.02 } else { 0.03 };
         for &m in lazy_modes {
             if let Some(l) = get(m) {
@@ -344,7 +341,7 @@ pub fn run(opts: &ExpOpts) -> anyhow::Result<()> {
             }
         }
         if opts.quick {
-            if let Some(s) = get(Mode::SoftLrp) {
+            if let Some(s) = get(ReceiveMode::SoftLrp) {
                 judge(
                     &mut checks,
                     &[e, s],
@@ -388,20 +385,20 @@ fn wire() -> anyhow::Result<(WireEnd, WireEnd)> {
     .context("in-memory wire")
 }
 
-fn host_cfg(mode: Mode) -> StackConfig {
+fn host_cfg(mode: ReceiveMode) -> StackConfig {
     StackConfig {
         addr: HOST_IP,
-        mode: mode.receive_mode(),
+        mode,
         rx_batch: RX_BATCH,
         ..StackConfig::default()
     }
 }
 
 /// One mode: a fresh wire, host and client thread.
-fn run_mode(mode: Mode, chunks: u64, quick: bool) -> anyhow::Result<ModeResult> {
+fn run_mode(mode: ReceiveMode, chunks: u64, quick: bool) -> anyhow::Result<ModeResult> {
     let (a, b) = wire()?;
     let (host_mac, client_mac) = (b.mac(), a.mac());
-    if mode == Mode::NiLrp {
+    if mode == ReceiveMode::NiLrp {
         // The NI engine runs in the client thread, on the load core.
         let (stack, mut engine) = Stack::new_ni_lrp(b, host_cfg(mode));
         let step: NiStep = Box::new(move || engine.step());
@@ -423,7 +420,7 @@ fn run_mode(mode: Mode, chunks: u64, quick: bool) -> anyhow::Result<ModeResult> 
 
 #[allow(clippy::too_many_arguments)]
 fn run_with<N: Nic + Send + 'static>(
-    mode: Mode,
+    mode: ReceiveMode,
     mut stack: Stack<N>,
     ni: Option<NiStep>,
     client_end: WireEnd,
@@ -453,7 +450,7 @@ fn run_with<N: Nic + Send + 'static>(
             super::pin_host();
             // Nice -20 (root): other programs on a shared machine do not take
             // this core (see livelock::boost).
-            super::livelock::boost();
+            super::boost();
             let on_cpu = OnCpu::start();
             let app = App {
                 servers,
@@ -461,7 +458,7 @@ fn run_with<N: Nic + Send + 'static>(
                 worker_left: chunks,
                 worker_done_ns: None,
             };
-            let rmode = mode.receive_mode();
+            let rmode = mode;
             let hcfg = HostConfig::for_mode(rmode);
             let mut h = Host::new(stack, app, TscClock::new(), hcfg)
                 .map_err(|e| anyhow::anyhow!("host: {e}"))?;

@@ -54,13 +54,13 @@ use lazynet::nic::wirepair::{WireConfig, WireEnd, WirePair};
 use lazynet::nic::Nic;
 use lazynet::proto::tcp::{ListenConfig, ListenDrop};
 use lazynet::sched::{Class, Cx, OwnerId, Status, TaskId, TscClock};
-use lazynet::stack::{ListenHandle, Stack, StackConfig, StackDrop, TcpHandle};
+use lazynet::stack::{ListenHandle, ReceiveMode, Stack, StackConfig, StackDrop, TcpHandle};
 
-use super::hostloop::{send_frames, Mode, NiStep, OnCpu, QUIET};
+use super::hostloop::{send_frames, NiStep, OnCpu, QUIET};
 use super::{Checks, ExpOpts, Results};
-use crate::http::{HttpConn, ServerConfig};
 use crate::loadgen::{Endpoints, Pacer, PacerConfig, SynTemplate};
 use lazynet::host::{Host, HostConfig, HostState};
+use lazynet_cli::http::{HttpConn, ServerConfig};
 
 /// Concurrent closed-loop HTTP clients (the paper's eight).
 pub const CLIENTS: usize = 8;
@@ -131,30 +131,27 @@ struct App {
 type St<N> = HostState<N, App>;
 
 /// Runs the experiment.
-pub fn run(opts: &ExpOpts) -> anyhow::Result<()> {
+///
+/// `syn_rates` (SYN/s, `max` for as fast as the generator can) replaces the
+/// sweep when not empty (`--syn-rates`).
+pub fn run(opts: &ExpOpts, syn_rates: &[String]) -> anyhow::Result<()> {
     let mut res = Results::new(&opts.out, "syn-flood", "mode,syn_pps,http_transfers_per_s")?;
-    let modes: Vec<Mode> = Mode::ALL
-        .into_iter()
-        .filter(|m| opts.wants(m.name()))
-        .collect();
-    // LAZYNET_SYN_RATES=0,1000,... (SYN/s; "max" for as fast as possible)
-    // overrides the sweep, for tuning.
-    let rates: Vec<u64> = match std::env::var("LAZYNET_SYN_RATES") {
-        Ok(v) => v
-            .split(',')
-            .map(|r| {
-                if r == "max" {
-                    Ok(MAX_RATE)
-                } else {
-                    r.trim().parse::<u64>()
-                }
+    let modes = opts.modes();
+    let rates: Vec<u64> = if !syn_rates.is_empty() {
+        syn_rates
+            .iter()
+            .map(|r| match r.trim() {
+                "max" => Ok(MAX_RATE),
+                r => r.parse::<u64>(),
             })
             .collect::<Result<_, _>>()
-            .context("LAZYNET_SYN_RATES")?,
-        Err(_) if opts.quick => vec![0, QUICK_TOP_RATE],
-        Err(_) => vec![
+            .context("--syn-rates")?
+    } else if opts.quick {
+        vec![0, QUICK_TOP_RATE]
+    } else {
+        vec![
             0, 50_000, 100_000, 200_000, 400_000, 800_000, 1_600_000, MAX_RATE,
-        ],
+        ]
     };
     let (warm, measure) = if opts.quick {
         (Duration::from_millis(300), Duration::from_millis(1500))
@@ -175,7 +172,7 @@ pub fn run(opts: &ExpOpts) -> anyhow::Result<()> {
     // A discarded first point: the process's first run measured low
     // (page faults, caches, the first pinning), which showed as a bogus
     // unloaded rate for whichever series came first.
-    run_point(Mode::SoftLrp, false, 0, warm, measure / 4)?;
+    run_point(ReceiveMode::SoftLrp, false, 0, warm, measure / 4)?;
     let mut series: Vec<(String, Vec<Point>)> = Vec::new();
     for &mode in &modes {
         for cookies in [false, true] {
@@ -358,11 +355,11 @@ fn rate_name(r: u64) -> String {
     }
 }
 
-fn host_cfg(mode: Mode, cookies: bool) -> StackConfig {
+fn host_cfg(mode: ReceiveMode, cookies: bool) -> StackConfig {
     StackConfig {
         addr: HOST_IP,
         gateway: Some(CLIENT_IP),
-        mode: mode.receive_mode(),
+        mode,
         tcp_listen: ListenConfig {
             syn_cookies: cookies,
             ..ListenConfig::default()
@@ -373,7 +370,7 @@ fn host_cfg(mode: Mode, cookies: bool) -> StackConfig {
 
 /// One point: a fresh wire, host and load thread.
 fn run_point(
-    mode: Mode,
+    mode: ReceiveMode,
     cookies: bool,
     rate: u64,
     warm: Duration,
@@ -385,7 +382,7 @@ fn run_point(
     })
     .context("in-memory wire")?;
     let (host_mac, client_mac) = (b.mac(), a.mac());
-    if mode == Mode::NiLrp {
+    if mode == ReceiveMode::NiLrp {
         // The NI engine runs in the load thread, on the load core.
         let (stack, mut engine) = Stack::new_ni_lrp(b, host_cfg(mode, cookies));
         let step: NiStep = Box::new(move || engine.step());
@@ -410,7 +407,7 @@ fn run_point(
 
 #[allow(clippy::too_many_arguments)]
 fn run_with<N: Nic + Send + 'static>(
-    mode: Mode,
+    mode: ReceiveMode,
     mut stack: Stack<N>,
     ni: Option<NiStep>,
     client_end: WireEnd,
@@ -440,7 +437,7 @@ fn run_with<N: Nic + Send + 'static>(
                 super::pin_host();
                 // Nice -20 (root): other programs on a shared machine do not take
                 // this core (see livelock::boost).
-                super::livelock::boost();
+                super::boost();
                 let on_cpu = OnCpu::start();
                 let app = App {
                     l80,
@@ -453,7 +450,7 @@ fn run_with<N: Nic + Send + 'static>(
                         .collect(),
                     buf: vec![0u8; 4096].into_boxed_slice(),
                 };
-                let rmode = mode.receive_mode();
+                let rmode = mode;
                 let hcfg = HostConfig::for_mode(rmode);
                 let mut h = Host::new(stack, app, TscClock::new(), hcfg)
                     .map_err(|e| anyhow::anyhow!("host: {e}"))?;
@@ -719,7 +716,7 @@ fn load(
         }
     }
     stop.store(true, Ordering::Release);
-    if std::env::var_os("LAZYNET_SYN_DEBUG").is_some() {
+    if crate::report::verbose() {
         eprintln!(
             "load: wire {:?} free {}",
             s.nic().stats(),

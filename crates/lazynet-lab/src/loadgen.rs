@@ -40,19 +40,19 @@
 #![allow(dead_code)]
 
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use anyhow::bail;
+use anyhow::{bail, Context};
 use lazynet::mem::Desc;
 use lazynet::nic::wirepair::WireEnd;
 use lazynet::nic::Nic;
 use lazynet::wire::checksum;
 
-use crate::util::pin_to;
+use lazynet::sys::{pin_thread, SchedClass};
 
 /// Largest batch per `send`/`sendmmsg`.
 pub const MAX_BATCH: usize = 32;
@@ -784,16 +784,16 @@ impl WireBlaster {
                 let mut nic = nic;
                 let mut gen = gen;
                 if let Some(cpu) = cfg.cpu {
-                    pin_to(cpu);
+                    pin_thread(cpu);
                 }
                 if cfg.fifo {
-                    set_fifo(true);
+                    let _ = lazynet::sys::set_sched_class(SchedClass::Fifo(10));
                 }
                 let mut pacer = Pacer::new(cfg.pacer);
                 let mut clock = MonoClock::new();
                 let st = blast(&mut nic, &mut gen, &mut pacer, &mut clock, &s, Some(&p));
                 if cfg.fifo {
-                    set_fifo(false);
+                    let _ = lazynet::sys::set_sched_class(SchedClass::Normal);
                 }
                 (nic, st)
             })?;
@@ -842,20 +842,6 @@ impl Drop for WireBlaster {
     }
 }
 
-/// SCHED_FIFO priority 10 (or back to SCHED_OTHER) for the calling thread.
-fn set_fifo(on: bool) -> bool {
-    let param = libc::sched_param {
-        sched_priority: if on { 10 } else { 0 },
-    };
-    let policy = if on {
-        libc::SCHED_FIFO
-    } else {
-        libc::SCHED_OTHER
-    };
-    // SAFETY: sched_setscheduler on the calling thread with a valid param.
-    unsafe { libc::sched_setscheduler(0, policy, &param) == 0 }
-}
-
 // ---------------------------------------------------------------- Linux sender
 
 /// Parameters of [`udp_linux`].
@@ -877,23 +863,9 @@ pub fn udp_linux(cfg: &LinuxUdpConfig, stop: &AtomicBool) -> anyhow::Result<Blas
         bail!("--size {} out of range 4..=65507", cfg.size);
     }
     if let Some(cpu) = cfg.cpu {
-        pin_to(cpu);
+        pin_thread(cpu);
     }
-    // SAFETY: plain syscall; the fd is owned on success.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        bail!("socket: {}", std::io::Error::last_os_error());
-    }
-    // SAFETY: a fresh descriptor we own.
-    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
-    let mut sa = libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: cfg.dst.port().to_be(),
-        sin_addr: libc::in_addr {
-            s_addr: u32::from(*cfg.dst.ip()).to_be(),
-        },
-        sin_zero: [0; 8],
-    };
+    let sock = crate::sys::udp_socket().context("socket")?;
     let mut pacer = Pacer::new(cfg.pacer);
     let mut clock = MonoClock::new();
     let mut st = BlastStats {
@@ -904,10 +876,7 @@ pub fn udp_linux(cfg: &LinuxUdpConfig, stop: &AtomicBool) -> anyhow::Result<Blas
     for (i, b) in bufs.iter_mut().enumerate() {
         *b = (i % cfg.size) as u8;
     }
-    // SAFETY: plain data; all-zero is valid.
-    let mut iov: [libc::iovec; MAX_BATCH] = unsafe { std::mem::zeroed() };
-    // SAFETY: plain data; all-zero is valid.
-    let mut msgs: [libc::mmsghdr; MAX_BATCH] = unsafe { std::mem::zeroed() };
+    let mut mm = crate::sys::MmsgSender::new(MAX_BATCH, Some(cfg.dst));
     let mut seq = 0u64;
     let mut first_error: Option<std::io::Error> = None;
     loop {
@@ -924,43 +893,33 @@ pub fn udp_linux(cfg: &LinuxUdpConfig, stop: &AtomicBool) -> anyhow::Result<Blas
             Due::Send(n) => n,
         };
         st.elapsed_ns = now;
-        for i in 0..n {
-            let b = &mut bufs[i * cfg.size..(i + 1) * cfg.size];
+        for (i, b) in bufs.chunks_exact_mut(cfg.size).take(n).enumerate() {
             b[..4].copy_from_slice(&((seq + i as u64) as u32).to_be_bytes());
-            iov[i].iov_base = b.as_mut_ptr().cast();
-            iov[i].iov_len = cfg.size;
-            msgs[i].msg_hdr.msg_iov = &mut iov[i];
-            msgs[i].msg_hdr.msg_iovlen = 1;
-            msgs[i].msg_hdr.msg_name = (&mut sa as *mut libc::sockaddr_in).cast();
-            msgs[i].msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as u32;
-            msgs[i].msg_len = 0;
         }
+        let batch: Vec<&[u8]> = bufs.chunks_exact(cfg.size).take(n).collect();
         seq += n as u64;
         st.offered += n as u64;
         // Never wait on the kernel: what it does not take now is dropped.
         let mut done = 0usize;
         while done < n {
             st.send_calls += 1;
-            // SAFETY: msgs[done..n] point at iovecs into `bufs` and at `sa`, all live.
-            let r = unsafe {
-                libc::sendmmsg(
-                    sock.as_raw_fd(),
-                    msgs[done..].as_mut_ptr(),
-                    (n - done) as libc::c_uint,
-                    libc::MSG_DONTWAIT,
-                )
-            };
-            if r <= 0 {
+            match mm.send(sock.as_fd(), &batch[done..n], libc::MSG_DONTWAIT) {
+                Ok(r) if r > 0 => {
+                    st.sent += r as u64;
+                    done += r;
+                }
                 // The first message failed (EAGAIN, ENOBUFS, ...): drop it,
                 // try the rest of the batch.
-                if first_error.is_none() {
-                    first_error = Some(std::io::Error::last_os_error());
+                res => {
+                    if first_error.is_none() {
+                        first_error = Some(
+                            res.err()
+                                .unwrap_or_else(|| std::io::Error::other("sent nothing")),
+                        );
+                    }
+                    st.dropped_ring_full += 1;
+                    done += 1;
                 }
-                st.dropped_ring_full += 1;
-                done += 1;
-            } else {
-                st.sent += r as u64;
-                done += r as usize;
             }
         }
     }
@@ -993,7 +952,7 @@ pub fn udp_cmd(
     if let Some(c) = count {
         pacer.max_frames = c;
     }
-    let stop = crate::util::stop_flag()?;
+    let stop = lazynet_cli::util::stop_flag()?;
     let st = udp_linux(
         &LinuxUdpConfig {
             dst,
@@ -1314,7 +1273,7 @@ mod tests {
             SocketAddrV4::new(Ipv4Addr::new(10, 201, 0, 2), 9),
         );
         let gen = FrameGen::Udp(UdpTemplate::new(&e, 18).unwrap());
-        let cpus = crate::util::cpus();
+        let cpus = lazynet::sys::cpus_online();
         let bl = WireBlaster::start(
             a,
             gen,

@@ -1,0 +1,89 @@
+//! Command-line arguments shared by the programs: which NIC, the addresses,
+//! the peer namespace, faults, the receive mode, offloads.
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand, ValueEnum};
+use lazynet::stack::ReceiveMode;
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
+pub enum OnOff {
+    On,
+    Off,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
+pub enum NicKind {
+    /// The in-memory wire (shared memory; no root).
+    Wire,
+    /// A Linux TAP device whose kernel side is in the peer namespace (root).
+    Tap,
+}
+
+#[derive(Args, Clone, Debug)]
+pub struct NsArgs {
+    /// Peer network namespace.
+    #[arg(long, default_value = "lazynet-peer")]
+    pub peer_ns: String,
+    /// TAP device name.
+    #[arg(long, default_value = "lntap0")]
+    pub dev: String,
+    /// Kernel side's address/prefix in the namespace.
+    #[arg(long, default_value = "10.201.0.1/24")]
+    pub peer_addr: String,
+}
+
+#[derive(Args, Clone, Debug)]
+pub struct NetArgs {
+    /// Which NIC to serve on.
+    #[arg(long, value_enum, default_value_t = NicKind::Wire)]
+    pub nic: NicKind,
+    /// lazynet's address/prefix.
+    #[arg(long, default_value = "10.201.0.2/24")]
+    pub addr: String,
+    /// Record every frame to this pcap file.
+    #[arg(long)]
+    pub pcap: Option<PathBuf>,
+    /// Inject faults on lazynet's NIC, both directions, e.g.
+    /// `loss=0.01,dup=0.005,reorder=0.02,gap=2,corrupt=0,delay=0.1,delay-us=2000,seed=1`
+    /// (probabilities per frame). For tests over links without netem.
+    #[arg(long)]
+    pub fault: Option<String>,
+    /// Receive mode: eager (4.4BSD), early-demux, soft-lrp, or ni-lrp
+    /// (demultiplexing on a separate NI thread, pinned to another CPU when
+    /// there are two or more; `serve media` runs ni-lrp as soft-lrp).
+    #[arg(long, value_parser = parse_mode, default_value = "soft-lrp")]
+    pub mode: ReceiveMode,
+    /// With `--nic tap`: segmentation offload, runs of TCP segments written
+    /// as one frame the kernel takes as a GSO packet (`IFF_VNET_HDR`).
+    #[arg(long, value_enum, default_value_t = OnOff::On)]
+    pub tso: OnOff,
+    #[command(flatten)]
+    pub ns: NsArgs,
+}
+
+/// Parses a receive mode name (`eager`, `early-demux`, `soft-lrp`, `ni-lrp`).
+pub fn parse_mode(s: &str) -> Result<ReceiveMode, String> {
+    ReceiveMode::from_name(s).ok_or_else(|| {
+        let names: Vec<_> = ReceiveMode::ALL.iter().map(|m| m.name()).collect();
+        format!("unknown mode `{s}` (one of: {})", names.join(", "))
+    })
+}
+
+/// Parses `a.b.c.d/len`.
+pub fn parse_cidr(s: &str) -> anyhow::Result<(Ipv4Addr, u8)> {
+    let (a, l) = s.split_once('/').unwrap_or((s, "24"));
+    let len: u8 = l.parse()?;
+    anyhow::ensure!(len <= 32, "prefix length {len} > 32");
+    Ok((a.parse()?, len))
+}
+
+/// `lazynet netns up|down`.
+#[derive(Subcommand)]
+pub enum NetnsCmd {
+    /// Create the namespace and its persistent TAP device.
+    Up(NsArgs),
+    /// Remove them (no error if absent).
+    Down(NsArgs),
+}

@@ -1,0 +1,387 @@
+//! `lazynet-lab`: lazynet's laboratory. The experiments that reproduce the
+//! papers' figures, the benchmarks that compare lazynet with Linux and
+//! smoltcp side by side, and the load generators they use. Each command
+//! writes `results/NAME/NAME.{csv,txt,png}`.
+//!
+//! **Owns:** everything that measures; nothing a user of lazynet runs in
+//! production. The servers measured are the `lazynet` program's own
+//! (`lazynet_cli`), driven through the library's public API.
+//!
+//! Unsafe code (Linux sockets for the baselines: `sendmmsg`, `recvmmsg`,
+//! `sendfile`, TAP and namespace set-up) is confined by the compiler to
+//! [`sys`].
+#![deny(unsafe_code)]
+
+mod exp;
+mod linux_send;
+mod loadgen;
+mod nlf;
+mod plot;
+mod report;
+mod smol;
+#[allow(unsafe_code)]
+mod sys;
+mod tcp_bench;
+mod udp_echo;
+
+use std::net::SocketAddrV4;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use lazynet::stack::ReceiveMode;
+use lazynet_cli::args::{parse_mode, OnOff};
+
+#[derive(Parser)]
+#[command(
+    name = "lazynet-lab",
+    version,
+    about = "lazynet's lab: experiments reproducing the papers, benchmarks against Linux and smoltcp, load generators"
+)]
+struct Cli {
+    /// Diagnostics on stderr: counters, stalls, the host's report.
+    #[arg(long, short, global = true)]
+    verbose: bool,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// LRP Fig. 3: delivered vs offered UDP rate to 10x saturation, per
+    /// receive mode, Linux beside them.
+    Livelock(ExpArgs),
+    /// LRP Fig. 4: ping-pong latency on one socket while another is blasted.
+    LatencyUnderLoad(ExpArgs),
+    /// LRP Table 2: a compute worker's CPU share beside two RPC servers.
+    Fairness(ExpArgs),
+    /// LRP Fig. 5: HTTP transfers/s while SYNs flood another port.
+    SynFlood(SynFloodArgs),
+    /// NLF Table 1 / Fig. 4: cycles per packet of the four send paths, beside Linux.
+    Nlf {
+        /// A reduced run for CI (under a minute).
+        #[arg(long)]
+        quick: bool,
+        /// Output directory.
+        #[arg(long, default_value = "results/nlf")]
+        out: PathBuf,
+    },
+    /// Benchmarks measured side by side with Linux and smoltcp.
+    Bench {
+        #[command(subcommand)]
+        what: BenchCmd,
+    },
+    /// Open-loop load generators (bounded in count and time).
+    Loadgen {
+        #[command(subcommand)]
+        what: LoadgenCmd,
+    },
+    /// Programs the experiments run inside their namespaces (not for users).
+    #[command(hide = true)]
+    ExpHelper {
+        #[command(subcommand)]
+        what: exp::linux::HelperCmd,
+    },
+}
+
+/// Options of the overload experiments.
+#[derive(clap::Args)]
+struct ExpArgs {
+    /// A reduced run for CI (under a minute) that checks the qualitative shape.
+    #[arg(long)]
+    quick: bool,
+    /// Output directory (default: results/NAME).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Modes to run, comma-separated (default: all four).
+    #[arg(long, value_delimiter = ',', value_parser = parse_mode)]
+    modes: Vec<ReceiveMode>,
+    /// Leave out the Linux series.
+    #[arg(long)]
+    no_linux: bool,
+}
+
+impl ExpArgs {
+    fn opts(self, name: &str) -> exp::ExpOpts {
+        exp::ExpOpts {
+            quick: self.quick,
+            out: self
+                .out
+                .unwrap_or_else(|| PathBuf::from(format!("results/{name}"))),
+            modes: self.modes,
+            no_linux: self.no_linux,
+        }
+    }
+}
+
+/// Options of `syn-flood`.
+#[derive(clap::Args)]
+struct SynFloodArgs {
+    #[command(flatten)]
+    exp: ExpArgs,
+    /// SYN rates to sweep (SYN/s, comma-separated; `max` for as fast as the
+    /// generator can). Default: the experiment's own sweep.
+    #[arg(long, value_delimiter = ',')]
+    syn_rates: Vec<String>,
+}
+
+#[derive(Subcommand)]
+enum LoadgenCmd {
+    /// UDP datagrams from a Linux socket (sendmmsg) at an exact rate; run it
+    /// in the peer namespace with `ip netns exec`. Frames the kernel does not
+    /// take at once are counted as dropped, never waited for.
+    Udp {
+        /// Destination ADDR:PORT.
+        #[arg(long)]
+        dst: SocketAddrV4,
+        /// Offered rate, datagrams per second.
+        #[arg(long)]
+        rate: u64,
+        /// Duration bound.
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+        /// Payload bytes (the first 4 are a sequence number).
+        #[arg(long, default_value_t = 18)]
+        size: usize,
+        /// Count bound (default: rate × seconds).
+        #[arg(long)]
+        count: Option<u64>,
+        /// Pin the sender to this CPU.
+        #[arg(long)]
+        cpu: Option<usize>,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchCmd {
+    /// UDP echo rate: lazynet on the in-memory wire vs Linux over loopback,
+    /// server and client on separate cores, same client pattern.
+    UdpEcho {
+        /// Seconds per run.
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
+        /// Runs of each (median reported).
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        /// Datagrams in flight.
+        #[arg(long, default_value_t = 16)]
+        window: usize,
+        /// Payload bytes.
+        #[arg(long, default_value_t = 64)]
+        size: usize,
+        /// Directory for the CSV.
+        #[arg(long, default_value = "results/udp-echo")]
+        out: PathBuf,
+    },
+    /// TCP bulk goodput on the in-memory wire, one connection, sender and
+    /// receiver on separate pinned cores; lazynet vs smoltcp (runs
+    /// alternated).
+    TcpBulk {
+        /// Seconds per run (after a 300 ms warm-up).
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
+        /// Runs of each stack (median reported).
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        /// Stack(s) to measure.
+        #[arg(long, value_enum, default_value_t = tcp_bench::Which::Both)]
+        stack: tcp_bench::Which,
+        /// Nagle off in both stacks (default: on, as for a plain socket).
+        #[arg(long)]
+        nodelay: bool,
+        /// Send buffer in KiB, both stacks.
+        #[arg(long, default_value_t = 256)]
+        send_buf: usize,
+        /// Receive buffer in KiB, both stacks.
+        #[arg(long, default_value_t = 256)]
+        recv_buf: usize,
+        /// Run both threads SCHED_FIFO (root; takes ~95% of two cores from
+        /// everything else while it runs).
+        #[arg(long)]
+        fifo: bool,
+        /// lazynet's receiving end runs its protocol handler in every poll
+        /// before reading (as smoltcp's poll does) instead of letting its
+        /// reads process their segments (LRP), which places in-order text
+        /// directly into the reader's buffer.
+        #[arg(long)]
+        eager_receiver: bool,
+        /// Whether lazynet's receiver evicts the lines of frames it has
+        /// copied out, so that the sending core need not take them back
+        /// from its caches (`stack::handback`; default: measure and choose).
+        #[arg(long, value_enum, default_value_t = Handback::Adaptive)]
+        handback: Handback,
+        /// Also run the wire reference series each run: the same bytes
+        /// over the same wire with only the per-byte work (copies and
+        /// checksums of a stack with copy semantics) and no protocol.
+        #[arg(long)]
+        wire: bool,
+        /// Directory for tcp-bulk.csv and tcp-bulk.txt.
+        #[arg(long, default_value = "results/tcp-bulk")]
+        out: PathBuf,
+    },
+    /// TCP 1-byte request/response latency over one connection (nodelay),
+    /// two pinned busy-polling threads; lazynet vs smoltcp.
+    TcpRr {
+        /// Seconds per run (after a 300 ms warm-up).
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
+        /// Runs of each stack (median reported).
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        /// Stack(s) to measure.
+        #[arg(long, value_enum, default_value_t = tcp_bench::Which::Both)]
+        stack: tcp_bench::Which,
+        /// Run both threads SCHED_FIFO (root; takes ~95% of two cores from
+        /// everything else while it runs).
+        #[arg(long)]
+        fifo: bool,
+        /// Directory for tcp-rr.csv and tcp-rr.txt.
+        #[arg(long, default_value = "results/tcp-rr")]
+        out: PathBuf,
+    },
+    /// BYTES of bulk transfer with both stacks in one thread (profiles).
+    TcpBulkSingle {
+        /// Bytes to move.
+        #[arg(long, default_value_t = 100_000_000)]
+        bytes: u64,
+        /// Stack(s) to run.
+        #[arg(long, value_enum, default_value_t = tcp_bench::Which::Lazynet)]
+        stack: tcp_bench::Which,
+        /// Runs of each stack (median reported).
+        #[arg(long, default_value_t = 1)]
+        runs: usize,
+        /// lazynet's TCP fast paths (header prediction, bursts, direct
+        /// placement) on or off.
+        #[arg(long, value_enum, default_value_t = OnOff::On)]
+        fast_path: OnOff,
+    },
+    /// COUNT 1-byte round trips with both stacks in one thread, ping-pong:
+    /// deterministic work for instruction counts (callgrind).
+    TcpRrSingle {
+        /// Round trips.
+        #[arg(long, default_value_t = 10_000)]
+        count: u64,
+        /// Stack(s) to run.
+        #[arg(long, value_enum, default_value_t = tcp_bench::Which::Lazynet)]
+        stack: tcp_bench::Which,
+        /// Runs of each stack (median reported).
+        #[arg(long, default_value_t = 1)]
+        runs: usize,
+        /// lazynet's TCP fast path (header prediction) on or off.
+        #[arg(long, value_enum, default_value_t = OnOff::On)]
+        fast_path: OnOff,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
+pub enum Handback {
+    Off,
+    Adaptive,
+    Always,
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    report::set_verbose(cli.verbose);
+    match cli.cmd {
+        Cmd::Livelock(a) => exp::livelock::run(&a.opts("livelock")),
+        Cmd::LatencyUnderLoad(a) => exp::latency::run(&a.opts("latency-under-load")),
+        Cmd::Fairness(a) => exp::fairness::run(&a.opts("fairness")),
+        Cmd::SynFlood(a) => exp::synflood::run(&a.exp.opts("syn-flood"), &a.syn_rates),
+        Cmd::Nlf { quick, out } => nlf::exp(quick, &out),
+        Cmd::Loadgen {
+            what:
+                LoadgenCmd::Udp {
+                    dst,
+                    rate,
+                    seconds,
+                    size,
+                    count,
+                    cpu,
+                },
+        } => loadgen::udp_cmd(dst, rate, seconds, size, count, cpu),
+        Cmd::ExpHelper { what } => exp::linux::helper(what),
+        Cmd::Bench {
+            what:
+                BenchCmd::UdpEcho {
+                    seconds,
+                    runs,
+                    window,
+                    size,
+                    out,
+                },
+        } => udp_echo::bench(seconds, runs, window, size, &out),
+        Cmd::Bench {
+            what:
+                BenchCmd::TcpBulk {
+                    seconds,
+                    runs,
+                    stack,
+                    nodelay,
+                    send_buf,
+                    recv_buf,
+                    fifo,
+                    wire,
+                    eager_receiver,
+                    handback,
+                    out,
+                },
+        } => {
+            tcp_bench::set_fifo(fifo);
+            tcp_bench::set_eager_receiver(eager_receiver);
+            tcp_bench::set_handback(match handback {
+                Handback::Off => lazynet::stack::HandbackMode::Off,
+                Handback::Adaptive => lazynet::stack::HandbackMode::Adaptive,
+                Handback::Always => lazynet::stack::HandbackMode::Always,
+            });
+            tcp_bench::bench_bulk(
+                &tcp_bench::BulkOpts {
+                    seconds,
+                    runs,
+                    which: stack,
+                    nodelay,
+                    send_kib: send_buf,
+                    recv_kib: recv_buf,
+                    wire,
+                },
+                &out,
+            )
+        }
+        Cmd::Bench {
+            what:
+                BenchCmd::TcpRr {
+                    seconds,
+                    runs,
+                    stack,
+                    fifo,
+                    out,
+                },
+        } => {
+            tcp_bench::set_fifo(fifo);
+            tcp_bench::bench_rr(seconds, runs, stack, &out)
+        }
+        Cmd::Bench {
+            what:
+                BenchCmd::TcpBulkSingle {
+                    bytes,
+                    stack,
+                    runs,
+                    fast_path,
+                },
+        } => {
+            tcp_bench::set_fast_path(fast_path == OnOff::On);
+            tcp_bench::bench_bulk_single(bytes, stack, runs)
+        }
+        Cmd::Bench {
+            what:
+                BenchCmd::TcpRrSingle {
+                    count,
+                    stack,
+                    runs,
+                    fast_path,
+                },
+        } => {
+            tcp_bench::set_fast_path(fast_path == OnOff::On);
+            tcp_bench::bench_rr_single(count, stack, runs)
+        }
+    }
+}

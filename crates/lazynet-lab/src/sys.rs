@@ -1,0 +1,416 @@
+//! The Linux system calls the lab's baselines need and `std` lacks:
+//! batched UDP send and receive (`sendmmsg`, `recvmmsg`), `sendfile` with
+//! `UDP_SEGMENT`, socket options, and a TAP device in a private network
+//! namespace configured with `ioctl`s. Linux at its best is what lazynet is
+//! compared with, so the baselines use these calls directly.
+//!
+//! **Owns:** every `unsafe` block of the lab (the crate denies `unsafe_code`
+//! elsewhere). Each wrapper is safe to call: it checks lengths, keeps the
+//! pointers it hands the kernel alive for the call, and returns an
+//! [`io::Error`] instead of a raw return code. OS helpers shared with the
+//! library (pinning, thread CPU time, scheduling class, TSC, signals) are
+//! in `lazynet::sys`.
+
+use std::ffi::CString;
+use std::io;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+
+fn check(r: libc::c_int) -> io::Result<()> {
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+fn sockaddr(a: SocketAddrV4) -> libc::sockaddr_in {
+    libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: a.port().to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(*a.ip()).to_be(),
+        },
+        sin_zero: [0; 8],
+    }
+}
+
+const SOCKADDR_LEN: libc::socklen_t = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+
+/// A new IPv4 UDP socket (close-on-exec).
+pub fn udp_socket() -> io::Result<OwnedFd> {
+    // SAFETY: plain system call; on success the descriptor is new and ours.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh descriptor nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Connects `fd` to `to`.
+pub fn connect(fd: BorrowedFd<'_>, to: SocketAddrV4) -> io::Result<()> {
+    let sa = sockaddr(to);
+    // SAFETY: `sa` is a valid sockaddr_in of SOCKADDR_LEN bytes, read only.
+    check(unsafe {
+        libc::connect(
+            fd.as_raw_fd(),
+            (&sa as *const libc::sockaddr_in).cast(),
+            SOCKADDR_LEN,
+        )
+    })
+}
+
+/// Binds `fd` to `at` and returns the address it got (the port, if `at`'s
+/// was 0).
+pub fn bind(fd: BorrowedFd<'_>, at: SocketAddrV4) -> io::Result<SocketAddrV4> {
+    let sa = sockaddr(at);
+    // SAFETY: `sa` is a valid sockaddr_in of SOCKADDR_LEN bytes, read only.
+    check(unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&sa as *const libc::sockaddr_in).cast(),
+            SOCKADDR_LEN,
+        )
+    })?;
+    let mut got = sa;
+    let mut len = SOCKADDR_LEN;
+    // SAFETY: `got` has room for a sockaddr_in and `len` says so; the kernel
+    // writes at most `len` bytes.
+    check(unsafe {
+        libc::getsockname(
+            fd.as_raw_fd(),
+            (&mut got as *mut libc::sockaddr_in).cast(),
+            &mut len,
+        )
+    })?;
+    Ok(SocketAddrV4::new(
+        Ipv4Addr::from(u32::from_be(got.sin_addr.s_addr)),
+        u16::from_be(got.sin_port),
+    ))
+}
+
+/// Sets an integer socket option (`SO_RCVBUF`, `UDP_SEGMENT`, …).
+pub fn set_int_option(
+    fd: BorrowedFd<'_>,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+) -> io::Result<()> {
+    // SAFETY: the option value is one c_int we own, with its exact length.
+    check(unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    })
+}
+
+/// `send(2)` of one datagram on a connected socket.
+pub fn send(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
+    // SAFETY: the kernel reads at most `buf.len()` bytes of `buf`.
+    let r = unsafe { libc::send(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len(), 0) };
+    usize::try_from(r).map_err(|_| io::Error::last_os_error())
+}
+
+/// `sendfile(2)`: up to `len` bytes of `file` from `*offset` to `out`;
+/// advances `*offset` by what was sent.
+pub fn sendfile(
+    out: BorrowedFd<'_>,
+    file: BorrowedFd<'_>,
+    offset: &mut i64,
+    len: usize,
+) -> io::Result<usize> {
+    let mut off: libc::off_t = *offset;
+    // SAFETY: `off` is a valid in/out offset; both descriptors are open for
+    // the call (borrowed).
+    let r = unsafe { libc::sendfile(out.as_raw_fd(), file.as_raw_fd(), &mut off, len) };
+    let n = usize::try_from(r).map_err(|_| io::Error::last_os_error())?;
+    *offset = off;
+    Ok(n)
+}
+
+/// Batched UDP sends with `sendmmsg(2)`: up to `capacity` datagrams per
+/// call, each one slice, to the connected peer or to a fixed destination.
+pub struct MmsgSender {
+    iov: Vec<libc::iovec>,
+    msgs: Vec<libc::mmsghdr>,
+    dst: Option<libc::sockaddr_in>,
+}
+
+impl MmsgSender {
+    /// Room for `capacity` datagrams per call; `dst` for an unconnected
+    /// socket.
+    pub fn new(capacity: usize, dst: Option<SocketAddrV4>) -> Self {
+        let capacity = capacity.max(1);
+        MmsgSender {
+            iov: (0..capacity)
+                .map(|_| libc::iovec {
+                    iov_base: std::ptr::null_mut(),
+                    iov_len: 0,
+                })
+                .collect(),
+            // SAFETY: mmsghdr is a plain C struct; all-zero is a valid value
+            // (null pointers, zero lengths).
+            msgs: (0..capacity)
+                .map(|_| unsafe { std::mem::zeroed() })
+                .collect(),
+            dst: dst.map(sockaddr),
+        }
+    }
+
+    /// Sends `bufs` (at most the capacity given to [`Self::new`]; the
+    /// rest are ignored) with one call and `flags` (e.g. `MSG_DONTWAIT`). Returns how
+    /// many the kernel took, from the first; their lengths are
+    /// [`Self::sent_len`].
+    pub fn send(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        bufs: &[&[u8]],
+        flags: libc::c_int,
+    ) -> io::Result<usize> {
+        let n = bufs.len().min(self.msgs.len());
+        if n == 0 {
+            return Ok(0);
+        }
+        let name: *mut libc::c_void = match self.dst.as_mut() {
+            Some(sa) => (sa as *mut libc::sockaddr_in).cast(),
+            None => std::ptr::null_mut(),
+        };
+        for (i, b) in bufs[..n].iter().enumerate() {
+            // The kernel only reads through iov_base for a send.
+            self.iov[i] = libc::iovec {
+                iov_base: b.as_ptr() as *mut libc::c_void,
+                iov_len: b.len(),
+            };
+            let m = &mut self.msgs[i];
+            m.msg_hdr.msg_iov = &mut self.iov[i];
+            m.msg_hdr.msg_iovlen = 1;
+            m.msg_hdr.msg_name = name;
+            m.msg_hdr.msg_namelen = if name.is_null() { 0 } else { SOCKADDR_LEN };
+            m.msg_len = 0;
+        }
+        // SAFETY: msgs[..n] point at iov[..n] (ours), which point into
+        // `bufs` (borrowed for this call), and at `dst` (ours); all stay
+        // alive and unmoved during the call.
+        let r = unsafe {
+            libc::sendmmsg(
+                fd.as_raw_fd(),
+                self.msgs.as_mut_ptr(),
+                n as libc::c_uint,
+                flags,
+            )
+        };
+        usize::try_from(r).map_err(|_| io::Error::last_os_error())
+    }
+
+    /// Bytes the kernel took of message `i` of the last [`Self::send`].
+    pub fn sent_len(&self, i: usize) -> u32 {
+        self.msgs.get(i).map_or(0, |m| m.msg_len)
+    }
+}
+
+/// Batched UDP receives with `recvmmsg(2)` into buffers of its own.
+pub struct MmsgReceiver {
+    bufs: Vec<[u8; 2048]>,
+    iov: Vec<libc::iovec>,
+    msgs: Vec<libc::mmsghdr>,
+}
+
+impl MmsgReceiver {
+    /// Room for `batch` datagrams of up to 2048 bytes per call.
+    pub fn new(batch: usize) -> Self {
+        let batch = batch.max(1);
+        MmsgReceiver {
+            bufs: vec![[0; 2048]; batch],
+            iov: (0..batch)
+                .map(|_| libc::iovec {
+                    iov_base: std::ptr::null_mut(),
+                    iov_len: 0,
+                })
+                .collect(),
+            // SAFETY: mmsghdr is a plain C struct; all-zero is a valid value.
+            msgs: (0..batch).map(|_| unsafe { std::mem::zeroed() }).collect(),
+        }
+    }
+
+    /// One `recvmmsg` with `flags` (e.g. `MSG_WAITFORONE`); returns the
+    /// datagrams received (each truncated to 2048 bytes).
+    pub fn recv(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        flags: libc::c_int,
+    ) -> io::Result<impl Iterator<Item = &[u8]>> {
+        for ((b, iov), m) in self.bufs.iter_mut().zip(&mut self.iov).zip(&mut self.msgs) {
+            *iov = libc::iovec {
+                iov_base: b.as_mut_ptr().cast(),
+                iov_len: b.len(),
+            };
+            m.msg_hdr.msg_iov = iov;
+            m.msg_hdr.msg_iovlen = 1;
+            m.msg_len = 0;
+        }
+        // SAFETY: msgs point at iov, which point into `bufs`; all ours, alive
+        // and unmoved during the call; the kernel writes at most iov_len
+        // bytes into each buffer.
+        let r = unsafe {
+            libc::recvmmsg(
+                fd.as_raw_fd(),
+                self.msgs.as_mut_ptr(),
+                self.msgs.len() as libc::c_uint,
+                flags,
+                std::ptr::null_mut(),
+            )
+        };
+        let n = usize::try_from(r).map_err(|_| io::Error::last_os_error())?;
+        Ok(self.msgs[..n]
+            .iter()
+            .zip(&self.bufs)
+            .map(|(m, b)| &b[..(m.msg_len as usize).min(b.len())]))
+    }
+}
+
+/// Moves the calling thread into a new, empty network namespace.
+pub fn unshare_net() -> io::Result<()> {
+    // SAFETY: no memory effects; changes only this thread's namespaces.
+    check(unsafe { libc::unshare(libc::CLONE_NEWNET) })
+}
+
+fn ifreq(name: &str) -> io::Result<libc::ifreq> {
+    // SAFETY: ifreq is plain data; all-zero is a valid value.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    if name.len() >= ifr.ifr_name.len() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "interface name too long",
+        ));
+    }
+    for (d, s) in ifr.ifr_name.iter_mut().zip(name.bytes()) {
+        *d = s as libc::c_char;
+    }
+    Ok(ifr)
+}
+
+fn ioctl_ifreq(fd: BorrowedFd<'_>, req: libc::Ioctl, ifr: &mut libc::ifreq) -> io::Result<()> {
+    // SAFETY: every request passed here reads or writes one ifreq, which we
+    // own for the call.
+    check(unsafe { libc::ioctl(fd.as_raw_fd(), req, ifr as *mut libc::ifreq) })
+}
+
+/// Opens a TAP device `name` (`IFF_TAP | IFF_NO_PI`) in the current
+/// namespace; with `offload`, asks the kernel for these `TUN_F_*` offloads.
+pub fn tap_open(name: &str, offload: Option<libc::c_uint>) -> io::Result<OwnedFd> {
+    let path = CString::new("/dev/net/tun").map_err(io::Error::other)?;
+    // SAFETY: `path` is NUL-terminated; on success the descriptor is ours.
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh descriptor nobody else owns.
+    let tap = unsafe { OwnedFd::from_raw_fd(fd) };
+    let mut ifr = ifreq(name)?;
+    ifr.ifr_ifru.ifru_flags = (libc::IFF_TAP | libc::IFF_NO_PI) as libc::c_short;
+    ioctl_ifreq(tap.as_fd(), libc::TUNSETIFF, &mut ifr)?;
+    if let Some(flags) = offload {
+        // SAFETY: TUNSETOFFLOAD takes its argument by value; no memory.
+        check(unsafe {
+            libc::ioctl(
+                tap.as_raw_fd(),
+                libc::TUNSETOFFLOAD,
+                libc::c_ulong::from(flags),
+            )
+        })?;
+    }
+    Ok(tap)
+}
+
+/// Interface settings made with `ioctl`s on any socket (`ctl`).
+pub enum IfSetting {
+    /// `SIOCSIFMTU`.
+    Mtu(i32),
+    /// `SIOCSIFTXQLEN`: the transmit queue's length in frames.
+    TxQueueLen(i32),
+    /// `SIOCSIFADDR`.
+    Addr(Ipv4Addr),
+    /// `SIOCSIFNETMASK`.
+    Netmask(Ipv4Addr),
+    /// Adds these `IFF_*` flags (`SIOCGIFFLAGS`, then `SIOCSIFFLAGS`).
+    Flags(libc::c_int),
+}
+
+/// Applies `setting` to interface `name`.
+pub fn if_set(ctl: BorrowedFd<'_>, name: &str, setting: IfSetting) -> io::Result<()> {
+    let mut ifr = ifreq(name)?;
+    match setting {
+        IfSetting::Mtu(m) => {
+            ifr.ifr_ifru.ifru_mtu = m;
+            ioctl_ifreq(ctl, libc::SIOCSIFMTU, &mut ifr)
+        }
+        IfSetting::TxQueueLen(q) => {
+            // ifr_qlen shares the int slot of the union with the metric.
+            ifr.ifr_ifru.ifru_metric = q;
+            ioctl_ifreq(ctl, libc::SIOCSIFTXQLEN, &mut ifr)
+        }
+        IfSetting::Addr(a) | IfSetting::Netmask(a) => {
+            let req = if matches!(setting, IfSetting::Addr(_)) {
+                libc::SIOCSIFADDR
+            } else {
+                libc::SIOCSIFNETMASK
+            };
+            let sa = sockaddr(SocketAddrV4::new(a, 0));
+            // SAFETY: a sockaddr_in (16 bytes) fits the union's sockaddr
+            // slot (16 bytes); write_unaligned needs no alignment.
+            unsafe {
+                std::ptr::write_unaligned(
+                    (&mut ifr.ifr_ifru.ifru_addr as *mut libc::sockaddr)
+                        .cast::<libc::sockaddr_in>(),
+                    sa,
+                )
+            };
+            ioctl_ifreq(ctl, req, &mut ifr)
+        }
+        IfSetting::Flags(add) => {
+            ioctl_ifreq(ctl, libc::SIOCGIFFLAGS, &mut ifr)?;
+            // SAFETY: SIOCGIFFLAGS filled the flags member of the union.
+            let flags = unsafe { ifr.ifr_ifru.ifru_flags };
+            ifr.ifr_ifru.ifru_flags = flags | add as libc::c_short;
+            ioctl_ifreq(ctl, libc::SIOCSIFFLAGS, &mut ifr)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mmsg_batches_go_round_loopback() {
+        let rx = udp_socket().unwrap();
+        let at = bind(rx.as_fd(), SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0)).unwrap();
+        assert_ne!(at.port(), 0);
+        let tx = udp_socket().unwrap();
+        connect(tx.as_fd(), at).unwrap();
+        let mut s = MmsgSender::new(4, None);
+        let bufs: [&[u8]; 3] = [b"one", b"two!", b"three"];
+        assert_eq!(s.send(tx.as_fd(), &bufs, 0).unwrap(), 3);
+        assert_eq!(s.sent_len(2), 5);
+        let mut r = MmsgReceiver::new(8);
+        let mut got = Vec::new();
+        while got.len() < 3 {
+            got.extend(
+                r.recv(rx.as_fd(), libc::MSG_WAITFORONE)
+                    .unwrap()
+                    .map(<[u8]>::to_vec),
+            );
+        }
+        assert_eq!(got, [b"one".to_vec(), b"two!".to_vec(), b"three".to_vec()]);
+    }
+
+    #[test]
+    fn long_interface_names_are_refused() {
+        assert!(ifreq("a-name-longer-than-sixteen").is_err());
+    }
+}

@@ -1,0 +1,172 @@
+//! Operating-system helpers that need `unsafe`: CPU pinning and the CPU
+//! count, a thread's CPU time, its scheduling class and nice value, the
+//! time-stamp counter, the effective user and signals to child processes.
+//!
+//! **Owns:** every such call of the library and of the programs built on it
+//! (the `lazynet` program and the lab), so that each is written, and its
+//! safety argued, once. `std` offers none of them; `libc` is the thinnest
+//! way to reach them.
+//!
+//! **May not touch:** anything networking. These are thin wrappers: each
+//! returns whether it worked (or an [`std::io::Error`]) and never panics.
+
+use std::io;
+
+/// Pins the calling thread to CPU `cpu`. Best effort: false if the machine
+/// has no such CPU or the kernel refused.
+pub fn pin_thread(cpu: usize) -> bool {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return false;
+    }
+    // SAFETY: cpu_set_t is plain data (zeroed is the empty set); CPU_SET
+    // writes inside it, `cpu` was checked against its size; the system call
+    // only reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+    }
+}
+
+/// The CPU the calling thread runs on now, if the kernel says.
+pub fn current_cpu() -> Option<usize> {
+    // SAFETY: sched_getcpu has no memory effects; it returns -1 on error.
+    let c = unsafe { libc::sched_getcpu() };
+    usize::try_from(c).ok()
+}
+
+/// CPUs online. Not [`std::thread::available_parallelism`], which reports
+/// the calling thread's affinity mask and so shrinks once it is pinned.
+pub fn cpus_online() -> usize {
+    // SAFETY: sysconf has no memory effects.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    usize::try_from(n).ok().filter(|&n| n > 0).unwrap_or(1)
+}
+
+/// CPU time the calling thread has used, in nanoseconds
+/// (`CLOCK_THREAD_CPUTIME_ID`); 0 if the clock cannot be read. Against wall
+/// time it tells how much of a window a thread really had its core.
+pub fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes only the timespec we own.
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if r != 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
+}
+
+/// A thread's scheduling class.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SchedClass {
+    /// `SCHED_OTHER`: the kernel's fair share.
+    Normal,
+    /// `SCHED_FIFO` at this priority (1–99; root). It runs before every
+    /// normal thread until it blocks; Linux still leaves normal threads 5%
+    /// of the core (RT throttling).
+    Fifo(u8),
+}
+
+/// Puts the calling thread in `class`.
+pub fn set_sched_class(class: SchedClass) -> io::Result<()> {
+    let (policy, prio) = match class {
+        SchedClass::Normal => (libc::SCHED_OTHER, 0),
+        SchedClass::Fifo(p) => (libc::SCHED_FIFO, i32::from(p.clamp(1, 99))),
+    };
+    let param = libc::sched_param {
+        sched_priority: prio,
+    };
+    // SAFETY: sched_setscheduler on the calling thread (pid 0) only reads
+    // the param we own.
+    if unsafe { libc::sched_setscheduler(0, policy, &param) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Sets the calling thread's nice value (−20 … 19; lowering it needs root).
+/// Under the fair scheduler a nice −20 thread outweighs a nice-0 one 87:1.
+pub fn set_thread_nice(nice: i32) -> io::Result<()> {
+    // SAFETY: gettid and setpriority have no memory effects; they change
+    // only the calling thread's nice value.
+    let r = unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice.clamp(-20, 19))
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Reads the time-stamp counter (`RDTSC`).
+///
+/// Not serializing: the CPU may execute it a few instructions early or late,
+/// noise of tens of cycles, far below what it is used to measure (one
+/// scheduler iteration, one packet's send path). Ticks to time, calibration
+/// and a fallback for other architectures: [`crate::sched::clock::TscClock`].
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub fn rdtsc() -> u64 {
+    // SAFETY: RDTSC reads a register and touches no memory; every x86_64 CPU
+    // has it, and user mode may execute it unless the OS sets CR4.TSD, which
+    // Linux does not. The intrinsic is `unsafe` only because all
+    // `core::arch` intrinsics are declared so.
+    unsafe { core::arch::x86_64::_rdtsc() }
+}
+
+/// True if the process runs as root (effective user 0).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no memory effects and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Sends signal `sig` (e.g. `libc::SIGTERM`) to process `pid`; false if the
+/// kernel refused or `pid` is not a valid process id.
+pub fn signal(pid: u32, sig: i32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    if pid <= 0 {
+        // 0 and negative ids name process groups: never what is meant here.
+        return false;
+    }
+    // SAFETY: kill has no memory effects.
+    unsafe { libc::kill(pid, sig) == 0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thread_cpu_time_moves_with_work() {
+        let t0 = thread_cpu_ns();
+        let mut x = 0u64;
+        for i in 0..2_000_000u64 {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+        }
+        assert!(thread_cpu_ns() > t0, "{x}");
+    }
+
+    #[test]
+    fn pinning_to_a_cpu_that_does_not_exist_fails() {
+        assert!(!pin_thread(libc::CPU_SETSIZE as usize));
+        assert!(cpus_online() >= 1);
+    }
+
+    #[test]
+    fn signals_to_process_groups_are_refused() {
+        assert!(!signal(0, 0));
+        assert!(!signal(u32::MAX, 0));
+        // Signal 0 checks that the process exists: this one does.
+        assert!(signal(std::process::id(), 0));
+    }
+}
