@@ -43,13 +43,13 @@ fuzz_target!(|data: &[u8]| {
         sa.tcp_service(now, 256);
         stack.poll(now);
         stack.tcp_service(now, 256);
-        if let Ok(h) = stack.tcp_accept(l, now) {
+        if let Ok(h) = stack.listener_mut(l).accept(now) {
             cb = Some(h);
             break;
         }
     }
     let cb = cb.expect("connection established");
-    let (la, _) = sa.tcp_addrs(ca).unwrap();
+    let (la, _) = sa.tcp(ca).addrs().unwrap();
     let mut rest = data;
     let mut buf = [0u8; 2048];
     while rest.len() >= 3 {
@@ -108,20 +108,20 @@ fuzz_target!(|data: &[u8]| {
         sa.tcp_service(now, 256);
         let _ = s7.recv_from(&mut stack, &mut buf);
         let _ = s9.recv_from(&mut stack, &mut buf);
-        let _ = stack.tcp_recv(cb, &mut buf, now);
-        let _ = stack.tcp_send(cb, &buf[..64], now);
-        let _ = sa.tcp_recv(ca, &mut buf, now);
-        let _ = sa.tcp_send(ca, &buf[..100], now);
-        if let Ok(r) = stack.tcp_inspect(cb, |c| c.check_invariants()) {
+        let _ = stack.tcp_mut(cb).recv(&mut buf, now);
+        let _ = stack.tcp_mut(cb).send(&buf[..64], now);
+        let _ = sa.tcp_mut(ca).recv(&mut buf, now);
+        let _ = sa.tcp_mut(ca).send(&buf[..100], now);
+        if let Ok(r) = stack.tcp(cb).inspect(|c| c.check_invariants()) {
             r.unwrap();
         }
-        if let Ok(h) = stack.tcp_accept(l, now) {
-            let _ = stack.tcp_close(h, now);
+        if let Ok(h) = stack.listener_mut(l).accept(now) {
+            let _ = stack.tcp_mut(h).close(now);
         }
     }
-    let _ = sa.tcp_close(ca, now);
-    let _ = stack.tcp_close(cb, now);
-    stack.tcp_listen_close(l, now).unwrap();
+    let _ = sa.tcp_mut(ca).close(now);
+    let _ = stack.tcp_mut(cb).close(now);
+    stack.listener_mut(l).close(now).unwrap();
     for _ in 0..1000 {
         now += 1_000_000_000;
         sa.poll(now);

@@ -224,13 +224,7 @@ fn main() -> anyhow::Result<()> {
                     syn_queue,
                     net,
                 },
-        } => tcp_cmd::serve(
-            "TCP echo",
-            port,
-            syn_queue,
-            &net,
-            tcp_cmd::EchoSession::default,
-        ),
+        } => tcp_cmd::serve("TCP echo", port, syn_queue, &net, tcp_cmd::EchoApp::default),
         Cmd::Serve {
             what: ServeCmd::UdpEcho { port, net },
         } => serve::udp_echo(port, &net),

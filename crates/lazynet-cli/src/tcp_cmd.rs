@@ -1,13 +1,13 @@
 //! TCP programs: `serve tcp-echo`, `serve http`, `get`, and the TCP part of
 //! `demo`.
 //!
-//! Servers share one event loop ([`serve_sessions`]): one stack, one
-//! listener, one [`Session`] per connection. Each turn receives and
+//! Servers share one event loop ([`serve_conns`]): one stack, one
+//! listener, one [`ConnApp`] per connection. Each turn receives and
 //! demultiplexes frames, runs the TCP protocol handler for the connections
-//! that got segments ([`Stack::tcp_service`]), then drives the sessions
-//! named by the stack's events — and only those, plus sessions that stopped
-//! at their per-turn bound. Every session has bounded staging buffers: a
-//! session that cannot send stops reading, so TCP flow control pushes back
+//! that got segments ([`Stack::tcp_service`]), then drives the apps
+//! named by the stack's events — and only those, plus apps that stopped
+//! at their per-turn bound. Every app has bounded staging buffers: a
+//! app that cannot send stops reading, so TCP flow control pushes back
 //! on its peer.
 
 use std::collections::HashMap;
@@ -26,13 +26,13 @@ use lazynet::stack::{Stack, StackConfig, TcpEvent, TcpHandle};
 
 use crate::args::{parse_cidr, NetArgs, NicKind};
 
-/// Staging buffer sizes of a session (input and output).
+/// Staging buffer sizes of an app (input and output).
 const STAGE: usize = 64 * 1024;
-/// Read/write rounds one session gets per loop turn.
+/// Read/write rounds one app gets per loop turn.
 const ROUNDS: usize = 16;
 
 /// The application half of one connection, sans-IO: bytes in, bytes out.
-pub trait Session {
+pub trait ConnApp {
     /// Offers received bytes; returns how many were consumed (the rest is
     /// offered again with more appended).
     fn on_data(&mut self, data: &[u8]) -> usize;
@@ -46,12 +46,12 @@ pub trait Session {
 
 /// TCP echo: what comes in goes back out, up to a bounded backlog.
 #[derive(Default)]
-pub struct EchoSession {
+pub struct EchoApp {
     q: std::collections::VecDeque<u8>,
     eof: bool,
 }
 
-impl Session for EchoSession {
+impl ConnApp for EchoApp {
     fn on_data(&mut self, data: &[u8]) -> usize {
         let n = data.len().min(STAGE - self.q.len());
         self.q.extend(&data[..n]);
@@ -83,7 +83,7 @@ struct Conn<S> {
     eof: bool,
 }
 
-/// What driving a session did.
+/// What driving an app did.
 enum Drive {
     /// Waiting for the network (an event will come).
     Idle,
@@ -93,10 +93,10 @@ enum Drive {
     Done,
 }
 
-fn drive<N: Nic, S: Session>(stack: &mut Stack<N>, c: &mut Conn<S>) -> Drive {
+fn drive<N: Nic, S: ConnApp>(stack: &mut Stack<N>, c: &mut Conn<S>) -> Drive {
     for _ in 0..ROUNDS {
         let mut progress = false;
-        // Output first: sending frees the session to take more input.
+        // Output first: sending frees the app to take more input.
         if c.out_pos == c.out_len {
             c.out_pos = 0;
             c.out_len = c.sess.poll_output(&mut c.out);
@@ -151,11 +151,11 @@ fn drive<N: Nic, S: Session>(stack: &mut Stack<N>, c: &mut Conn<S>) -> Drive {
 /// need a retransmission or two (RTO at least 200 ms).
 const DRAIN_NS: u64 = 2_000_000_000;
 
-/// Serves `listener` until `stop`, one session from `make` per connection,
+/// Serves `listener` until `stop`, one app from `make` per connection,
 /// then lets the open ones finish for up to [`DRAIN_NS`]. Returns the
 /// number of connections served and of those still open after that (they
 /// are reset).
-pub fn serve_sessions<N: Nic, S: Session>(
+pub fn serve_conns<N: Nic, S: ConnApp>(
     stack: &mut Stack<N>,
     listener: &TcpListener,
     mut make: impl FnMut() -> S,
@@ -271,10 +271,10 @@ fn stack_config(net: &NetArgs) -> anyhow::Result<StackConfig> {
     Ok(cfg)
 }
 
-/// Runs a TCP server of sessions from `make` on `port` (shared by
+/// Runs a TCP server of apps from `make` on `port` (shared by
 /// `serve tcp-echo` and `serve http`), with a SYN queue of `syn_queue`
 /// half-open connections (the listener's default if `None`).
-pub fn serve<S: Session>(
+pub fn serve<S: ConnApp>(
     what: &str,
     port: u16,
     syn_queue: Option<usize>,
@@ -293,7 +293,7 @@ pub fn serve<S: Session>(
         make: M,
         stop: &'a AtomicBool,
     }
-    impl<S: Session, M: FnMut() -> S> crate::serve::OnStack for Serve<'_, M> {
+    impl<S: ConnApp, M: FnMut() -> S> crate::serve::OnStack for Serve<'_, M> {
         type Out = anyhow::Result<()>;
         fn run<N: Nic>(self, stack: &mut Stack<N>) -> Self::Out {
             let (what, addr, port) = (self.what, self.addr, self.port);
@@ -309,9 +309,9 @@ pub fn serve<S: Session>(
             eprintln!("serving {what} on {addr}:{port} ({})", stack.mode().name());
             println!("ready");
             std::io::stdout().flush()?;
-            let (served, open) = serve_sessions(stack, &listener, self.make, self.stop);
+            let (served, open) = serve_conns(stack, &listener, self.make, self.stop);
             println!("connections: {served}, open at exit: {open}");
-            if let Ok(c) = stack.tcp_listener_counters(listener.handle()) {
+            if let Ok(c) = stack.listener(listener.handle()).counters() {
                 println!(
                     "listener: {} SYNs queued, {} cookies sent, {} connections from cookies",
                     c.syns, c.cookies_sent, c.cookies_accepted
@@ -408,7 +408,7 @@ pub fn demo(seconds: f64, verbose: bool) -> anyhow::Result<()> {
         }
         r.close(&mut st)?;
         let end = st.now() + 100_000_000;
-        while lazynet::socket::tcp::wait_step(&mut st, Some(end)) {}
+        while lazynet::socket::wait_step(&mut st, Some(end)) {}
         Ok((got, rr))
     });
     lazynet::sys::pin_thread(0);
@@ -425,7 +425,7 @@ pub fn demo(seconds: f64, verbose: bool) -> anyhow::Result<()> {
         match n {
             Ok(n) => sent += n as u64,
             Err(SocketError::WouldBlock) => {
-                lazynet::socket::tcp::wait_step(&mut st, None);
+                lazynet::socket::wait_step(&mut st, None);
             }
             Err(e) => return Err(e.into()),
         }
@@ -433,7 +433,7 @@ pub fn demo(seconds: f64, verbose: bool) -> anyhow::Result<()> {
     c.shutdown(&mut st)?;
     c.flush_blocking(&mut st, t)?;
     let bulk_secs = start.elapsed().as_secs_f64();
-    let bulk_counters = st.tcp_counters(c.handle())?;
+    let bulk_counters = st.tcp(c.handle()).counters()?;
     c.close(&mut st)?;
     let r = TcpStream::connect(&mut st, dst, t)?;
     r.set_nodelay(&mut st, true)?;
@@ -452,7 +452,7 @@ pub fn demo(seconds: f64, verbose: bool) -> anyhow::Result<()> {
     let _ = r.read_blocking(&mut st, &mut tmp, t);
     r.close(&mut st)?;
     let end = st.now() + 100_000_000;
-    while lazynet::socket::tcp::wait_step(&mut st, Some(end)) {}
+    while lazynet::socket::wait_step(&mut st, Some(end)) {}
     let (got, rr) = server
         .join()
         .map_err(|_| anyhow::anyhow!("server thread panicked"))??;
@@ -499,16 +499,16 @@ fn pattern(i: u64) -> u8 {
 
 // ----- HTTP -----
 
-/// An HTTP/1.1 connection ([`crate::http::HttpConn`]) as a session.
-pub struct HttpSession(crate::http::HttpConn);
+/// An HTTP/1.1 connection ([`crate::http::HttpConn`]) as an app.
+pub struct HttpApp(crate::http::HttpConn);
 
-impl HttpSession {
+impl HttpApp {
     pub fn new(cfg: std::sync::Arc<crate::http::ServerConfig>) -> Self {
-        HttpSession(crate::http::HttpConn::new(cfg))
+        HttpApp(crate::http::HttpConn::new(cfg))
     }
 }
 
-impl Session for HttpSession {
+impl ConnApp for HttpApp {
     fn on_data(&mut self, data: &[u8]) -> usize {
         self.0.feed(data)
     }
@@ -532,7 +532,7 @@ pub fn serve_http(
 ) -> anyhow::Result<()> {
     let cfg = std::sync::Arc::new(crate::http::ServerConfig::new(root)?);
     serve("HTTP", port, syn_queue, net, move || {
-        HttpSession::new(cfg.clone())
+        HttpApp::new(cfg.clone())
     })
 }
 
@@ -608,7 +608,7 @@ fn get_on<N: Nic>(
     let _ = s.close(stack);
     // Let our FIN and the final ACKs go out.
     let end = stack.now() + 50_000_000;
-    while lazynet::socket::tcp::wait_step(stack, Some(end)) {}
+    while lazynet::socket::wait_step(stack, Some(end)) {}
     let secs = start.elapsed().as_secs_f64();
     let status = get.status().unwrap_or(0);
     eprintln!(

@@ -242,17 +242,17 @@ impl Endpoint for Lazy {
         let now = self.stack.now();
         if self.c.is_none() {
             if let Some(l) = self.l {
-                self.c = self.stack.tcp_accept(l, now).ok();
+                self.c = self.stack.listener_mut(l).accept(now).ok();
             }
         }
         self.c
-            .is_some_and(|c| self.stack.tcp_state(c, now) == Ok(State::Established))
+            .is_some_and(|c| self.stack.tcp_mut(c).state(now) == Ok(State::Established))
     }
 
     #[inline]
     fn send(&mut self, data: &[u8]) -> usize {
         let Some(c) = self.c else { return 0 };
-        match self.stack.tcp_send(c, data, self.now) {
+        match self.stack.tcp_mut(c).send(data, self.now) {
             Ok(n) => n,
             Err(SocketError::WouldBlock) => 0,
             Err(e) => panic!("lazynet send: {e}"),
@@ -262,7 +262,7 @@ impl Endpoint for Lazy {
     #[inline]
     fn recv(&mut self, buf: &mut [u8]) -> usize {
         let Some(c) = self.c else { return 0 };
-        match self.stack.tcp_recv(c, buf, self.now) {
+        match self.stack.tcp_mut(c).recv(buf, self.now) {
             Ok(n) => n,
             Err(SocketError::WouldBlock) => {
                 if self.reader {
@@ -291,7 +291,7 @@ impl Drop for Lazy {
                 self.stack.nic().stats()
             );
             if let Some(c) = self.c {
-                eprintln!("{:?}", self.stack.tcp_counters(c));
+                eprintln!("{:?}", self.stack.tcp(c).counters());
             }
         }
     }

@@ -48,7 +48,8 @@ fn main() {
                 o,
                 move |_cx: &mut Cx<'_>, st: &mut HostState<WireEnd, u64>| match st
                     .stack
-                    .udp_recv_with(h, |_, _| ())
+                    .udp_mut(h)
+                    .recv_with(|_, _| ())
                 {
                     Ok(()) => {
                         st.app += 1;
@@ -73,13 +74,13 @@ fn main() {
             let u = s
                 .udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 40000), None)
                 .unwrap();
-            s.udp_send_to(
-                u,
-                &[0u8; 18],
-                SocketAddrV4::new(Ipv4Addr::new(10, 201, 0, 2), 7000),
-                0,
-            )
-            .unwrap();
+            s.udp_mut(u)
+                .send_to(
+                    &[0u8; 18],
+                    SocketAddrV4::new(Ipv4Addr::new(10, 201, 0, 2), 7000),
+                    0,
+                )
+                .unwrap();
             s.poll(0);
             let mut d = [Desc::default(); 1];
             let n = y.recv(&mut d);

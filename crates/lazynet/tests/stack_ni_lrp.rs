@@ -157,17 +157,18 @@ fn udp_echo(threaded: bool) {
             let now = clock.tick();
             if !sent {
                 sent = sa
-                    .udp_send_to(cli, &msg, SocketAddrV4::new(B, 7), now)
+                    .udp_mut(cli)
+                    .send_to(&msg, SocketAddrV4::new(B, 7), now)
                     .is_ok();
             }
             pump(&mut sa, &mut sb, &mut ni, now);
-            while let Ok((n, from)) = sb.udp_recv_with(srv, |p, from| {
+            while let Ok((n, from)) = sb.udp_mut(srv).recv_with(|p, from| {
                 buf[..p.len()].copy_from_slice(p);
                 (p.len(), from)
             }) {
-                sb.udp_send_to(srv, &buf[..n], from, now).unwrap();
+                sb.udp_mut(srv).send_to(&buf[..n], from, now).unwrap();
             }
-            if let Ok(back) = sa.udp_recv_with(cli, |p, _| p.to_vec()) {
+            if let Ok(back) = sa.udp_mut(cli).recv_with(|p, _| p.to_vec()) {
                 assert_eq!(back, msg, "echo of {i} byte-exact");
                 got = true;
                 break;
@@ -225,7 +226,7 @@ fn establish(
         while t0.elapsed() < Duration::from_secs(20) {
             let now = clock.tick();
             pump(sa, sb, ni, now);
-            if let Ok(s) = sb.tcp_accept(l, now) {
+            if let Ok(s) = sb.listener_mut(l).accept(now) {
                 return (c, s);
             }
         }
@@ -237,7 +238,7 @@ fn establish(
         while t0.elapsed() < Duration::from_secs(20) {
             let now = clock.tick();
             pump(sa, sb, ni, now);
-            if let Ok(s) = sa.tcp_accept(l, now) {
+            if let Ok(s) = sa.listener_mut(l).accept(now) {
                 return (s, c);
             }
         }
@@ -266,29 +267,35 @@ fn tcp_bulk(threaded: bool, b_listens: bool) {
         );
         let now = clock.tick();
         if sent_a < total {
-            if let Ok(n) = sa.tcp_send(ca, &data(sent_a, (total - sent_a).min(16384), 0), now) {
+            if let Ok(n) = sa
+                .tcp_mut(ca)
+                .send(&data(sent_a, (total - sent_a).min(16384), 0), now)
+            {
                 sent_a += n;
             }
         }
         if sent_b < total {
-            if let Ok(n) = sb.tcp_send(cb, &data(sent_b, (total - sent_b).min(16384), 0x5a), now) {
+            if let Ok(n) = sb
+                .tcp_mut(cb)
+                .send(&data(sent_b, (total - sent_b).min(16384), 0x5a), now)
+            {
                 sent_b += n;
             }
         }
         pump(&mut sa, &mut sb, &mut ni, now);
-        while let Ok(n) = sb.tcp_recv(cb, &mut buf, now) {
+        while let Ok(n) = sb.tcp_mut(cb).recv(&mut buf, now) {
             assert!(n > 0);
             assert_eq!(&buf[..n], &data(got_b, n, 0)[..], "B got wrong bytes");
             got_b += n;
         }
-        while let Ok(n) = sa.tcp_recv(ca, &mut buf, now) {
+        while let Ok(n) = sa.tcp_mut(ca).recv(&mut buf, now) {
             assert!(n > 0);
             assert_eq!(&buf[..n], &data(got_a, n, 0x5a)[..], "A got wrong bytes");
             got_a += n;
         }
     }
-    sa.tcp_close(ca, clock.tick()).unwrap();
-    sb.tcp_close(cb, clock.tick()).unwrap();
+    sa.tcp_mut(ca).close(clock.tick()).unwrap();
+    sb.tcp_mut(cb).close(clock.tick()).unwrap();
     for _ in 0..200 {
         let now = clock.tick() + if threaded { 0 } else { MS };
         clock.now = now;

@@ -75,8 +75,8 @@ fn establish<N: Nic>(
     for _ in 0..100 {
         *now += MS;
         pump(sa, sb, *now);
-        if let Ok(s) = sb.tcp_accept(l, *now) {
-            assert_eq!(sa.tcp_state(c, *now), Ok(State::Established));
+        if let Ok(s) = sb.listener_mut(l).accept(*now) {
+            assert_eq!(sa.tcp_mut(c).state(*now), Ok(State::Established));
             return (c, s);
         }
     }
@@ -106,34 +106,40 @@ fn bulk_both_ways_then_close_frees_everything() {
         assert!(rounds < 200_000, "stalled: a got {got_a}, b got {got_b}");
         now += 10_000;
         if sent_a < total {
-            if let Ok(n) = sa.tcp_send(c, &data(sent_a, (total - sent_a).min(16384), 0), now) {
+            if let Ok(n) = sa
+                .tcp_mut(c)
+                .send(&data(sent_a, (total - sent_a).min(16384), 0), now)
+            {
                 sent_a += n;
             }
         }
         if sent_b < total {
-            if let Ok(n) = sb.tcp_send(s, &data(sent_b, (total - sent_b).min(16384), 0x5a), now) {
+            if let Ok(n) = sb
+                .tcp_mut(s)
+                .send(&data(sent_b, (total - sent_b).min(16384), 0x5a), now)
+            {
                 sent_b += n;
             }
         }
         pump(&mut sa, &mut sb, now);
-        while let Ok(n) = sb.tcp_recv(s, &mut buf, now) {
+        while let Ok(n) = sb.tcp_mut(s).recv(&mut buf, now) {
             assert!(n > 0);
             assert_eq!(&buf[..n], &data(got_b, n, 0)[..], "B got wrong bytes");
             got_b += n;
         }
-        while let Ok(n) = sa.tcp_recv(c, &mut buf, now) {
+        while let Ok(n) = sa.tcp_mut(c).recv(&mut buf, now) {
             assert!(n > 0);
             assert_eq!(&buf[..n], &data(got_a, n, 0x5a)[..], "A got wrong bytes");
             got_a += n;
         }
     }
-    sa.tcp_close(c, now).unwrap();
+    sa.tcp_mut(c).close(now).unwrap();
     for _ in 0..50 {
         now += MS;
         pump(&mut sa, &mut sb, now);
     }
-    assert_eq!(sb.tcp_recv(s, &mut buf, now), Ok(0), "EOF after FIN");
-    sb.tcp_close(s, now).unwrap();
+    assert_eq!(sb.tcp_mut(s).recv(&mut buf, now), Ok(0), "EOF after FIN");
+    sb.tcp_mut(s).close(now).unwrap();
     for _ in 0..50 {
         now += MS;
         pump(&mut sa, &mut sb, now);
@@ -147,7 +153,7 @@ fn bulk_both_ways_then_close_frees_everything() {
     now += 61_000 * MS;
     pump(&mut sa, &mut sb, now);
     assert_eq!(sa.tcp_time_wait_len(), 0, "TIME-WAIT over");
-    assert_eq!(sa.tcp_state(c, now), Err(SocketError::BadHandle));
+    assert_eq!(sa.tcp_mut(c).state(now), Err(SocketError::BadHandle));
     check_accounting(&sa);
     check_accounting(&sb);
     assert_eq!(sa.stats().drops_for(StackDrop::TcpChecksum), 0);
@@ -175,7 +181,10 @@ fn send_to_reader<N: Nic>(
         assert!(rounds < 100_000, "stalled at {got}");
         now += 10_000;
         if sent < total {
-            if let Ok(n) = sa.tcp_send(c, &data(sent, (total - sent).min(16384), 3), now) {
+            if let Ok(n) = sa
+                .tcp_mut(c)
+                .send(&data(sent, (total - sent).min(16384), 3), now)
+            {
                 sent += n;
             }
         }
@@ -186,7 +195,7 @@ fn send_to_reader<N: Nic>(
             sb.tcp_service(now, 1024);
         }
         loop {
-            match sb.tcp_recv(s, &mut buf, now) {
+            match sb.tcp_mut(s).recv(&mut buf, now) {
                 Ok(n) => {
                     assert!(n > 0 && n <= buf.len());
                     assert_eq!(&buf[..n], &data(got, n, 3)[..], "wrong bytes at {got}");
@@ -202,7 +211,7 @@ fn send_to_reader<N: Nic>(
     }
     check_accounting(sb);
     assert_eq!(sb.stats().drops_for(StackDrop::TcpChecksum), 0);
-    sb.tcp_counters(s).unwrap()
+    sb.tcp(s).counters().unwrap()
 }
 
 #[test]
@@ -327,10 +336,10 @@ fn closed_port_is_refused_with_rst() {
     }
     assert_eq!(sb.stats().tcp.resets_sent, 1);
     assert_eq!(sb.stats().drops_for(StackDrop::TcpNoSocket), 1);
-    assert_eq!(sa.tcp_error(c), Ok(Some(SocketError::ConnectionRefused)));
+    assert_eq!(sa.tcp(c).error(), Ok(Some(SocketError::ConnectionRefused)));
     let mut buf = [0u8; 8];
     assert_eq!(
-        sa.tcp_recv(c, &mut buf, now),
+        sa.tcp_mut(c).recv(&mut buf, now),
         Err(SocketError::ConnectionRefused)
     );
     check_accounting(&sb);
@@ -355,8 +364,8 @@ fn full_accept_queue_stops_the_listener_and_syns_fall_off_at_its_channel() {
         now += MS;
         pump(&mut sa, &mut sb, now);
     }
-    assert_eq!(sb.tcp_accept_queue_len(l), Ok(2));
-    let before = sb.tcp_listener_counters(l).unwrap();
+    assert_eq!(sb.listener(l).accept_queue_len(), Ok(2));
+    let before = sb.listener(l).counters().unwrap();
     // The queue is full: further SYNs wait in the channel, unprocessed.
     for _ in 0..3 {
         clients.push(sa.tcp_connect(SocketAddrV4::new(B, 80), None, now).unwrap());
@@ -366,29 +375,29 @@ fn full_accept_queue_stops_the_listener_and_syns_fall_off_at_its_channel() {
         pump(&mut sa, &mut sb, now);
     }
     assert_eq!(
-        sb.tcp_listener_counters(l).unwrap(),
+        sb.listener(l).counters().unwrap(),
         before,
         "no protocol work"
     );
-    assert_eq!(sb.tcp_listen_pending(l), Ok(3));
+    assert_eq!(sb.listener(l).pending(), Ok(3));
     for c in &clients[2..] {
-        assert_eq!(sa.tcp_state(*c, now), Ok(State::SynSent));
+        assert_eq!(sa.tcp_mut(*c).state(now), Ok(State::SynSent));
     }
     // accept makes room: the listener resumes.
-    let s1 = sb.tcp_accept(l, now).unwrap();
-    let s2 = sb.tcp_accept(l, now).unwrap();
+    let s1 = sb.listener_mut(l).accept(now).unwrap();
+    let s2 = sb.listener_mut(l).accept(now).unwrap();
     assert_ne!(s1, s2);
     let mut accepted = 2;
     for _ in 0..20 {
         now += MS;
         pump(&mut sa, &mut sb, now);
-        while sb.tcp_accept(l, now).is_ok() {
+        while sb.listener_mut(l).accept(now).is_ok() {
             accepted += 1;
         }
     }
     assert_eq!(accepted, 5);
     for c in &clients {
-        assert_eq!(sa.tcp_state(*c, now), Ok(State::Established));
+        assert_eq!(sa.tcp_mut(*c).state(now), Ok(State::Established));
     }
     check_accounting(&sa);
     check_accounting(&sb);
@@ -429,7 +438,7 @@ fn a_full_listener_channel_drops_syns_early() {
         now += MS;
         pump(&mut sa, &mut sb, now);
     }
-    assert_eq!(sb.tcp_accept_queue_len(l), Ok(1));
+    assert_eq!(sb.listener(l).accept_queue_len(), Ok(1));
     for _ in 0..10 {
         sa.tcp_connect(SocketAddrV4::new(B, 80), None, now).unwrap();
     }
@@ -437,7 +446,7 @@ fn a_full_listener_channel_drops_syns_early() {
         now += MS;
         pump(&mut sa, &mut sb, now);
     }
-    assert_eq!(sb.tcp_listen_pending(l), Ok(4));
+    assert_eq!(sb.listener(l).pending(), Ok(4));
     assert_eq!(sb.stats().demux.drops_for(DropReason::ChannelFull), 6);
     check_accounting(&sb);
 }
@@ -450,16 +459,16 @@ fn events_name_connections_with_input_once() {
     let mut ev = Vec::new();
     sb.tcp_take_events(&mut ev);
     ev.clear();
-    sa.tcp_set_nodelay(c, true).unwrap();
+    sa.tcp_mut(c).set_nodelay(true).unwrap();
     for _ in 0..3 {
-        sa.tcp_send(c, b"hello", now).unwrap();
+        sa.tcp_mut(c).send(b"hello", now).unwrap();
         now += MS;
         pump(&mut sa, &mut sb, now);
     }
     sb.tcp_take_events(&mut ev);
     assert_eq!(ev, vec![TcpEvent::Conn(s)]);
     let mut buf = [0u8; 64];
-    assert_eq!(sb.tcp_recv(s, &mut buf, now), Ok(15));
+    assert_eq!(sb.tcp_mut(s).recv(&mut buf, now), Ok(15));
 }
 
 #[test]
@@ -481,25 +490,25 @@ fn data_queued_behind_a_full_listener_reaches_the_accepted_connection() {
         now += MS;
         pump(&mut sa, &mut sb, now);
     }
-    assert_eq!(sb.tcp_accept_queue_len(l), Ok(1));
-    sa.tcp_set_nodelay(c, true).unwrap();
-    sa.tcp_send(c, b"early ", now).unwrap();
-    sa.tcp_send(c, b"data", now).unwrap();
+    assert_eq!(sb.listener(l).accept_queue_len(), Ok(1));
+    sa.tcp_mut(c).set_nodelay(true).unwrap();
+    sa.tcp_mut(c).send(b"early ", now).unwrap();
+    sa.tcp_mut(c).send(b"data", now).unwrap();
     now += MS;
     pump(&mut sa, &mut sb, now);
     assert_eq!(
-        sb.tcp_listen_pending(l),
+        sb.listener(l).pending(),
         Ok(2),
         "waiting behind the full queue"
     );
-    let s = sb.tcp_accept(l, now).unwrap();
+    let s = sb.listener_mut(l).accept(now).unwrap();
     for _ in 0..5 {
         now += MS;
         pump(&mut sa, &mut sb, now);
     }
     assert_eq!(sb.stats().tcp.redirected, 2);
     let mut buf = [0u8; 64];
-    assert_eq!(sb.tcp_recv(s, &mut buf, now), Ok(10));
+    assert_eq!(sb.tcp_mut(s).recv(&mut buf, now), Ok(10));
     assert_eq!(&buf[..10], b"early data");
     check_accounting(&sb);
 }
@@ -509,17 +518,17 @@ fn unread_data_on_close_resets_the_peer() {
     let (mut sa, mut sb) = pair();
     let mut now = 0;
     let (c, s) = establish(&mut sa, &mut sb, &mut now);
-    sa.tcp_send(c, b"unread", now).unwrap();
+    sa.tcp_mut(c).send(b"unread", now).unwrap();
     for _ in 0..5 {
         now += MS;
         pump(&mut sa, &mut sb, now);
     }
-    sb.tcp_close(s, now).unwrap();
+    sb.tcp_mut(s).close(now).unwrap();
     for _ in 0..5 {
         now += MS;
         pump(&mut sa, &mut sb, now);
     }
-    assert_eq!(sa.tcp_error(c), Ok(Some(SocketError::ConnectionReset)));
+    assert_eq!(sa.tcp(c).error(), Ok(Some(SocketError::ConnectionReset)));
     assert_eq!(sb.tcp_connections(), 0);
 }
 
@@ -533,15 +542,15 @@ fn listener_close_resets_unaccepted_connections() {
         now += MS;
         pump(&mut sa, &mut sb, now);
     }
-    assert_eq!(sb.tcp_accept_queue_len(l), Ok(1));
-    sb.tcp_listen_close(l, now).unwrap();
+    assert_eq!(sb.listener(l).accept_queue_len(), Ok(1));
+    sb.listener_mut(l).close(now).unwrap();
     for _ in 0..5 {
         now += MS;
         pump(&mut sa, &mut sb, now);
     }
-    assert_eq!(sa.tcp_error(c), Ok(Some(SocketError::ConnectionReset)));
+    assert_eq!(sa.tcp(c).error(), Ok(Some(SocketError::ConnectionReset)));
     assert_eq!(sb.tcp_connections(), 0);
-    assert_eq!(sb.tcp_accept(l, now), Err(SocketError::BadHandle));
+    assert_eq!(sb.listener_mut(l).accept(now), Err(SocketError::BadHandle));
     // The port is free again.
     sb.tcp_listen(SocketAddrV4::new(B, 80), None, None).unwrap();
 }
@@ -583,7 +592,7 @@ fn half_open(
     l: ListenHandle,
     now: &mut u64,
 ) -> (TcpHandle, TcpRepr) {
-    let before = sb.tcp_syn_queue_len(l).unwrap();
+    let before = sb.listener(l).syn_queue_len().unwrap();
     let c = sa
         .tcp_connect(SocketAddrV4::new(B, 80), None, *now)
         .unwrap();
@@ -593,7 +602,7 @@ fn half_open(
         sa.tcp_service(*now, 1024);
         sb.poll(*now);
         sb.tcp_service(*now, 1024);
-        if sb.tcp_syn_queue_len(l) == Ok(before + 1) {
+        if sb.listener(l).syn_queue_len() == Ok(before + 1) {
             let segs = take_segments(sa);
             assert_eq!(segs.len(), 1, "{segs:?}");
             assert_eq!(segs[0].flags, TcpFlags::SYN | TcpFlags::ACK);
@@ -609,9 +618,9 @@ fn listener_close_resets_half_open_entries() {
     let l = sb.tcp_listen(SocketAddrV4::new(B, 80), None, None).unwrap();
     let mut now = 0;
     let (_c, synack) = half_open(&mut sa, &mut sb, l, &mut now);
-    assert_eq!(sb.tcp_syn_queue_len(l), Ok(1));
+    assert_eq!(sb.listener(l).syn_queue_len(), Ok(1));
     let resets0 = sb.stats().tcp.resets_sent;
-    sb.tcp_listen_close(l, now).unwrap();
+    sb.listener_mut(l).close(now).unwrap();
     // RFC 9293 §3.10.5 (ABORT): <SEQ=SND.NXT = ISS + 1>, with <ACK=RCV.NXT> so that
     // A, still in SYN-SENT, accepts it (§3.10.7.3).
     let segs = take_segments(&mut sa);
@@ -623,7 +632,7 @@ fn listener_close_resets_half_open_entries() {
     assert_eq!((r.src_port, r.dst_port), (80, synack.dst_port));
     assert_eq!(sb.stats().tcp.resets_sent, resets0 + 1);
     assert_eq!(sb.stats().tcp.close_resets_unsent, 0);
-    assert_eq!(sb.tcp_syn_queue_len(l), Err(SocketError::BadHandle));
+    assert_eq!(sb.listener(l).syn_queue_len(), Err(SocketError::BadHandle));
     assert_eq!(sb.tcp_connections(), 0);
     check_accounting(&sb);
     // The port is free again.
@@ -641,14 +650,14 @@ fn listener_close_resets_queued_connections_with_snd_nxt() {
     for _ in 0..5000 {
         now += MS;
         pump(&mut sa, &mut sb, now);
-        if sb.tcp_accept_queue_len(l) == Ok(1) {
+        if sb.listener(l).accept_queue_len() == Ok(1) {
             break;
         }
     }
-    assert_eq!(sb.tcp_accept_queue_len(l), Ok(1));
-    assert_eq!(sa.tcp_state(c, now), Ok(State::Established));
+    assert_eq!(sb.listener(l).accept_queue_len(), Ok(1));
+    assert_eq!(sa.tcp_mut(c).state(now), Ok(State::Established));
     let resets0 = sb.stats().tcp.resets_sent;
-    sb.tcp_listen_close(l, now).unwrap();
+    sb.listener_mut(l).close(now).unwrap();
     let segs = take_segments(&mut sa);
     assert_eq!(segs.len(), 1, "{segs:?}");
     let r = segs[0];
@@ -658,7 +667,7 @@ fn listener_close_resets_queued_connections_with_snd_nxt() {
     assert_eq!(r.ack, synack.ack);
     assert_eq!(sb.stats().tcp.resets_sent, resets0 + 1);
     assert_eq!(sb.tcp_connections(), 0, "nothing installed, nothing left");
-    assert_eq!(sb.tcp_accept(l, now), Err(SocketError::BadHandle));
+    assert_eq!(sb.listener_mut(l).accept(now), Err(SocketError::BadHandle));
     check_accounting(&sb);
 }
 
@@ -670,7 +679,7 @@ fn listener_close_counts_resets_without_buffers() {
     for _ in 0..3 {
         half_open(&mut sa, &mut sb, l, &mut now);
     }
-    assert_eq!(sb.tcp_syn_queue_len(l), Ok(3));
+    assert_eq!(sb.listener(l).syn_queue_len(), Ok(3));
     // Hold every free transmit buffer of B.
     let mut held = Vec::new();
     loop {
@@ -683,7 +692,7 @@ fn listener_close_counts_resets_without_buffers() {
     }
     let resets0 = sb.stats().tcp.resets_sent;
     let nobuf0 = sb.stats().drops[StackDrop::TxNoBuffer as usize];
-    sb.tcp_listen_close(l, now).unwrap();
+    sb.listener_mut(l).close(now).unwrap();
     let sent = sb.stats().tcp.resets_sent - resets0;
     let unsent = sb.stats().tcp.close_resets_unsent;
     // At most the one spare buffer the stack keeps; the rest are counted
@@ -697,7 +706,7 @@ fn listener_close_counts_resets_without_buffers() {
     assert_eq!(take_segments(&mut sa).len() as u64, sent);
     sb.nic_mut().release(&held);
     assert_eq!(sb.tcp_connections(), 0);
-    assert_eq!(sb.tcp_syn_queue_len(l), Err(SocketError::BadHandle));
+    assert_eq!(sb.listener(l).syn_queue_len(), Err(SocketError::BadHandle));
 }
 
 #[test]
@@ -729,7 +738,7 @@ fn blocking_sockets_echo_between_two_threads() {
         s.close(&mut sb).unwrap();
         // Let the FIN exchange finish.
         let end = sb.now() + 200 * MS;
-        while lazynet::socket::tcp::wait_step(&mut sb, Some(end)) {}
+        while lazynet::socket::wait_step(&mut sb, Some(end)) {}
         total
     });
     let mut sa = Stack::new(
@@ -778,8 +787,8 @@ fn an_ack_queued_before_the_retransmission_deadline_wins_over_the_timer() {
     let (mut sa, mut sb) = pair();
     let mut now = 0;
     let (c, s) = establish(&mut sa, &mut sb, &mut now);
-    sa.tcp_set_nodelay(c, true).unwrap();
-    assert_eq!(sa.tcp_send(c, b"ping", now), Ok(4));
+    sa.tcp_mut(c).set_nodelay(true).unwrap();
+    assert_eq!(sa.tcp_mut(c).send(b"ping", now), Ok(4));
     // B receives and (after its delayed-ACK timer) acknowledges.
     for _ in 0..100 {
         now += MS;
@@ -787,16 +796,16 @@ fn an_ack_queued_before_the_retransmission_deadline_wins_over_the_timer() {
         sb.tcp_service(now, 1024);
     }
     let mut buf = [0u8; 8];
-    assert_eq!(sb.tcp_recv(s, &mut buf, now), Ok(4));
+    assert_eq!(sb.tcp_mut(s).recv(&mut buf, now), Ok(4));
     // A only gets to run long after its RTO deadline: the ACK is queued
     // first, then the service finds both the ACK and the expired timer.
     now += 10_000 * MS;
     sa.poll(now);
-    assert_eq!(sa.tcp_pending(c), Ok(1));
+    assert_eq!(sa.tcp(c).pending(), Ok(1));
     sa.tcp_service(now, 1024);
-    let k = sa.tcp_counters(c).unwrap();
+    let k = sa.tcp(c).counters().unwrap();
     assert_eq!((k.rto_expired, k.retransmits), (0, 0), "{k:?}");
-    assert_eq!(sa.tcp_send_queue(c), Ok(0));
+    assert_eq!(sa.tcp(c).send_queue(), Ok(0));
 }
 
 #[test]
@@ -813,7 +822,7 @@ fn a_handshake_ack_queued_before_the_synack_deadline_wins_over_the_timer() {
         now += MS;
         sa.poll(now);
         sa.tcp_service(now, 1024);
-        if sa.tcp_state(c, now) == Ok(State::Established) {
+        if sa.tcp_mut(c).state(now) == Ok(State::Established) {
             up = true;
             break;
         }
@@ -824,7 +833,7 @@ fn a_handshake_ack_queued_before_the_synack_deadline_wins_over_the_timer() {
     // B runs again only long after its SYN-ACK retransmission deadline.
     now += 10_000 * MS;
     sb.poll(now);
-    assert_eq!(sb.tcp_listen_pending(l), Ok(1));
+    assert_eq!(sb.listener(l).pending(), Ok(1));
     let before = sb.stats().tcp.segments_out;
     sb.tcp_service(now, 1024);
     assert_eq!(
@@ -832,7 +841,7 @@ fn a_handshake_ack_queued_before_the_synack_deadline_wins_over_the_timer() {
         before,
         "no SYN-ACK retransmission"
     );
-    assert!(sb.tcp_accept(l, now).is_ok());
+    assert!(sb.listener_mut(l).accept(now).is_ok());
 }
 
 #[test]
@@ -845,7 +854,7 @@ fn the_timer_heap_stays_bounded_under_connection_churn() {
     let mut max = 0;
     for _ in 0..5000 {
         let c = sa.tcp_connect(SocketAddrV4::new(B, 81), None, now).unwrap();
-        sa.tcp_abort(c, now).unwrap();
+        sa.tcp_mut(c).abort(now).unwrap();
         now += 100_000; // 100 µs: all 5000 within 0.5 s
         pump(&mut sa, &mut sb, now);
         max = max.max(sa.tcp_timer_entries());
@@ -937,43 +946,44 @@ fn full_syn_queue_without_cookies_stalls_the_listener_and_a_handshake_in_progres
     now += MS;
     sb.poll(now);
     sb.tcp_service(now, 1024);
-    assert_eq!(sb.tcp_listener_counters(l).unwrap().syns, 4);
-    assert_eq!(sb.tcp_listen_stalled(l), Ok(true));
+    assert_eq!(sb.listener(l).counters().unwrap().syns, 4);
+    assert_eq!(sb.listener(l).stalled(), Ok(true));
     // The client's final ACK arrives behind it, then more spoofed SYNs.
     sa.poll(now);
     sa.tcp_service(now, 1024);
-    assert_eq!(sa.tcp_state(c, now), Ok(State::Established));
+    assert_eq!(sa.tcp_mut(c).state(now), Ok(State::Established));
     spoof_syns(&mut sa, &mut sb, 3, 10);
-    let before = sb.tcp_listener_counters(l).unwrap();
+    let before = sb.listener(l).counters().unwrap();
     for _ in 0..10 {
         now += MS;
         sb.poll(now);
         sb.tcp_service(now, 1024);
-        assert_eq!(sb.tcp_accept(l, now), Err(SocketError::WouldBlock));
+        assert_eq!(sb.listener_mut(l).accept(now), Err(SocketError::WouldBlock));
     }
     // Stalled: nothing was read, no work spent; the frames wait.
-    assert_eq!(sb.tcp_listener_counters(l).unwrap(), before, "no work");
-    assert_eq!(sb.tcp_listen_pending(l), Ok(11));
+    assert_eq!(sb.listener(l).counters().unwrap(), before, "no work");
+    assert_eq!(sb.listener(l).pending(), Ok(11));
     // The SYN-ACK timer (1 s) reads the channel once: the ACK completes
     // the handshake; of the SYNs one takes the freed slot, nine are dropped.
     now += 1_100 * MS;
     sb.poll(now);
     sb.tcp_service(now, 1024);
     let s = sb
-        .tcp_accept(l, now)
+        .listener_mut(l)
+        .accept(now)
         .expect("the handshake in progress completed");
-    let k = sb.tcp_listener_counters(l).unwrap();
+    let k = sb.listener(l).counters().unwrap();
     assert_eq!(k.drop_count(ListenDrop::SynQueueFull), 9);
-    assert_eq!(sb.tcp_listen_pending(l), Ok(0));
-    assert_eq!(sb.tcp_listen_stalled(l), Ok(true));
+    assert_eq!(sb.listener(l).pending(), Ok(0));
+    assert_eq!(sb.listener(l).stalled(), Ok(true));
     // And the connection works.
-    assert_eq!(sa.tcp_send(c, b"hello", now), Ok(5));
+    assert_eq!(sa.tcp_mut(c).send(b"hello", now), Ok(5));
     let mut buf = [0u8; 16];
     for _ in 0..10 {
         now += MS;
         pump(&mut sa, &mut sb, now);
     }
-    assert_eq!(sb.tcp_recv(s, &mut buf, now), Ok(5));
+    assert_eq!(sb.tcp_mut(s).recv(&mut buf, now), Ok(5));
     check_accounting(&sb);
 }
 
@@ -988,20 +998,20 @@ fn a_syn_refused_by_a_stalled_listener_is_retried_and_accepted_once_entries_expi
     spoof_syns(&mut sa, &mut sb, 0, 4);
     sb.poll(now);
     sb.tcp_service(now, 1024);
-    assert_eq!(sb.tcp_listen_stalled(l), Ok(true));
+    assert_eq!(sb.listener(l).stalled(), Ok(true));
     let c = sa.tcp_connect(SocketAddrV4::new(B, 80), None, now).unwrap();
     let mut accepted = None;
     for _ in 0..2_000 {
         now += 10 * MS;
         pump(&mut sa, &mut sb, now);
-        if let Ok(s) = sb.tcp_accept(l, now) {
+        if let Ok(s) = sb.listener_mut(l).accept(now) {
             accepted = Some(s);
             break;
         }
     }
     assert!(accepted.is_some(), "the client's retransmitted SYN got in");
-    assert_eq!(sa.tcp_state(c, now), Ok(State::Established));
-    let k = sb.tcp_listener_counters(l).unwrap();
+    assert_eq!(sa.tcp_mut(c).state(now), Ok(State::Established));
+    let k = sb.listener(l).counters().unwrap();
     assert_eq!(k.synack_timeouts, 4, "{k:?}");
     assert!(now > 3_000 * MS, "not before the spoofed entries expired");
     check_accounting(&sb);
@@ -1033,8 +1043,8 @@ fn eager_mode_processes_every_syn_and_drops_it_after_the_work() {
     spoof_syns(&mut sa, &mut sb, 0, 10);
     sb.poll(MS);
     // 4.4BSD: no stall, the six SYNs beyond the queue were read and dropped.
-    assert_eq!(sb.tcp_listen_stalled(l), Ok(false));
-    assert_eq!(sb.tcp_listen_pending(l), Ok(0));
-    let k = sb.tcp_listener_counters(l).unwrap();
+    assert_eq!(sb.listener(l).stalled(), Ok(false));
+    assert_eq!(sb.listener(l).pending(), Ok(0));
+    let k = sb.listener(l).counters().unwrap();
     assert_eq!(k.drop_count(ListenDrop::SynQueueFull), 6);
 }

@@ -277,7 +277,7 @@ fn check(s: &Stack<WireEnd>, conns: &[TcpHandle], tag: &str) {
         "{tag}: every frame accounted for: {st}"
     );
     for &h in conns {
-        if let Ok(r) = s.tcp_inspect(h, |c| c.check_invariants()) {
+        if let Ok(r) = s.tcp(h).inspect(|c| c.check_invariants()) {
             r.unwrap_or_else(|e| panic!("{tag}: connection invariant: {e}"));
         }
     }
@@ -299,7 +299,8 @@ impl World {
             .iter()
             .filter_map(|&h| {
                 self.sa
-                    .tcp_inspect(h, |c| Tuple {
+                    .tcp(h)
+                    .inspect(|c| Tuple {
                         a: c.local(),
                         snd: c.snd_nxt().0,
                         rcv: c.rcv_nxt().0,
@@ -317,16 +318,16 @@ impl World {
                 self.ca.push(h);
             }
         }
-        while let Ok(h) = self.sb.tcp_accept(self.l, now) {
+        while let Ok(h) = self.sb.listener_mut(self.l).accept(now) {
             self.cb.push(h);
         }
         let msg = [0x42u8; 3000];
         for (s, hs) in [(&mut self.sa, &mut self.ca), (&mut self.sb, &mut self.cb)] {
             hs.retain(|&h| {
-                let _ = s.tcp_send(h, &msg[..rng.random_range(0..3000)], now);
+                let _ = s.tcp_mut(h).send(&msg[..rng.random_range(0..3000)], now);
                 let mut ok = true;
                 for _ in 0..8 {
-                    match s.tcp_recv(h, buf, now) {
+                    match s.tcp_mut(h).recv(buf, now) {
                         Ok(n) if n > 0 => {}
                         Err(lazynet::socket::SocketError::WouldBlock) => break,
                         _ => {
@@ -335,8 +336,8 @@ impl World {
                         }
                     }
                 }
-                if !ok || s.tcp_error(h).ok().flatten().is_some() {
-                    let _ = s.tcp_close(h, now);
+                if !ok || s.tcp(h).error().ok().flatten().is_some() {
+                    let _ = s.tcp_mut(h).close(now);
                     return false;
                 }
                 true
@@ -422,12 +423,12 @@ fn hostile_tcp_segments_on_live_connections_and_a_listener() {
 
     // Close everything; let retransmissions and TIME-WAIT run out.
     for h in w.ca.drain(..) {
-        let _ = w.sa.tcp_close(h, now);
+        let _ = w.sa.tcp_mut(h).close(now);
     }
     for h in w.cb.drain(..) {
-        let _ = w.sb.tcp_close(h, now);
+        let _ = w.sb.tcp_mut(h).close(now);
     }
-    w.sb.tcp_listen_close(w.l, now).unwrap();
+    w.sb.listener_mut(w.l).close(now).unwrap();
     for _ in 0..2000 {
         if w.sa.tcp_connections() + w.sb.tcp_connections() == 0 {
             break;

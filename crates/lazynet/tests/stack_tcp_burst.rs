@@ -138,7 +138,7 @@ fn run_with(
         b.poll(now);
         b.tcp_service(now, 1024);
         if cb.is_none() {
-            cb = b.tcp_accept(l, now).ok();
+            cb = b.listener_mut(l).accept(now).ok();
         }
         // Writes of odd sizes, so that buffers fill unevenly; or (with
         // `mss_writes`) of whole segments, so that a burst often empties
@@ -150,37 +150,37 @@ fn run_with(
         };
         if sent_a < up {
             let n = (up - sent_a).min(w);
-            match a.tcp_send(ca, &src[sent_a..sent_a + n], now) {
+            match a.tcp_mut(ca).send(&src[sent_a..sent_a + n], now) {
                 Ok(k) => sent_a += k,
                 Err(SocketError::WouldBlock) => {}
                 Err(e) => panic!("a send: {e}"),
             }
         } else if !closed_a {
-            a.tcp_shutdown(ca, now).unwrap();
+            a.tcp_mut(ca).shutdown(now).unwrap();
             closed_a = true;
         }
         if let Some(cb) = cb {
             if sent_b < down {
                 let n = (down - sent_b).min(w / 3 + 1);
-                match b.tcp_send(cb, &src[sent_b..sent_b + n], now) {
+                match b.tcp_mut(cb).send(&src[sent_b..sent_b + n], now) {
                     Ok(k) => sent_b += k,
                     Err(SocketError::WouldBlock) => {}
                     Err(e) => panic!("b send: {e}"),
                 }
             } else if !closed_b {
-                b.tcp_shutdown(cb, now).unwrap();
+                b.tcp_mut(cb).shutdown(now).unwrap();
                 closed_b = true;
             }
             // Reads of varying size; sometimes none (the window closes).
             if step % 13 != 0 {
                 let r = 1 + (step as usize * 104_729) % buf.len();
-                if let Ok(k) = b.tcp_recv(cb, &mut buf[..r], now) {
+                if let Ok(k) = b.tcp_mut(cb).recv(&mut buf[..r], now) {
                     assert_eq!(buf[..k], src[got_b..got_b + k], "B read wrong bytes");
                     got_b += k;
                 }
             }
         }
-        if let Ok(k) = a.tcp_recv(ca, &mut buf, now) {
+        if let Ok(k) = a.tcp_mut(ca).recv(&mut buf, now) {
             assert_eq!(buf[..k], src[got_a..got_a + k], "A read wrong bytes");
             got_a += k;
         }
@@ -191,7 +191,7 @@ fn run_with(
     }
     assert_eq!((got_b, got_a), (up, down), "transfer did not finish");
     let cb = cb.unwrap();
-    let (ka, kb) = (a.tcp_counters(ca).unwrap(), b.tcp_counters(cb).unwrap());
+    let (ka, kb) = (a.tcp(ca).counters().unwrap(), b.tcp(cb).counters().unwrap());
     // Let the last frames arrive, then count the buffers: every one is back
     // but the one spare each stack may keep for its next output.
     for _ in 0..4 {

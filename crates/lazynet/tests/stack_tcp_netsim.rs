@@ -148,7 +148,11 @@ impl End {
                 break;
             }
             let len = (self.total - self.sent).min(CHUNK);
-            match self.stack.tcp_send(self.h, mine.at(self.sent, len), now) {
+            match self
+                .stack
+                .tcp_mut(self.h)
+                .send(mine.at(self.sent, len), now)
+            {
                 Ok(n) => {
                     self.sent += n;
                     moved = true;
@@ -158,7 +162,7 @@ impl End {
             }
         }
         if self.sent == self.total && !self.shut {
-            self.stack.tcp_shutdown(self.h, now).unwrap();
+            self.stack.tcp_mut(self.h).shutdown(now).unwrap();
             self.shut = true;
             moved = true;
         }
@@ -169,7 +173,7 @@ impl End {
     fn app_recv(&mut self, peer: &Pattern, buf: &mut [u8], now: u64, cell: &str) -> bool {
         let mut moved = false;
         for _ in 0..256 {
-            match self.stack.tcp_recv(self.h, buf, now) {
+            match self.stack.tcp_mut(self.h).recv(buf, now) {
                 Ok(0) => {
                     assert_eq!(self.got, self.peer_total, "{cell}: EOF before all data");
                     self.eof = true;
@@ -219,12 +223,13 @@ impl End {
             moved |= self.app_recv(peer, buf, now, cell);
         }
         if self.eof && self.shut {
-            self.counters = self.stack.tcp_counters(self.h).unwrap();
+            self.counters = self.stack.tcp(self.h).counters().unwrap();
             self.stack
-                .tcp_inspect(self.h, |c| c.check_invariants())
+                .tcp(self.h)
+                .inspect(|c| c.check_invariants())
                 .unwrap()
                 .unwrap_or_else(|e| panic!("{cell}: invariant: {e}"));
-            self.stack.tcp_close(self.h, now).unwrap();
+            self.stack.tcp_mut(self.h).close(now).unwrap();
             self.closed = true;
             moved = true;
         }
@@ -232,11 +237,11 @@ impl End {
     }
 
     fn describe(&mut self, now: u64) -> String {
-        let st = self.stack.tcp_state(self.h, now);
-        let c = self.stack.tcp_counters(self.h).unwrap_or(self.counters);
+        let st = self.stack.tcp_mut(self.h).state(now);
+        let c = self.stack.tcp(self.h).counters().unwrap_or(self.counters);
         let extra = self
             .stack
-            .tcp_inspect(self.h, |c| {
+            .tcp(self.h).inspect(|c| {
                 format!(
                     "snd_una {:?} snd_nxt {:?} rcv_nxt {:?} rto {} srtt {:?} sndq {} rcvq {} inv {:?}",
                     c.snd_una(),
@@ -351,7 +356,7 @@ fn run(cell: Cell) -> Summary {
     let mut s = None;
     for _ in 0..100_000 {
         pump(&mut sa, &mut sb, now);
-        if let Ok(h) = sb.tcp_accept(l, now) {
+        if let Ok(h) = sb.listener_mut(l).accept(now) {
             s = Some(h);
             break;
         }
@@ -360,7 +365,7 @@ fn run(cell: Cell) -> Summary {
         clock.store(now, Ordering::Relaxed);
     }
     let s = s.unwrap_or_else(|| panic!("{name}: no connection"));
-    sb.tcp_listen_close(l, now).unwrap();
+    sb.listener_mut(l).close(now).unwrap();
     let new_end = |stack, h, total, peer_total| End {
         stack,
         h,
@@ -433,8 +438,8 @@ fn run(cell: Cell) -> Summary {
         now = next_event(&ea.stack, &eb.stack, now);
         clock.store(now, Ordering::Relaxed);
     }
-    assert_eq!(ea.stack.tcp_state(c, now), Err(SocketError::BadHandle));
-    assert_eq!(eb.stack.tcp_state(s, now), Err(SocketError::BadHandle));
+    assert_eq!(ea.stack.tcp_mut(c).state(now), Err(SocketError::BadHandle));
+    assert_eq!(eb.stack.tcp_mut(s).state(now), Err(SocketError::BadHandle));
 
     // Nothing left in flight: release what the injectors still hold, let
     // the stacks receive and drop it, and count every frame and buffer.

@@ -556,7 +556,7 @@ fn run_with<N: Nic + Send + 'static>(
 fn serve_one<N: Nic>(i: usize, _cx: &mut Cx<'_>, st: &mut St<N>) -> Status {
     let sock = st.app.servers[i];
     for _ in 0..REQUESTS_PER_ITERATION {
-        let got = st.stack.udp_recv_with(sock, |p, from| {
+        let got = st.stack.udp_mut(sock).recv_with(|p, from| {
             let mut seq = [0u8; 8];
             let n = p.len().min(8);
             seq[..n].copy_from_slice(&p[..n]);
@@ -570,11 +570,11 @@ fn serve_one<N: Nic>(i: usize, _cx: &mut Cx<'_>, st: &mut St<N>) -> Status {
         reply[..8].copy_from_slice(&seq.to_le_bytes());
         reply[8..16].copy_from_slice(&x.to_le_bytes());
         let now = st.stack.now();
-        if st.stack.udp_send_to(sock, &reply, from, now).is_ok() {
+        if st.stack.udp_mut(sock).send_to(&reply, from, now).is_ok() {
             st.app.replies[i] += 1;
         }
     }
-    if st.stack.udp_pending(sock).unwrap_or(0) > 0 {
+    if st.stack.udp(sock).pending().unwrap_or(0) > 0 {
         Status::Ready
     } else {
         Status::Wait
@@ -598,7 +598,7 @@ fn clients(
     // copy, then patch sequence number and checksums incrementally) so that
     // one load core can keep two CPU-bound servers busy; replies go through
     // the client stack as usual.
-    let Ok(me) = s.udp_local_addr(sock) else {
+    let Ok(me) = s.udp(sock).local_addr() else {
         return 0.0;
     };
     let client_mac = s.mac();
@@ -640,7 +640,7 @@ fn clients(
         }
         // Bounded by the channel: at most 256 replies per turn.
         for _ in 0..256 {
-            let Ok((port, q)) = s.udp_recv_with(sock, |p, from| {
+            let Ok((port, q)) = s.udp_mut(sock).recv_with(|p, from| {
                 let q = p
                     .get(..4)
                     .map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));

@@ -107,7 +107,7 @@ fn serve<N: Nic + 'static>(
             pp,
             move |_cx: &mut Cx<'_>, st: &mut HostState<N, Servers>| {
                 let mut buf = [0u8; 64];
-                let got = st.stack.udp_recv_with(hp, |p, from| {
+                let got = st.stack.udp_mut(hp).recv_with(|p, from| {
                     let n = p.len().min(buf.len());
                     buf[..n].copy_from_slice(&p[..n]);
                     (n, from)
@@ -115,7 +115,7 @@ fn serve<N: Nic + 'static>(
                 match got {
                     Ok((n, from)) => {
                         let now = st.stack.now();
-                        let _ = st.stack.udp_send_to(hp, &buf[..n], from, now);
+                        let _ = st.stack.udp_mut(hp).send_to(&buf[..n], from, now);
                         st.app.echoed += 1;
                         Status::Ready
                     }
@@ -129,7 +129,8 @@ fn serve<N: Nic + 'static>(
             bl,
             move |_cx: &mut Cx<'_>, st: &mut HostState<N, Servers>| match st
                 .stack
-                .udp_recv_with(hb, |_, _| ())
+                .udp_mut(hb)
+                .recv_with(|_, _| ())
             {
                 Ok(()) => {
                     st.app.blasted += 1;
@@ -198,8 +199,9 @@ fn client(
         // Answers: the one outstanding ends; stale ones (after a timeout)
         // are only consumed.
         for _ in 0..4 {
-            let Ok(s) =
-                stack.udp_recv_with(sock, |p, _| u32::from_be_bytes([p[0], p[1], p[2], p[3]]))
+            let Ok(s) = stack
+                .udp_mut(sock)
+                .recv_with(|p, _| u32::from_be_bytes([p[0], p[1], p[2], p[3]]))
             else {
                 break;
             };
@@ -228,7 +230,7 @@ fn client(
             msg[..4].copy_from_slice(&seq.to_be_bytes());
             let t = t0.elapsed().as_nanos() as u64;
             // A send that finds no buffer is retried on the next loop.
-            if stack.udp_send_to(sock, &msg, dst, snow).is_ok() {
+            if stack.udp_mut(sock).send_to(&msg, dst, snow).is_ok() {
                 outstanding = Some((seq, t));
             }
         }

@@ -1065,7 +1065,7 @@ fn tap_host<N: lazynet::nic::Nic + 'static>(
         .spawn(
             o,
             move |_cx: &mut Cx<'_>, st: &mut HostState<N, TapServer>| {
-                let seq = st.stack.udp_recv_with(h, |p, _| {
+                let seq = st.stack.udp_mut(h).recv_with(|p, _| {
                     p.get(..4)
                         .map_or(0, |s| u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
                 });

@@ -256,9 +256,10 @@ fn serve<N: Nic + 'static>(
         .spawn(
             owner,
             move |_cx: &mut Cx<'_>, st: &mut HostState<N, Server>| {
-                let seed = st.stack.udp_recv_with(h, |p, _| {
-                    u64::from(u32::from_be_bytes([p[0], p[1], p[2], p[3]]))
-                });
+                let seed = st
+                    .stack
+                    .udp_mut(h)
+                    .recv_with(|p, _| u64::from(u32::from_be_bytes([p[0], p[1], p[2], p[3]])));
                 match seed {
                     Ok(seed) => {
                         st.app.acc ^= work(w, seed);

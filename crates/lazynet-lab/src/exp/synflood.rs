@@ -265,7 +265,7 @@ pub fn run(opts: &ExpOpts, syn_rates: &[String]) -> anyhow::Result<()> {
             // equal share of the core (53–86% kept in quick runs here), and
             // without them the soft-lrp point moved between 41% and 67% in
             // two CI runs of the same code minutes apart (the host's
-            // placement of the two vCPUs; `results/ci/session4-quick-checks.txt`). Eager collapses below 20%.
+            // placement of the two vCPUs; `results/ci/connection's application4-quick-checks.txt`). Eager collapses below 20%.
             // With cookies the quick point fell to 26% once (five CI runs:
             // 88, 88, 49, 26 and 74%), so its margin is 20%.
             let need = match (opts.quick, label.ends_with("+cookies")) {
@@ -473,7 +473,7 @@ fn run_with<N: Nic + Send + 'static>(
                     h.run_for(1_000_000);
                 }
                 let s = h.stack().stats();
-                let k = h.stack().tcp_listener_counters(l81)?;
+                let k = h.stack().listener(l81).counters()?;
                 Ok(Point {
                     chan_drops: s.demux.drops_for(DropReason::ChannelFull),
                     ipq_drops: s.drops_for(StackDrop::IpQueueFull),
@@ -513,7 +513,7 @@ fn run_with<N: Nic + Send + 'static>(
 fn http_iteration<N: Nic>(_cx: &mut Cx<'_>, st: &mut St<N>) -> Status {
     let now = st.stack.now();
     for _ in 0..16 {
-        let Ok(h) = st.stack.tcp_accept(st.app.l80, now) else {
+        let Ok(h) = st.stack.listener_mut(st.app.l80).accept(now) else {
             break;
         };
         match st.app.slots.iter().position(|s| s.is_none()) {
@@ -529,7 +529,7 @@ fn http_iteration<N: Nic>(_cx: &mut Cx<'_>, st: &mut St<N>) -> Status {
                 });
             }
             None => {
-                let _ = st.stack.tcp_abort(h, now);
+                let _ = st.stack.tcp_mut(h).abort(now);
             }
         }
     }
@@ -552,7 +552,7 @@ fn serve_conn<N: Nic>(st: &mut St<N>, i: usize, now: u64) -> Option<TcpHandle> {
     let s = slots[i].as_mut()?;
     let mut dead = false;
     for _ in 0..4 {
-        match stack.tcp_recv(s.h, buf, now) {
+        match stack.tcp_mut(s.h).recv(buf, now) {
             Ok(0) => {
                 s.conn.on_eof();
                 break;
@@ -579,7 +579,7 @@ fn serve_conn<N: Nic>(st: &mut St<N>, i: usize, now: u64) -> Option<TcpHandle> {
                 break;
             }
         }
-        match stack.tcp_send(s.h, &out[s.out_off..s.out_len], now) {
+        match stack.tcp_mut(s.h).send(&out[s.out_off..s.out_len], now) {
             Ok(k) => {
                 s.out_off += k;
                 if k == 0 {
@@ -592,11 +592,11 @@ fn serve_conn<N: Nic>(st: &mut St<N>, i: usize, now: u64) -> Option<TcpHandle> {
     }
     let h = s.h;
     if dead {
-        let _ = stack.tcp_abort(h, now);
+        let _ = stack.tcp_mut(h).abort(now);
         slots[i] = None;
         Some(h)
     } else if s.conn.wants_close() && s.out_off == s.out_len {
-        let _ = stack.tcp_close(h, now);
+        let _ = stack.tcp_mut(h).close(now);
         slots[i] = None;
         Some(h)
     } else {
@@ -609,8 +609,8 @@ fn serve_conn<N: Nic>(st: &mut St<N>, i: usize, now: u64) -> Option<TcpHandle> {
 /// connection ever completes).
 fn dummy_iteration<N: Nic>(_cx: &mut Cx<'_>, st: &mut St<N>) -> Status {
     let now = st.stack.now();
-    if let Ok(h) = st.stack.tcp_accept(st.app.l81, now) {
-        let _ = st.stack.tcp_abort(h, now);
+    if let Ok(h) = st.stack.listener_mut(st.app.l81).accept(now) {
+        let _ = st.stack.tcp_mut(h).abort(now);
     }
     Status::Wait
 }
@@ -746,7 +746,7 @@ fn client_step<N: Nic>(s: &mut Stack<N>, c: &mut Client, buf: &mut [u8], now: u6
         return None;
     };
     if !c.sent {
-        match s.tcp_send(h, REQUEST, now) {
+        match s.tcp_mut(h).send(REQUEST, now) {
             Ok(n) if n == REQUEST.len() => {
                 c.sent = true;
                 c.since = now;
@@ -756,9 +756,9 @@ fn client_step<N: Nic>(s: &mut Stack<N>, c: &mut Client, buf: &mut [u8], now: u6
         }
     }
     for _ in 0..4 {
-        match s.tcp_recv(h, buf, now) {
+        match s.tcp_mut(h).recv(buf, now) {
             Ok(0) => {
-                let _ = s.tcp_close(h, now);
+                let _ = s.tcp_mut(h).close(now);
                 c.h = None;
                 return Some(c.ok && c.got >= DOC_BYTES);
             }
@@ -780,7 +780,7 @@ fn client_step<N: Nic>(s: &mut Stack<N>, c: &mut Client, buf: &mut [u8], now: u6
 }
 
 fn fail<N: Nic>(s: &mut Stack<N>, c: &mut Client, h: TcpHandle, now: u64) -> bool {
-    let _ = s.tcp_abort(h, now);
+    let _ = s.tcp_mut(h).abort(now);
     c.h = None;
     false
 }

@@ -29,7 +29,7 @@
 //! |---|---|---|---|---|
 //! | `eager` | IP queue, IP/UDP checks, demux, TCP input ([`Stack::poll`]) | in the receive task, charged to whoever was interrupted | in the receive task | — |
 //! | `early-demux` | demux, then IP/UDP checks and TCP input | in the receive task, charged to the interrupted owner | in the receive task | — |
-//! | `soft-lrp` | demux only, charged to the owners of the UDP sockets it fed (the rest as an interrupt); demultiplexing wasted on dropped frames within a CPU budget ([`RxBudget`]) | in the owner's `recv`, at its priority | the owner's protocol handler ([`Stack::tcp_service_tag`]), charged to it | checks queued datagrams nobody is reading ([`Stack::udp_prepare`]), each socket's work charged to its owner ([`Cx::charge_to`]); untagged TCP |
+//! | `soft-lrp` | demux only, charged to the owners of the UDP sockets it fed (the rest as an interrupt); demultiplexing wasted on dropped frames within a CPU budget ([`RxBudget`]) | in the owner's `recv`, at its priority | the owner's protocol handler ([`Stack::tcp_service_tag`]), charged to it | checks queued datagrams nobody is reading ([`UdpSock::prepare`](crate::socket::UdpSock::prepare)), each socket's work charged to its owner ([`Cx::charge_to`]); untagged TCP |
 //! | `ni-lrp` ([`HostConfig::ni_lrp`]) | none: the NI engine demultiplexes on another core; a `net` control task serves the ARP/ICMP and fragment channels and the timers when they hold frames (LRP §3.5) | as `soft-lrp` | as `soft-lrp` | — (the channels' producer is the NI core) |
 //!
 //! # Ownership and wake-ups
@@ -226,7 +226,7 @@ impl<N: Nic, A> HostState<N, A> {
     /// Registers a TCP connection: its input runs in `owner`'s protocol
     /// handler, and `task` is woken on its events (data, room, close).
     pub fn register_tcp(&mut self, h: TcpHandle, owner: OwnerId, task: TaskId) {
-        let _ = self.stack.tcp_set_tag(h, tag_of(owner));
+        let _ = self.stack.tcp_mut(h).set_tag(tag_of(owner));
         self.reg.tcp.insert(h, task);
     }
 
@@ -235,7 +235,7 @@ impl<N: Nic, A> HostState<N, A> {
     /// [`HostState::register_tcp`] to name their task), and `task` is woken
     /// when connections wait to be accepted.
     pub fn register_listener(&mut self, h: ListenHandle, owner: OwnerId, task: TaskId) {
-        let _ = self.stack.tcp_listen_set_tag(h, tag_of(owner));
+        let _ = self.stack.listener_mut(h).set_tag(tag_of(owner));
         self.reg.listeners.insert(h, task);
     }
 
@@ -261,7 +261,7 @@ impl<N: Nic, A> HostState<N, A> {
     fn notify(&mut self, wake: &mut impl FnMut(TaskId)) -> bool {
         let mut any = false;
         for r in &self.reg.udp {
-            if self.stack.udp_pending(r.h).unwrap_or(0) > 0 {
+            if self.stack.udp(r.h).pending().unwrap_or(0) > 0 {
                 wake(r.task);
                 any = true;
             }
@@ -592,7 +592,7 @@ impl<N: Nic + 'static, A: 'static> Host<N, A> {
                     if exec.task_state(r.task) == Some(TaskState::Queued) {
                         continue;
                     }
-                    if st.stack.udp_pending(r.h).unwrap_or(0) > 0 {
+                    if st.stack.udp(r.h).pending().unwrap_or(0) > 0 {
                         exec.wake(r.task);
                         any = true;
                     }
@@ -735,7 +735,7 @@ fn demux_charged_to_receivers<N: Nic, A>(cx: &mut Cx<'_>, st: &mut HostState<N, 
     reg.pending_before.clear();
     for r in &reg.udp {
         reg.pending_before
-            .push(st.stack.udp_pending(r.h).unwrap_or(0));
+            .push(st.stack.udp(r.h).pending().unwrap_or(0));
     }
     let (frames0, dropped0) = demux_counts(&st.stack);
     let t0 = cx.now_ns();
@@ -750,7 +750,7 @@ fn demux_charged_to_receivers<N: Nic, A>(cx: &mut Cx<'_>, st: &mut HostState<N, 
     // waking processes).
     let mut any = false;
     for (r, &before) in reg.udp.iter().zip(&reg.pending_before) {
-        let pending = st.stack.udp_pending(r.h).unwrap_or(0);
+        let pending = st.stack.udp(r.h).pending().unwrap_or(0);
         if pending == 0 {
             continue;
         }
@@ -779,11 +779,11 @@ fn idle_drain<N: Nic, A>(
     let mut done = 0;
     for i in 0..st.reg.udp.len() {
         let r = st.reg.udp[i];
-        if st.stack.udp_pending(r.h).unwrap_or(0) == 0 {
+        if st.stack.udp(r.h).pending().unwrap_or(0) == 0 {
             continue;
         }
         let stack = &mut st.stack;
-        done += cx.charge_to(r.owner, |_| stack.udp_prepare(r.h, budget).unwrap_or(0));
+        done += cx.charge_to(r.owner, |_| stack.udp_mut(r.h).prepare(budget).unwrap_or(0));
     }
     let now = st.stack.now();
     let tcp = st.stack.tcp_service_tag(now, 0, tcp_budget);

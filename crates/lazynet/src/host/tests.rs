@@ -70,7 +70,8 @@ fn send_udp(client: &mut Stack<WireEnd>, port: u16) {
         .udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0), None)
         .unwrap();
     client
-        .udp_send_to(s, b"ping", SocketAddrV4::new(B, port), 0)
+        .udp_mut(s)
+        .send_to(b"ping", SocketAddrV4::new(B, port), 0)
         .unwrap();
     client.poll(0);
 }
@@ -88,7 +89,7 @@ fn udp_server(host: &mut H, port: u16, reads: bool) -> (OwnerId, UdpHandle) {
             if !reads {
                 return Status::Wait;
             }
-            match st.stack.udp_recv_with(h, |_, _| ()) {
+            match st.stack.udp_mut(h).recv_with(|_, _| ()) {
                 Ok(()) => {
                     st.app.got += 1;
                     Status::Ready
@@ -241,8 +242,12 @@ fn idle_drain_runs_only_when_nothing_else_is_runnable() {
         "charged to the socket's owner: {srv_after:?}"
     );
     // Still queued; recv finds it checked and does not repeat the work.
-    assert_eq!(host.stack().udp_pending(h).unwrap(), 1);
-    host.state_mut().stack.udp_recv_with(h, |_, _| ()).unwrap();
+    assert_eq!(host.stack().udp(h).pending().unwrap(), 1);
+    host.state_mut()
+        .stack
+        .udp_mut(h)
+        .recv_with(|_, _| ())
+        .unwrap();
     assert_eq!(host.stack().stats().udp_checked_in_recv, 0);
     assert_eq!(host.stack().stats().udp_delivered, 1);
 }
@@ -267,7 +272,7 @@ fn tcp_input_of_an_owners_connection_runs_in_that_owners_handler() {
     let xt = host
         .spawn(x, move |_cx: &mut Cx<'_>, st: &mut St| {
             let now = st.stack.now();
-            if st.stack.tcp_accept(lx, now).is_ok() {
+            if st.stack.listener_mut(lx).accept(now).is_ok() {
                 acc.fetch_add(1, Ordering::Relaxed);
             }
             Status::Wait
@@ -349,7 +354,9 @@ fn flood(mode: ReceiveMode, hcfg: HostConfig) -> (u64, u64, u64, f64, u64) {
         .unwrap();
     for _ in 0..2_000 {
         for _ in 0..8 {
-            let _ = client.udp_send_to(s, b"x", SocketAddrV4::new(B, 7000), 0);
+            let _ = client
+                .udp_mut(s)
+                .send_to(b"x", SocketAddrV4::new(B, 7000), 0);
         }
         client.poll(0);
         host.step();
@@ -427,7 +434,8 @@ fn ni_lrp_host_serves_arp_through_its_control_task_and_owners_through_their_chan
             o,
             move |_cx: &mut Cx<'_>, st: &mut HostState<crate::stack::NiNic, App>| match st
                 .stack
-                .udp_recv_with(h, |_, _| ())
+                .udp_mut(h)
+                .recv_with(|_, _| ())
             {
                 Ok(()) => {
                     st.app.got += 1;
@@ -442,7 +450,8 @@ fn ni_lrp_host_serves_arp_through_its_control_task_and_owners_through_their_chan
         .udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0), None)
         .unwrap();
     client
-        .udp_send_to(s, b"ping", SocketAddrV4::new(B, 7000), 0)
+        .udp_mut(s)
+        .send_to(b"ping", SocketAddrV4::new(B, 7000), 0)
         .unwrap();
     for i in 0..200u64 {
         client.poll(i * 1_000_000);
@@ -497,7 +506,8 @@ fn soft_lrp_receive_budget_does_not_limit_demultiplexing_its_owners_take() {
     for _ in 0..500 {
         for _ in 0..8 {
             if client
-                .udp_send_to(s, b"x", SocketAddrV4::new(B, 7000), 0)
+                .udp_mut(s)
+                .send_to(b"x", SocketAddrV4::new(B, 7000), 0)
                 .is_ok()
             {
                 sent += 1;

@@ -1,4 +1,6 @@
-//! TCP sockets: [`TcpListener`] and [`TcpStream`].
+//! TCP: the calls on one connection ([`TcpConn`]) or listener
+//! ([`TcpListen`]), and the blocking-style [`TcpListener`] and
+//! [`TcpStream`].
 //!
 //! Like [`super::UdpSocket`], a socket is a small handle; the application
 //! owns the [`Stack`] and passes it to every call. Each call first runs the
@@ -12,12 +14,12 @@
 //! `ConnectionReset`, `TimedOut`, `NotConnected`, `WouldBlock`, ...
 
 use std::net::SocketAddrV4;
+use std::ops::{Deref, DerefMut};
 use std::time::Duration;
 
 use crate::nic::Nic;
-use crate::proto::tcp::{Config, ListenConfig, State};
-pub use crate::stack::SocketError;
-use crate::stack::{ListenHandle, Stack, TcpHandle};
+use crate::proto::tcp::{Config, Connection, ListenConfig, ListenCounters, State, TcpCounters};
+use crate::stack::{ListenHandle, SocketError, Stack, TcpHandle};
 
 /// Work units one wait step lets [`Stack::tcp_service`] do.
 const SERVICE_BUDGET: usize = 1024;
@@ -46,6 +48,197 @@ pub fn wait_step<N: Nic>(stack: &mut Stack<N>, deadline: Option<u64>) -> bool {
 
 fn deadline<N: Nic>(stack: &Stack<N>, timeout: Option<Duration>) -> Option<u64> {
     timeout.map(|t| stack.now().saturating_add(t.as_nanos() as u64))
+}
+
+/// The calls on one TCP connection: `stack.tcp(h)` (read-only) or
+/// `stack.tcp_mut(h)`. A call that takes `now` first processes the
+/// connection's queued segments (bounded) in the caller's context.
+#[derive(Debug)]
+pub struct TcpConn<S> {
+    stack: S,
+    h: TcpHandle,
+}
+
+/// The calls on one TCP listener: `stack.listener(h)` (read-only) or
+/// `stack.listener_mut(h)`.
+#[derive(Debug)]
+pub struct TcpListen<S> {
+    stack: S,
+    h: ListenHandle,
+}
+
+impl<N: Nic> Stack<N> {
+    /// The read-only calls on connection `h`.
+    pub fn tcp(&self, h: TcpHandle) -> TcpConn<&Self> {
+        TcpConn { stack: self, h }
+    }
+
+    /// The calls on connection `h`.
+    pub fn tcp_mut(&mut self, h: TcpHandle) -> TcpConn<&mut Self> {
+        TcpConn { stack: self, h }
+    }
+
+    /// The read-only calls on listener `h`.
+    pub fn listener(&self, h: ListenHandle) -> TcpListen<&Self> {
+        TcpListen { stack: self, h }
+    }
+
+    /// The calls on listener `h`.
+    pub fn listener_mut(&mut self, h: ListenHandle) -> TcpListen<&mut Self> {
+        TcpListen { stack: self, h }
+    }
+}
+
+impl<N: Nic, S: Deref<Target = Stack<N>>> TcpConn<S> {
+    /// Bytes that fit in the send buffer now.
+    pub fn send_space(&self) -> Result<usize, SocketError> {
+        self.stack.tcp_send_space(self.h)
+    }
+
+    /// Bytes sent but not yet acknowledged, plus bytes not yet sent.
+    pub fn send_queue(&self) -> Result<usize, SocketError> {
+        self.stack.tcp_send_queue(self.h)
+    }
+
+    /// Bytes received and not yet read.
+    pub fn recv_queue(&self) -> Result<usize, SocketError> {
+        self.stack.tcp_recv_queue(self.h)
+    }
+
+    /// The error that ended the connection, if any.
+    pub fn error(&self) -> Result<Option<SocketError>, SocketError> {
+        self.stack.tcp_error(self.h)
+    }
+
+    /// True once the peer's FIN was received and all data read.
+    pub fn recv_finished(&self) -> Result<bool, SocketError> {
+        self.stack.tcp_recv_finished(self.h)
+    }
+
+    /// Local and remote address.
+    pub fn addrs(&self) -> Result<(SocketAddrV4, SocketAddrV4), SocketError> {
+        self.stack.tcp_addrs(self.h)
+    }
+
+    /// The connection's counters.
+    pub fn counters(&self) -> Result<TcpCounters, SocketError> {
+        self.stack.tcp_counters(self.h)
+    }
+
+    /// Frames waiting in the connection's channel, not yet processed.
+    pub fn pending(&self) -> Result<usize, SocketError> {
+        self.stack.tcp_pending(self.h)
+    }
+
+    /// Runs `f` on the connection (read-only), for tests and tools.
+    pub fn inspect<R>(&self, f: impl FnOnce(&Connection) -> R) -> Result<R, SocketError> {
+        self.stack.tcp_inspect(self.h, f)
+    }
+}
+
+impl<N: Nic, S: DerefMut<Target = Stack<N>>> TcpConn<S> {
+    /// Reads received bytes into `buf`. `Ok(0)` is end of stream (the peer
+    /// sent FIN and everything was read); `WouldBlock` if nothing is there.
+    /// Queued segments are processed first, in-order text going straight
+    /// into `buf` where it can (direct placement); once `buf` is full,
+    /// segments still queued wait for the next read or for the protocol
+    /// handler ([`Stack::tcp_service`]).
+    pub fn recv(mut self, buf: &mut [u8], now: u64) -> Result<usize, SocketError> {
+        self.stack.tcp_recv(self.h, buf, now)
+    }
+
+    /// Queues bytes for sending; returns how many fit in the send buffer
+    /// (`WouldBlock` if none fit now).
+    pub fn send(mut self, data: &[u8], now: u64) -> Result<usize, SocketError> {
+        self.stack.tcp_send(self.h, data, now)
+    }
+
+    /// Half-close: FIN after the queued data (RFC 9293 §3.10.4).
+    pub fn shutdown(mut self, now: u64) -> Result<(), SocketError> {
+        self.stack.tcp_shutdown(self.h, now)
+    }
+
+    /// Closes the handle. The connection finishes in the background (FIN,
+    /// TIME-WAIT); if received data was left unread it is reset instead
+    /// (RFC 9293 §3.10.4, RFC 2525 §2.17), as Linux does.
+    pub fn close(mut self, now: u64) -> Result<(), SocketError> {
+        self.stack.tcp_close(self.h, now)
+    }
+
+    /// Resets the connection and closes the handle.
+    pub fn abort(mut self, now: u64) -> Result<(), SocketError> {
+        self.stack.tcp_abort(self.h, now)
+    }
+
+    /// Processes queued input and reports the state.
+    pub fn state(mut self, now: u64) -> Result<State, SocketError> {
+        self.stack.tcp_state(self.h, now)
+    }
+
+    /// Switches Nagle's algorithm off (`true`) or on.
+    pub fn set_nodelay(mut self, on: bool) -> Result<(), SocketError> {
+        self.stack.tcp_set_nodelay(self.h, on)
+    }
+
+    /// Tags the connection for [`Stack::tcp_service_tag`] (0: untagged):
+    /// its input then runs in the protocol handler of that owner.
+    pub fn set_tag(mut self, tag: u16) -> Result<(), SocketError> {
+        self.stack.tcp_set_tag(self.h, tag)
+    }
+}
+
+impl<N: Nic, S: Deref<Target = Stack<N>>> TcpListen<S> {
+    /// True if the listener is stalled: it will not read its channel until
+    /// `accept` (full accept queue) or its timer (full SYN queue without
+    /// cookies, lazy modes) makes room.
+    pub fn stalled(&self) -> Result<bool, SocketError> {
+        self.stack.tcp_listen_stalled(self.h)
+    }
+
+    /// Half-open connections (SYN-RECEIVED).
+    pub fn syn_queue_len(&self) -> Result<usize, SocketError> {
+        self.stack.tcp_syn_queue_len(self.h)
+    }
+
+    /// Connections waiting to be accepted.
+    pub fn accept_queue_len(&self) -> Result<usize, SocketError> {
+        self.stack.tcp_accept_queue_len(self.h)
+    }
+
+    /// The listener's counters.
+    pub fn counters(&self) -> Result<ListenCounters, SocketError> {
+        self.stack.tcp_listener_counters(self.h)
+    }
+
+    /// Frames waiting in the listener's channel, not yet processed.
+    pub fn pending(&self) -> Result<usize, SocketError> {
+        self.stack.tcp_listen_pending(self.h)
+    }
+
+    /// The address the listener was bound to.
+    pub fn addr(&self) -> Result<SocketAddrV4, SocketError> {
+        self.stack.tcp_listen_addr(self.h)
+    }
+}
+
+impl<N: Nic, S: DerefMut<Target = Stack<N>>> TcpListen<S> {
+    /// Accepts one established connection, after processing the listener's
+    /// queued segments in the caller's context. `WouldBlock` if none.
+    pub fn accept(mut self, now: u64) -> Result<TcpHandle, SocketError> {
+        self.stack.tcp_accept(self.h, now)
+    }
+
+    /// Closes the listener: its queued frames are released; every
+    /// half-open entry and every connection not yet accepted is reset
+    /// (RFC 9293 §3.10.5) and dropped. At most `syn_queue + backlog` RSTs.
+    pub fn close(mut self, now: u64) -> Result<(), SocketError> {
+        self.stack.tcp_listen_close(self.h, now)
+    }
+
+    /// Tags the listener; connections it accepts inherit the tag.
+    pub fn set_tag(mut self, tag: u16) -> Result<(), SocketError> {
+        self.stack.tcp_listen_set_tag(self.h, tag)
+    }
 }
 
 /// A listening TCP socket.
@@ -89,13 +282,13 @@ impl TcpListener {
 
     /// The bound address.
     pub fn local_addr<N: Nic>(&self, stack: &Stack<N>) -> Result<SocketAddrV4, SocketError> {
-        stack.tcp_listen_addr(self.h)
+        stack.listener(self.h).addr()
     }
 
     /// Accepts an established connection, or `WouldBlock`.
     pub fn accept<N: Nic>(&self, stack: &mut Stack<N>) -> Result<TcpStream, SocketError> {
         let now = stack.now();
-        let h = stack.tcp_accept(self.h, now)?;
+        let h = stack.listener_mut(self.h).accept(now)?;
         Ok(TcpStream { h })
     }
 
@@ -122,7 +315,7 @@ impl TcpListener {
     /// reset.
     pub fn close<N: Nic>(self, stack: &mut Stack<N>) -> Result<(), SocketError> {
         let now = stack.now();
-        stack.tcp_listen_close(self.h, now)
+        stack.listener_mut(self.h).close(now)
     }
 }
 
@@ -133,7 +326,7 @@ pub struct TcpStream {
 }
 
 impl TcpStream {
-    /// Wraps a handle from [`Stack::tcp_accept`] or [`Stack::tcp_connect`].
+    /// Wraps a handle from [`TcpListen::accept`] or [`Stack::tcp_connect`].
     pub fn from_handle(h: TcpHandle) -> Self {
         TcpStream { h }
     }
@@ -183,13 +376,13 @@ impl TcpStream {
                 Ok(false) => {}
                 Err(e) => {
                     let now = stack.now();
-                    let _ = stack.tcp_abort(s.h, now);
+                    let _ = stack.tcp_mut(s.h).abort(now);
                     return Err(e);
                 }
             }
             if !wait_step(stack, dl) {
                 let now = stack.now();
-                let _ = stack.tcp_abort(s.h, now);
+                let _ = stack.tcp_mut(s.h).abort(now);
                 return Err(SocketError::TimedOut);
             }
         }
@@ -198,8 +391,8 @@ impl TcpStream {
     /// True once established; the error if the attempt failed.
     pub fn is_connected<N: Nic>(&self, stack: &mut Stack<N>) -> Result<bool, SocketError> {
         let now = stack.now();
-        let st = stack.tcp_state(self.h, now)?;
-        if let Some(e) = stack.tcp_error(self.h)? {
+        let st = stack.tcp_mut(self.h).state(now)?;
+        if let Some(e) = stack.tcp(self.h).error()? {
             return Err(e);
         }
         match st {
@@ -212,14 +405,14 @@ impl TcpStream {
     /// The connection's state (after processing queued input).
     pub fn state<N: Nic>(&self, stack: &mut Stack<N>) -> Result<State, SocketError> {
         let now = stack.now();
-        stack.tcp_state(self.h, now)
+        stack.tcp_mut(self.h).state(now)
     }
 
     /// Reads into `buf`: `Ok(0)` at end of stream, `WouldBlock` if nothing
     /// is there yet.
     pub fn read<N: Nic>(&self, stack: &mut Stack<N>, buf: &mut [u8]) -> Result<usize, SocketError> {
         let now = stack.now();
-        stack.tcp_recv(self.h, buf, now)
+        stack.tcp_mut(self.h).recv(buf, now)
     }
 
     /// Reads, driving the stack until data, end of stream, an error, or
@@ -246,7 +439,7 @@ impl TcpStream {
     /// none).
     pub fn write<N: Nic>(&self, stack: &mut Stack<N>, data: &[u8]) -> Result<usize, SocketError> {
         let now = stack.now();
-        stack.tcp_send(self.h, data, now)
+        stack.tcp_mut(self.h).send(data, now)
     }
 
     /// Writes all of `data`, driving the stack while the send buffer is
@@ -282,10 +475,10 @@ impl TcpStream {
     ) -> Result<(), SocketError> {
         let dl = deadline(stack, timeout);
         loop {
-            if let Some(e) = stack.tcp_error(self.h)? {
+            if let Some(e) = stack.tcp(self.h).error()? {
                 return Err(e);
             }
-            if stack.tcp_send_queue(self.h)? == 0 {
+            if stack.tcp(self.h).send_queue()? == 0 {
                 return Ok(());
             }
             if !wait_step(stack, dl) {
@@ -297,44 +490,44 @@ impl TcpStream {
     /// Half-close: no more writes; FIN follows the queued data.
     pub fn shutdown<N: Nic>(&self, stack: &mut Stack<N>) -> Result<(), SocketError> {
         let now = stack.now();
-        stack.tcp_shutdown(self.h, now)
+        stack.tcp_mut(self.h).shutdown(now)
     }
 
     /// Closes the handle; the connection finishes in the background (FIN,
     /// TIME-WAIT), or is reset if received data was left unread.
     pub fn close<N: Nic>(self, stack: &mut Stack<N>) -> Result<(), SocketError> {
         let now = stack.now();
-        stack.tcp_close(self.h, now)
+        stack.tcp_mut(self.h).close(now)
     }
 
     /// Resets the connection and closes the handle.
     pub fn abort<N: Nic>(self, stack: &mut Stack<N>) -> Result<(), SocketError> {
         let now = stack.now();
-        stack.tcp_abort(self.h, now)
+        stack.tcp_mut(self.h).abort(now)
     }
 
     /// Switches Nagle's algorithm off (`true`) or on.
     pub fn set_nodelay<N: Nic>(&self, stack: &mut Stack<N>, on: bool) -> Result<(), SocketError> {
-        stack.tcp_set_nodelay(self.h, on)
+        stack.tcp_mut(self.h).set_nodelay(on)
     }
 
     /// Our address.
     pub fn local_addr<N: Nic>(&self, stack: &Stack<N>) -> Result<SocketAddrV4, SocketError> {
-        Ok(stack.tcp_addrs(self.h)?.0)
+        Ok(stack.tcp(self.h).addrs()?.0)
     }
 
     /// The peer's address.
     pub fn peer_addr<N: Nic>(&self, stack: &Stack<N>) -> Result<SocketAddrV4, SocketError> {
-        Ok(stack.tcp_addrs(self.h)?.1)
+        Ok(stack.tcp(self.h).addrs()?.1)
     }
 
     /// Bytes received and not yet read.
     pub fn recv_queue<N: Nic>(&self, stack: &Stack<N>) -> Result<usize, SocketError> {
-        stack.tcp_recv_queue(self.h)
+        stack.tcp(self.h).recv_queue()
     }
 
     /// Bytes that fit in the send buffer now.
     pub fn send_space<N: Nic>(&self, stack: &Stack<N>) -> Result<usize, SocketError> {
-        stack.tcp_send_space(self.h)
+        stack.tcp(self.h).send_space()
     }
 }

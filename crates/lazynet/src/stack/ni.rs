@@ -372,10 +372,10 @@ impl<N: Nic> Stack<N> {
                 let Some(d) = ring.pop_one() else { break };
                 self.stats.drops[StackDrop::SocketClosed as usize] += 1;
                 self.stats.rx_frame_drops += 1;
-                self.out.release(d);
+                self.iface.release(d);
             }
         }
-        self.out.flush_release();
+        self.iface.flush_release();
     }
 
     /// Frames on retired rings (still queued, for [`Stack::queued_frames`]).
@@ -431,16 +431,16 @@ impl<N: Nic> Stack<N> {
         // The NI pushes nothing any more: drain everything.
         let mut b = [0u32; 64];
         for _ in 0..(1 << 20) / 64 {
-            let n = self.out.nic.alloc(&mut b);
+            let n = self.iface.nic.alloc(&mut b);
             for &x in &b[..n] {
-                self.out.release(Desc::new(x, 0));
+                self.iface.release(Desc::new(x, 0));
             }
             if n == 0 {
                 break;
             }
         }
-        if let Some(x) = self.out.spare.take() {
-            self.out.release(Desc::new(x, 0));
+        if let Some(x) = self.iface.spare.take() {
+            self.iface.release(Desc::new(x, 0));
         }
         for i in 0..self.demux.channel_slots() {
             let c = ChannelId(i as u32);
@@ -455,7 +455,7 @@ impl<N: Nic> Stack<N> {
         }
         // Every earlier unbind was applied before the quiesce (FIFO).
         self.ni_retire();
-        self.out.flush_release();
+        self.iface.flush_release();
         true
     }
 
@@ -466,7 +466,7 @@ impl<N: Nic> Stack<N> {
             self.store.free(d.buf & !super::REASM_TAG);
         } else {
             self.stats.rx_frame_drops += 1;
-            self.out.release(Desc {
+            self.iface.release(Desc {
                 buf: d.buf & !super::CHECKED_TAG,
                 ..d
             });

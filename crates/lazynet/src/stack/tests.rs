@@ -1,10 +1,18 @@
 //! Stack tests over the in-memory wire, with explicit time. Grouped by
 //! protocol: ARP, ICMP, UDP receive (lazy), UDP send, fragments, sockets.
 
+use std::net::{Ipv4Addr, SocketAddrV4};
+
 use super::*;
 use crate::nic::wirepair::{WireConfig, WireEnd, WirePair};
+use crate::proto::ip::{ReasmConfig, ReasmKey};
 use crate::socket::UdpSocket;
+use crate::wire::checksum;
 use crate::wire::ethernet::EthernetFrame;
+use crate::wire::ethernet::{EthernetAddress, EthernetRepr, ETHERTYPE_ARP, ETHERTYPE_IPV4};
+use crate::wire::icmp::{self, IcmpPacket};
+use crate::wire::ipv4::{PROTO_ICMP, PROTO_UDP};
+use crate::wire::{ArpOperation, ArpPacket, ArpRepr, Ipv4Packet, Ipv4Repr, UdpPacket, UdpRepr};
 
 const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
@@ -180,7 +188,8 @@ fn send_to_unknown_neighbour_queues_until_arp_reply() {
     let (mut a, mut b) = stacks();
     let sa = UdpSocket::bind(&mut a, SocketAddrV4::new(A, 1000)).unwrap();
     let sb = UdpSocket::bind(&mut b, SocketAddrV4::new(B, 2000)).unwrap();
-    a.udp_send_to(sa.handle(), b"hello", SocketAddrV4::new(B, 2000), 0)
+    a.udp_mut(sa.handle())
+        .send_to(b"hello", SocketAddrV4::new(B, 2000), 0)
         .unwrap();
     assert_eq!(a.stats().arp_requests_sent, 1);
     pump(&mut a, &mut b, MS);
@@ -202,13 +211,9 @@ fn unanswered_arp_gives_up_and_frees_waiting_buffers() {
     let s = UdpSocket::bind(&mut b, SocketAddrV4::new(B, 5)).unwrap();
     let free0 = b.nic().free_buffers();
     for _ in 0..3 {
-        b.udp_send_to(
-            s.handle(),
-            b"x",
-            SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 77), 9),
-            0,
-        )
-        .unwrap();
+        b.udp_mut(s.handle())
+            .send_to(b"x", SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 77), 9), 0)
+            .unwrap();
     }
     // Requests are retried once a second, then given up (RFC 1122 §2.3.2.1).
     for t in 0..10 {
@@ -975,8 +980,8 @@ fn tagged_tcp_service_processes_only_its_owners_listeners_and_connections() {
     let mut sb = Stack::new(b, cfg(B));
     let l1 = sb.tcp_listen(SocketAddrV4::new(B, 80), None, None).unwrap();
     let l2 = sb.tcp_listen(SocketAddrV4::new(B, 81), None, None).unwrap();
-    sb.tcp_listen_set_tag(l1, 1).unwrap();
-    sb.tcp_listen_set_tag(l2, 2).unwrap();
+    sb.listener_mut(l1).set_tag(1).unwrap();
+    sb.listener_mut(l2).set_tag(2).unwrap();
     sa.set_neighbor(B, sb.mac());
     sb.set_neighbor(A, sa.mac());
     sa.tcp_connect(SocketAddrV4::new(B, 80), None, 0).unwrap();
@@ -997,27 +1002,27 @@ fn tagged_tcp_service_processes_only_its_owners_listeners_and_connections() {
         sb.tcp_service_tag(t * MS, 1, 64);
         sb.tcp_service_tag(t * MS, 2, 64);
     }
-    let c1 = sb.tcp_accept(l1, 6 * MS).unwrap();
-    let c2 = sb.tcp_accept(l2, 6 * MS).unwrap();
+    let c1 = sb.listener_mut(l1).accept(6 * MS).unwrap();
+    let c2 = sb.listener_mut(l2).accept(6 * MS).unwrap();
     // Data to connection 1 only: only tag 1 becomes ready.
     let mut ev = Vec::new();
     sa.tcp_take_events(&mut ev);
     let ca = ev
         .iter()
         .find_map(|e| match e {
-            TcpEvent::Conn(h) => (sa.tcp_addrs(*h).unwrap().1.port() == 80).then_some(*h),
+            TcpEvent::Conn(h) => (sa.tcp(*h).addrs().unwrap().1.port() == 80).then_some(*h),
             _ => None,
         })
         .unwrap();
-    sa.tcp_send(ca, b"hello", 7 * MS).unwrap();
+    sa.tcp_mut(ca).send(b"hello", 7 * MS).unwrap();
     sa.poll(7 * MS);
     sb.poll(7 * MS);
     assert_eq!(sb.tcp_ready_tags(), 0b10);
     assert_eq!(sb.tcp_service_tag(7 * MS, 2, 64), 0);
-    assert_eq!(sb.tcp_recv_queue(c1).unwrap(), 0, "not processed yet");
+    assert_eq!(sb.tcp(c1).recv_queue().unwrap(), 0, "not processed yet");
     assert!(sb.tcp_service_tag(7 * MS, 1, 64) >= 1);
-    assert_eq!(sb.tcp_recv_queue(c1).unwrap(), 5);
-    assert_eq!(sb.tcp_recv_queue(c2).unwrap(), 0);
+    assert_eq!(sb.tcp(c1).recv_queue().unwrap(), 5);
+    assert_eq!(sb.tcp(c2).recv_queue().unwrap(), 0);
     assert_accounted(&sb);
 }
 
@@ -1038,7 +1043,7 @@ fn ni_lrp_tcp_input_waits_for_the_owner_and_is_found_through_the_ready_ring() {
     // The SYN (and the ARP exchange's control frames) went past the host's
     // receive loop: the SYN waits on the listener's channel.
     assert_eq!(sb.stats().tcp.segments_in, 0, "the SYN waits for the owner");
-    assert_eq!(sb.tcp_listen_pending(l).unwrap(), 1);
+    assert_eq!(sb.listener(l).pending().unwrap(), 1);
     assert_eq!(sb.demux().stats().frames, 0);
     // The owner's protocol handler finds the listener on the ready list
     // the NI fed, without scanning.
@@ -1052,22 +1057,22 @@ fn ni_lrp_tcp_input_waits_for_the_owner_and_is_found_through_the_ready_ring() {
         e.step();
         sb.poll(t * MS);
         sb.tcp_service(t * MS, 64);
-        if let Ok(h) = sb.tcp_accept(l, t * MS) {
+        if let Ok(h) = sb.listener_mut(l).accept(t * MS) {
             s = Some(h);
             break;
         }
     }
     let s = s.expect("accepted");
     assert_eq!(
-        sa.tcp_state(c, 20 * MS),
+        sa.tcp_mut(c).state(20 * MS),
         Ok(crate::proto::tcp::State::Established)
     );
     // Data to the accepted connection arrives on its own ring.
-    sa.tcp_send(c, b"hello", 21 * MS).unwrap();
+    sa.tcp_mut(c).send(b"hello", 21 * MS).unwrap();
     sa.poll(21 * MS);
     e.step();
     let mut buf = [0u8; 16];
-    assert_eq!(sb.tcp_recv(s, &mut buf, 22 * MS), Ok(5));
+    assert_eq!(sb.tcp_mut(s).recv(&mut buf, 22 * MS), Ok(5));
     assert_eq!(&buf[..5], b"hello");
     assert_accounted(&sb);
 }

@@ -1,0 +1,470 @@
+//! The TCP socket calls: what a call on a connection or listener does to
+//! the stack. The public API is `socket`'s (`stack.tcp_mut(h).recv(…)`);
+//! these are its bodies.
+//!
+//! **Owns:** opening (listen, connect: RFC 6056 ports, RFC 6528 ISNs) and
+//! each call's lazy work: a call first processes its own connection's
+//! queued segments, bounded, in the caller's context (LRP §3.4), then does
+//! what it was asked; receive places predicted text directly (`direct`).
+//!
+//! **May not touch:** other connections' channels.
+
+use std::net::SocketAddrV4;
+
+use rand::RngCore;
+
+use super::{listener_stalled, ListenHandle, ListenSlot, Owner, TcpHandle};
+use crate::nic::Nic;
+use crate::proto::tcp::{Config, ConnError, Connection, ListenConfig, Listener, State, TwKey};
+use crate::stack::{SocketError, Stack, StackDrop, MAX_BATCH};
+
+pub(in crate::stack) fn conn_error(e: ConnError) -> SocketError {
+    match e {
+        ConnError::Refused => SocketError::ConnectionRefused,
+        ConnError::Reset => SocketError::ConnectionReset,
+        ConnError::TimedOut => SocketError::TimedOut,
+    }
+}
+
+impl<N: Nic> Stack<N> {
+    /// The default connection configuration, with the MSS fitted to the MTU.
+    pub fn tcp_config(&self) -> Config {
+        self.tcp.cfg
+    }
+
+    pub(in crate::stack) fn fit(&mut self, mut cfg: Config) -> Config {
+        let mtu_mss = self
+            .iface
+            .mtu
+            .saturating_sub(40)
+            .clamp(64, u16::MAX as usize) as u16;
+        cfg.mss = cfg.mss.min(mtu_mss);
+        // RFC 7323 §5.4: a random offset per connection for TSval.
+        cfg.ts_offset = self.rng.next_u32();
+        cfg
+    }
+
+    /// Listens on `local` (address `0.0.0.0` for ours; port must not be 0).
+    /// Connections get `cfg` (`None`: the stack's default).
+    pub fn tcp_listen(
+        &mut self,
+        local: SocketAddrV4,
+        lcfg: Option<ListenConfig>,
+        cfg: Option<Config>,
+    ) -> Result<ListenHandle, SocketError> {
+        let addr = *local.ip();
+        if !addr.is_unspecified() && addr != self.iface.addr {
+            return Err(SocketError::AddrNotAvailable);
+        }
+        if local.port() == 0 {
+            return Err(SocketError::AddrNotAvailable);
+        }
+        let lcfg = lcfg.unwrap_or(self.tcp.listen_cfg);
+        // The channel holds at least a backlog's worth of handshakes.
+        let cap = self.tcp.chan_cap.max(lcfg.backlog.min(1 << 16));
+        let chan = self
+            .demux
+            .bind_tcp_listen(addr, local.port(), cap)
+            .map_err(|_| SocketError::AddrInUse)?;
+        self.ni_bind(
+            chan,
+            cap,
+            crate::stack::ni::BindKind::Listen(addr, local.port()),
+        );
+        let cfg = cfg.unwrap_or(self.tcp.cfg);
+        let mut cfg = self.fit(cfg);
+        // Each passive connection gets its own offset from the listener's
+        // SYN-ACK path; the fitted one serves as the listener's.
+        cfg.ts_offset = 0;
+        let me = SocketAddrV4::new(self.iface.addr, local.port());
+        let l = Listener::new(lcfg, cfg, me, &self.tcp.secret);
+        let idx = match self.tcp.free_listeners.pop() {
+            Some(i) => i,
+            None => {
+                self.tcp.listeners.push(None);
+                self.tcp.listen_gen.push(0);
+                (self.tcp.listeners.len() - 1) as u32
+            }
+        };
+        let gen = self.tcp.listen_gen[idx as usize];
+        self.tcp.listeners[idx as usize] = Some(ListenSlot {
+            l,
+            chan,
+            gen,
+            bound: local,
+            armed: None,
+            in_events: false,
+        });
+        self.tcp.set_owner(chan, Owner::Listener(idx));
+        Ok(ListenHandle { idx, gen })
+    }
+
+    /// Accepts one established connection, after processing the listener's
+    /// queued segments in the caller's context. `WouldBlock` if none.
+    pub(crate) fn tcp_accept(
+        &mut self,
+        h: ListenHandle,
+        now: u64,
+    ) -> Result<TcpHandle, SocketError> {
+        let s = self.tcp.listener(h)?;
+        let chan = s.chan;
+        let queued = self.demux.queued(chan);
+        if self.listen_input(h.idx, now, queued.min(MAX_BATCH), false) > 0 {
+            self.listen_after(h.idx, now);
+        }
+        let Some(Some(s)) = self.tcp.listeners.get_mut(h.idx as usize) else {
+            return Err(SocketError::BadHandle);
+        };
+        let Some((_, conn)) = s.l.accept() else {
+            return Err(SocketError::WouldBlock);
+        };
+        let tag = self.tcp.tag_of(chan.0);
+        let c = self.install_conn(conn)?;
+        if let Some(Some(s)) = self.tcp.conns.get(c.idx as usize) {
+            self.tcp.tags[s.chan.0 as usize] = tag;
+        }
+        self.tcp.stats.accepted += 1;
+        // Room in the accept queue again: resume the listener.
+        self.demux.mark_ready(chan);
+        self.conn_after(c.idx, now, false);
+        Ok(c)
+    }
+
+    /// True if listener `h` is stalled: it will not read its channel until
+    /// `accept` (full accept queue) or its timer (full SYN queue without
+    /// cookies, lazy modes) makes room.
+    pub(crate) fn tcp_listen_stalled(&self, h: ListenHandle) -> Result<bool, SocketError> {
+        let s = self.tcp.listener(h)?;
+        Ok(listener_stalled(&s.l, !self.mode.eager_protocol()))
+    }
+
+    /// Half-open connections (SYN-RECEIVED) of a listener.
+    pub(crate) fn tcp_syn_queue_len(&self, h: ListenHandle) -> Result<usize, SocketError> {
+        Ok(self.tcp.listener(h)?.l.syn_queue_len())
+    }
+
+    /// Connections waiting in a listener's accept queue.
+    pub(crate) fn tcp_accept_queue_len(&self, h: ListenHandle) -> Result<usize, SocketError> {
+        Ok(self.tcp.listener(h)?.l.accept_queue_len())
+    }
+
+    /// The listener's counters.
+    pub(crate) fn tcp_listener_counters(
+        &self,
+        h: ListenHandle,
+    ) -> Result<crate::proto::tcp::ListenCounters, SocketError> {
+        Ok(*self.tcp.listener(h)?.l.counters())
+    }
+
+    /// Frames waiting in a listener's channel (not yet processed).
+    pub(crate) fn tcp_listen_pending(&self, h: ListenHandle) -> Result<usize, SocketError> {
+        let s = self.tcp.listener(h)?;
+        Ok(self.demux.queued(s.chan))
+    }
+
+    /// The address a listener was bound to.
+    pub(crate) fn tcp_listen_addr(&self, h: ListenHandle) -> Result<SocketAddrV4, SocketError> {
+        Ok(self.tcp.listener(h)?.bound)
+    }
+
+    /// Closes a listener: its queued frames are released; every half-open
+    /// entry and every connection not yet accepted is reset (RFC 9293
+    /// §3.10.5 ABORT, see [`Listener::poll_close`]) and dropped, so nothing of
+    /// the listener is left. Work: at most `syn_queue + backlog` RSTs, sent
+    /// in batches; one that finds no transmit buffer is counted
+    /// (`TxNoBuffer`) and not retried. Not rate limited: the RSTs answer
+    /// our own close, not a peer's segments, and are bounded by the queues.
+    pub(crate) fn tcp_listen_close(
+        &mut self,
+        h: ListenHandle,
+        now: u64,
+    ) -> Result<(), SocketError> {
+        self.tcp.listener(h)?;
+        let Some(mut s) = self.tcp.listeners[h.idx as usize].take() else {
+            return Err(SocketError::BadHandle);
+        };
+        let mut left = Vec::new();
+        let _ = self
+            .demux
+            .unbind_tcp_listen(*s.bound.ip(), s.bound.port(), &mut left);
+        self.ni_unbind(crate::stack::ni::BindKind::Listen(
+            *s.bound.ip(),
+            s.bound.port(),
+        ));
+        self.tcp.set_owner(s.chan, Owner::None);
+        for d in left {
+            self.stats.drops[StackDrop::SocketClosed as usize] += 1;
+            self.stats.rx_frame_drops += 1;
+            self.iface.release(d);
+        }
+        let (sent, unsent) = self.iface.listen_close_output(&mut s.l, now);
+        self.tcp.stats.resets_sent += sent as u64;
+        self.tcp.stats.segments_out += sent as u64;
+        self.tcp.stats.close_resets_unsent += unsent as u64;
+        self.tcp.listen_gen[h.idx as usize] = self.tcp.listen_gen[h.idx as usize].wrapping_add(1);
+        self.tcp.free_listeners.push(h.idx);
+        self.iface.flush_release();
+        Ok(())
+    }
+
+    /// Active open to `remote` from our address and an ephemeral port
+    /// (RFC 6056 Algorithm 3) with an RFC 6528 ISN; the SYN goes out now.
+    pub fn tcp_connect(
+        &mut self,
+        remote: SocketAddrV4,
+        cfg: Option<Config>,
+        now: u64,
+    ) -> Result<TcpHandle, SocketError> {
+        if remote.port() == 0 || remote.ip().is_unspecified() || remote.ip().is_broadcast() {
+            return Err(SocketError::AddrNotAvailable);
+        }
+        self.iface
+            .next_hop(*remote.ip())
+            .ok_or(SocketError::NoRoute)?;
+        let me = self.iface.addr;
+        let demux = &self.demux;
+        let tw = &self.tcp.tw;
+        let port = self
+            .tcp
+            .ports
+            .allocate(&self.tcp.secret, me, remote, |p| {
+                let local = SocketAddrV4::new(me, p);
+                demux.tcp_conn_used(local, remote)
+                    || demux.tcp_listen_used(me, p)
+                    || tw.lookup(&TwKey { local, remote }).is_some()
+            })
+            .ok_or(SocketError::NoPorts)?;
+        let local = SocketAddrV4::new(me, port);
+        let cfg = self.fit(cfg.unwrap_or(self.tcp.cfg));
+        let iss = self.tcp.secret.isn(local, remote, now);
+        let conn = Connection::connect(cfg, local, remote, iss, now);
+        let h = self.install_conn(conn)?;
+        self.tcp.stats.connects += 1;
+        self.conn_after(h.idx, now, false);
+        self.iface.flush_release();
+        self.iface.nic.flush();
+        Ok(h)
+    }
+
+    /// Processes the connection's queued segments (bounded by what is
+    /// queued at entry and [`MAX_BATCH`]) in the caller's context.
+    pub(in crate::stack) fn conn_catch_up(
+        &mut self,
+        h: TcpHandle,
+        now: u64,
+    ) -> Result<(), SocketError> {
+        let chan = self.tcp.conn(h)?.chan;
+        let queued = self.demux.queued(chan);
+        if queued > 0 {
+            self.conn_input(h.idx, now, queued.min(MAX_BATCH));
+            self.conn_after(h.idx, now, false);
+        }
+        Ok(())
+    }
+
+    /// Reads received bytes into `buf`. `Ok(0)` is end of stream (the peer
+    /// sent FIN and everything was read); `WouldBlock` if nothing is there.
+    ///
+    /// The connection's queued segments are processed here, in the
+    /// caller's context (LRP §3.4), in-order text going straight into `buf`
+    /// where it can (direct placement). Once `buf` is full, segments
+    /// still queued wait for the next read or for the connection's
+    /// protocol handler ([`Stack::tcp_service`]).
+    pub(crate) fn tcp_recv(
+        &mut self,
+        h: TcpHandle,
+        buf: &mut [u8],
+        now: u64,
+    ) -> Result<usize, SocketError> {
+        let s = self.tcp.conn(h)?;
+        let mut n = 0;
+        if !buf.is_empty() && self.demux.queued(s.chan) > 0 {
+            let mut empty = s.conn.recv_queue() == 0;
+            if !empty {
+                // Bytes in the receive buffer come first (often the tail
+                // of a segment the last read placed in part); once it is
+                // empty, what is queued may still go straight to `buf`.
+                let s = self.tcp.conn_mut(h)?;
+                n = s.conn.recv(buf);
+                empty = s.conn.recv_queue() == 0;
+            }
+            if empty && n < buf.len() {
+                n += self.conn_direct(h.idx, &mut buf[n..], now);
+            }
+        }
+        if n < buf.len() {
+            self.conn_catch_up(h, now)?;
+        }
+        // Else `buf` is full: what is still queued waits for the next read
+        // (or `tcp_service`), which may place it directly; catching up now
+        // would move it all through the receive buffer.
+        let s = self.tcp.conn_mut(h)?;
+        n += s.conn.recv(&mut buf[n..]);
+        if n > 0 {
+            // A window update may be due (RFC 9293 §3.8.6.2.2). If not,
+            // `recv` changed nothing a timer or `poll_transmit` depends on
+            // (the last `conn_after` already ran after the last change), so
+            // `conn_after` would send nothing and re-arm the same deadline.
+            if s.conn.wants_output(now) {
+                self.conn_after(h.idx, now, false);
+            }
+            self.iface.flush_release();
+            self.iface.nic.flush();
+            return Ok(n);
+        }
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        if let Some(e) = s.conn.error() {
+            return Err(conn_error(e));
+        }
+        if s.conn.recv_finished() {
+            return Ok(0);
+        }
+        match s.conn.state() {
+            State::Closed => Err(SocketError::NotConnected),
+            _ => Err(SocketError::WouldBlock),
+        }
+    }
+
+    /// Queues bytes for sending; returns how many fit in the send buffer.
+    /// `WouldBlock` if none fit now.
+    pub(crate) fn tcp_send(
+        &mut self,
+        h: TcpHandle,
+        data: &[u8],
+        now: u64,
+    ) -> Result<usize, SocketError> {
+        self.conn_catch_up(h, now)?;
+        let s = self.tcp.conn_mut(h)?;
+        if let Some(e) = s.conn.error() {
+            return Err(conn_error(e));
+        }
+        if !s.conn.may_send() {
+            return Err(match s.conn.state() {
+                State::SynSent | State::SynReceived => SocketError::WouldBlock,
+                _ => SocketError::NotConnected,
+            });
+        }
+        let n = s.conn.send(data);
+        if n > 0 {
+            self.conn_after(h.idx, now, false);
+            self.iface.flush_release();
+            self.iface.nic.flush();
+            Ok(n)
+        } else if data.is_empty() {
+            Ok(0)
+        } else {
+            Err(SocketError::WouldBlock)
+        }
+    }
+
+    /// Bytes that fit in the send buffer now.
+    pub(crate) fn tcp_send_space(&self, h: TcpHandle) -> Result<usize, SocketError> {
+        let s = self.tcp.conn(h)?;
+        Ok(s.conn.send_space())
+    }
+
+    /// Bytes sent but not yet acknowledged, plus bytes not yet sent.
+    pub(crate) fn tcp_send_queue(&self, h: TcpHandle) -> Result<usize, SocketError> {
+        Ok(self.tcp.conn(h)?.conn.send_queue())
+    }
+
+    /// Bytes received and not yet read.
+    pub(crate) fn tcp_recv_queue(&self, h: TcpHandle) -> Result<usize, SocketError> {
+        Ok(self.tcp.conn(h)?.conn.recv_queue())
+    }
+
+    /// Half-close: send FIN after the queued data (RFC 9293 §3.10.4).
+    pub(crate) fn tcp_shutdown(&mut self, h: TcpHandle, now: u64) -> Result<(), SocketError> {
+        let s = self.tcp.conn_mut(h)?;
+        s.conn.close();
+        self.conn_after(h.idx, now, false);
+        self.iface.flush_release();
+        self.iface.nic.flush();
+        Ok(())
+    }
+
+    /// Closes the handle. The connection finishes in the background (FIN,
+    /// TIME-WAIT); if received data was left unread it is reset instead
+    /// (RFC 9293 §3.10.4, RFC 2525 §2.17), as Linux does.
+    pub(crate) fn tcp_close(&mut self, h: TcpHandle, now: u64) -> Result<(), SocketError> {
+        self.conn_catch_up(h, now)?;
+        let s = self.tcp.conn_mut(h)?;
+        if s.conn.recv_queue() > 0 {
+            s.conn.abort();
+        } else {
+            s.conn.close();
+        }
+        s.detached = true;
+        self.conn_after(h.idx, now, false);
+        self.iface.flush_release();
+        self.iface.nic.flush();
+        Ok(())
+    }
+
+    /// Resets the connection and closes the handle.
+    pub(crate) fn tcp_abort(&mut self, h: TcpHandle, now: u64) -> Result<(), SocketError> {
+        let s = self.tcp.conn_mut(h)?;
+        s.conn.abort();
+        s.detached = true;
+        self.conn_after(h.idx, now, false);
+        self.iface.flush_release();
+        self.iface.nic.flush();
+        Ok(())
+    }
+
+    /// Processes queued input and reports the state.
+    pub(crate) fn tcp_state(&mut self, h: TcpHandle, now: u64) -> Result<State, SocketError> {
+        self.conn_catch_up(h, now)?;
+        Ok(self.tcp.conn(h)?.conn.state())
+    }
+
+    /// The error that ended the connection, if any.
+    pub(crate) fn tcp_error(&self, h: TcpHandle) -> Result<Option<SocketError>, SocketError> {
+        Ok(self.tcp.conn(h)?.conn.error().map(conn_error))
+    }
+
+    /// True once the peer's FIN was received and all data read.
+    pub(crate) fn tcp_recv_finished(&self, h: TcpHandle) -> Result<bool, SocketError> {
+        Ok(self.tcp.conn(h)?.conn.recv_finished())
+    }
+
+    /// Local and remote address.
+    pub(crate) fn tcp_addrs(
+        &self,
+        h: TcpHandle,
+    ) -> Result<(SocketAddrV4, SocketAddrV4), SocketError> {
+        let s = self.tcp.conn(h)?;
+        Ok((s.conn.local(), s.conn.remote()))
+    }
+
+    /// Switches Nagle's algorithm off (`true`) or on.
+    pub(crate) fn tcp_set_nodelay(&mut self, h: TcpHandle, on: bool) -> Result<(), SocketError> {
+        self.tcp.conn_mut(h)?.conn.set_nodelay(on);
+        Ok(())
+    }
+
+    /// The connection's counters.
+    pub(crate) fn tcp_counters(
+        &self,
+        h: TcpHandle,
+    ) -> Result<crate::proto::tcp::TcpCounters, SocketError> {
+        Ok(*self.tcp.conn(h)?.conn.counters())
+    }
+
+    /// Frames waiting in a connection's channel (not yet processed).
+    pub(crate) fn tcp_pending(&self, h: TcpHandle) -> Result<usize, SocketError> {
+        let s = self.tcp.conn(h)?;
+        Ok(self.demux.queued(s.chan))
+    }
+
+    /// Runs `f` on the connection (read-only), for tests and tools.
+    pub(crate) fn tcp_inspect<R>(
+        &self,
+        h: TcpHandle,
+        f: impl FnOnce(&Connection) -> R,
+    ) -> Result<R, SocketError> {
+        Ok(f(&self.tcp.conn(h)?.conn))
+    }
+}

@@ -1,0 +1,314 @@
+//! TCP input: a connection's or listener's queued segments, processed
+//! lazily by whoever calls (a socket call or the owner's protocol handler),
+//! and segments no connection or listener takes (RFC 9293 §3.10.7.1).
+//!
+//! **Owns:** parsing a received segment once ([`Seg`]: IP header checksum,
+//! TCP checksum over the pseudo-header, header and options), fetching
+//! frames ahead of the reader ([`RX_AHEAD`]), handing segments to
+//! `proto::tcp` with the work bound the caller gives, moving a listener's
+//! segments to a connection accepted meanwhile, the TIME-WAIT table's
+//! answers and RSTs for closed ports (rate limited).
+//!
+//! **May not touch:** output decisions (see `service`), other connections'
+//! channels.
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+
+use super::listener_stalled;
+use crate::demux::{ChannelId, Classifier};
+use crate::mem::{BufArea, Desc};
+use crate::nic::Nic;
+use crate::proto::tcp::{reset_for, TwAction, TwKey};
+use crate::stack::control::checked_ipv4;
+use crate::stack::{Stack, StackDrop};
+use crate::wire::ethernet::HEADER_LEN as ETH_LEN;
+use crate::wire::tcp::{TcpPacket, TcpRepr};
+
+/// How many frames ahead of the one it processes a reader of a TCP
+/// channel asks the CPU to fetch (`pop_ahead`; frames in the channel's
+/// own slots, not on an offload NI's inbound ring, which is not looked
+/// into). Where another core wrote the frames (the wire), each of a frame's ~24 lines is a
+/// cross-core transfer, and the checksum loop that first reads them keeps
+/// only a few in flight: bulk receive spent half its time there. Two
+/// frames ahead is about one transfer's latency of work at bulk rates
+/// (`results/tcp/NOTES.md`, session 10: 1, 2, 3 and 4 measured).
+pub const RX_AHEAD: usize = 2;
+
+/// Takes the oldest frame of channel `c` and asks the CPU to fetch the
+/// frame [`RX_AHEAD`] behind it (a hint; see [`BufArea::prefetch_read`]).
+/// With `first` (a loop's first pop), the frames between too.
+#[inline(always)]
+pub(in crate::stack) fn pop_ahead(
+    demux: &mut Classifier,
+    bufs: &BufArea,
+    c: ChannelId,
+    first: bool,
+) -> Option<Desc> {
+    let ch = demux.channel_mut(c)?;
+    let d = ch.pop()?;
+    // Nothing behind it in the local slots (request/response): no further
+    // look.
+    if ch.peek(0).is_none() {
+        return Some(d);
+    }
+    let from = if first { 0 } else { RX_AHEAD - 1 };
+    for k in from..RX_AHEAD {
+        let Some(next) = ch.peek(k) else { break };
+        bufs.prefetch_read(next);
+    }
+    Some(d)
+}
+
+/// A received TCP frame, parsed once: addresses, header, payload range.
+pub(in crate::stack) struct Seg {
+    pub(in crate::stack) src: Ipv4Addr,
+    pub(in crate::stack) dst: Ipv4Addr,
+    pub(in crate::stack) repr: TcpRepr,
+    pub(in crate::stack) payload: (usize, usize),
+}
+
+/// IP header checksum, TCP checksum over the pseudo-header (RFC 9293
+/// §3.1), header and options — the receiver's lazy work for one segment.
+#[inline]
+pub(in crate::stack) fn parse_tcp_frame(frame: &[u8]) -> Result<Seg, StackDrop> {
+    let ip = checked_ipv4(frame)?;
+    let (src, dst) = (ip.src(), ip.dst());
+    let hl = ip.header_len();
+    let total = ip.total_len() as usize;
+    let seg = frame
+        .get(ETH_LEN + hl..ETH_LEN + total)
+        .ok_or(StackDrop::IpHeader)?;
+    let tcp = TcpPacket::new_checked(seg).map_err(|_| StackDrop::TcpHeader)?;
+    if !tcp.verify_checksum(src, dst) {
+        return Err(StackDrop::TcpChecksum);
+    }
+    let repr = TcpRepr::parse(&tcp).map_err(|_| StackDrop::TcpHeader)?;
+    let start = ETH_LEN + hl + tcp.header_len();
+    Ok(Seg {
+        src,
+        dst,
+        repr,
+        payload: (start, ETH_LEN + total),
+    })
+}
+
+impl<N: Nic> Stack<N> {
+    /// Processes at most `max` queued segments of connection `idx` (LRP:
+    /// in the context of whoever calls). Returns the frames consumed.
+    pub(in crate::stack) fn conn_input(&mut self, idx: u32, now: u64, max: usize) -> usize {
+        let mut done = 0;
+        while done < max {
+            let Some(Some(s)) = self.tcp.conns.get_mut(idx as usize) else {
+                break;
+            };
+            let bufs = self.iface.nic.buffers();
+            let Some(d) = pop_ahead(&mut self.demux, bufs, s.chan, done == 0) else {
+                break;
+            };
+            done += 1;
+            self.conn_input_frame(idx, d, now);
+        }
+        done
+    }
+
+    /// Processes frame `d`, just taken from connection `idx`'s channel.
+    pub(in crate::stack) fn conn_input_frame(&mut self, idx: u32, d: Desc, now: u64) {
+        let Some(frame) = self.iface.nic.buffers().frame(d) else {
+            self.drop_rx(StackDrop::BadDescriptor);
+            return;
+        };
+        let parsed = parse_tcp_frame(frame);
+        self.conn_input_parsed(idx, d, parsed, now);
+    }
+
+    /// [`Stack::conn_input_frame`] for a frame already parsed (and its
+    /// checksums verified) by the caller.
+    pub(in crate::stack) fn conn_input_parsed(
+        &mut self,
+        idx: u32,
+        d: Desc,
+        parsed: Result<Seg, StackDrop>,
+        now: u64,
+    ) {
+        let Some(Some(s)) = self.tcp.conns.get_mut(idx as usize) else {
+            self.rx_fail(d, StackDrop::SocketClosed);
+            return;
+        };
+        let Some(frame) = self.iface.nic.buffers().frame(d) else {
+            self.drop_rx(StackDrop::BadDescriptor);
+            return;
+        };
+        match parsed {
+            Ok(seg) => {
+                let payload = &frame[seg.payload.0..seg.payload.1];
+                let _ = s.conn.handle_segment(now, &seg.repr, payload);
+                self.tcp.stats.segments_in += 1;
+                if !payload.is_empty() {
+                    // Its text is in the receive buffer now (`handback`).
+                    if self.iface.handback.evict() {
+                        self.iface.nic.buffers().evict(d);
+                        self.tcp.stats.frames_evicted += 1;
+                    }
+                    self.iface.handback.placed(payload.len() as u64, now);
+                }
+                self.iface.release(d);
+                // RFC 5681 §4.2: an out-of-order segment (one that
+                // arrives while a gap is open) is answered at once, one
+                // duplicate ACK per segment. Output after the whole
+                // batch would fold a window's worth of them into one
+                // ACK, the sender would never count three and every
+                // loss would wait for an RTO (found by
+                // stack_tcp_netsim: zero fast retransmits at 1% loss).
+                if !s.conn.ooo_intervals().is_empty() {
+                    let (sent, _) = self.iface.conn_output(&mut s.conn, &mut s.ip_ident, now);
+                    self.tcp.stats.segments_out += sent as u64;
+                }
+            }
+            Err(e) => self.rx_fail(d, e),
+        }
+    }
+
+    /// Processes at most `max` queued segments of listener `idx`, unless
+    /// it is stalled ([`listener_stalled`]; `force`: the timer path, which
+    /// reads a stalled-by-SYN-queue listener's channel anyway so that
+    /// handshakes in progress complete). Segments of connections accepted
+    /// since they were queued move to those connections' channels.
+    pub(in crate::stack) fn listen_input(
+        &mut self,
+        idx: u32,
+        now: u64,
+        max: usize,
+        force: bool,
+    ) -> usize {
+        let lazy = !self.mode.eager_protocol();
+        let mut done = 0;
+        while done < max {
+            let Some(Some(s)) = self.tcp.listeners.get_mut(idx as usize) else {
+                break;
+            };
+            if s.l.accept_queue_full() || (!force && listener_stalled(&s.l, lazy)) {
+                // LRP §3.4: stop processing; SYNs fall off at the channel.
+                break;
+            }
+            let Some(d) = self.demux.channel_mut(s.chan).and_then(|c| c.pop()) else {
+                break;
+            };
+            done += 1;
+            let Some(frame) = self.iface.nic.buffers().frame(d) else {
+                self.drop_rx(StackDrop::BadDescriptor);
+                continue;
+            };
+            match parse_tcp_frame(frame) {
+                Ok(seg) => {
+                    let local = SocketAddrV4::new(seg.dst, seg.repr.dst_port);
+                    let remote = SocketAddrV4::new(seg.src, seg.repr.src_port);
+                    if let Some(ch) = self.demux.lookup_tcp_conn(local, remote) {
+                        if self.demux.enqueue(ch, d).is_ok() {
+                            self.tcp.stats.redirected += 1;
+                        } else {
+                            self.rx_fail(d, StackDrop::TcpRedirectFull);
+                        }
+                        continue;
+                    }
+                    let key = TwKey { local, remote };
+                    match self.tcp.tw.handle_segment(now, &key, &seg.repr) {
+                        // RFC 6191: an acceptable SYN for a 4-tuple in
+                        // TIME-WAIT opens a new connection.
+                        TwAction::NoEntry | TwAction::AllowSyn { .. } => {}
+                        other => {
+                            self.tcp.stats.segments_in += 1;
+                            self.tcp.stats.time_wait_segments += 1;
+                            self.iface.release(d);
+                            self.tw_reply(&key, other, now);
+                            continue;
+                        }
+                    }
+                    let Some(Some(s)) = self.tcp.listeners.get_mut(idx as usize) else {
+                        self.rx_fail(d, StackDrop::SocketClosed);
+                        break;
+                    };
+                    let payload = &frame[seg.payload.0..seg.payload.1];
+                    s.l.handle_segment(now, remote, &seg.repr, payload, &self.tcp.secret);
+                    self.tcp.stats.segments_in += 1;
+                    self.iface.release(d);
+                }
+                Err(e) => self.rx_fail(d, e),
+            }
+        }
+        done
+    }
+
+    /// A segment to no connection and no listener (RFC 9293 §3.10.7.1,
+    /// CLOSED): RST unless it is a RST, rate limited.
+    pub(in crate::stack) fn tcp_no_socket(&mut self, d: Desc, now: u64) {
+        let Some(frame) = self.iface.nic.buffers().frame(d) else {
+            // Not a buffer we can name: nothing to release either.
+            self.drop_rx(StackDrop::BadDescriptor);
+            return;
+        };
+        let seg = match parse_tcp_frame(frame) {
+            Ok(s) => s,
+            Err(e) => return self.rx_fail(d, e),
+        };
+        let key = TwKey {
+            local: SocketAddrV4::new(seg.dst, seg.repr.dst_port),
+            remote: SocketAddrV4::new(seg.src, seg.repr.src_port),
+        };
+        match self.tcp.tw.handle_segment(now, &key, &seg.repr) {
+            // No listener here, so an acceptable new SYN is answered as in
+            // CLOSED (a RST).
+            TwAction::NoEntry | TwAction::AllowSyn { .. } => {}
+            other => {
+                self.tcp.stats.segments_in += 1;
+                self.tcp.stats.time_wait_segments += 1;
+                self.iface.release(d);
+                self.tw_reply(&key, other, now);
+                return;
+            }
+        }
+        let reply = reset_for(&seg.repr);
+        self.rx_fail(d, StackDrop::TcpNoSocket);
+        let Some(r) = reply else { return };
+        if !self.tcp.rst_limit.allow(now) {
+            self.tcp.stats.resets_suppressed += 1;
+            return;
+        }
+        let Some(b) = self.iface.take_tx_buf() else {
+            self.iface.drop_tx(StackDrop::TxNoBuffer);
+            return;
+        };
+        if self
+            .iface
+            .tcp_emit(b, seg.dst, seg.src, &r, None, 0, now, false)
+            .is_ok()
+        {
+            self.tcp.stats.resets_sent += 1;
+        }
+    }
+
+    /// Sends the ACK the TIME-WAIT table asked for, if any.
+    pub(in crate::stack) fn tw_reply(&mut self, key: &TwKey, a: TwAction, now: u64) {
+        if let TwAction::SendAck(r) = a {
+            let Some(b) = self.iface.take_tx_buf() else {
+                self.iface.drop_tx(StackDrop::TxNoBuffer);
+                return;
+            };
+            if self
+                .iface
+                .tcp_emit(
+                    b,
+                    *key.local.ip(),
+                    *key.remote.ip(),
+                    &r,
+                    None,
+                    0,
+                    now,
+                    false,
+                )
+                .is_ok()
+            {
+                self.tcp.stats.segments_out += 1;
+            }
+        }
+    }
+}

@@ -1,0 +1,488 @@
+//! TCP in the stack: the tables of connections and listeners, lazy input
+//! processing, segment output and the timer queue.
+//!
+//! **Owns:** one slot per connection (its [`Connection`], its demux channel,
+//! its handle generation), one slot per listener, the map from channel to
+//! owner, the keyed [`Secret`] for ISNs, ports and cookies (seeded from the
+//! stack's RNG at start-up), the ephemeral port allocator (RFC 6056), the
+//! timer heap, the RST rate limiter and the event list.
+//!
+//! **When protocol code runs (LRP §3.4).** Arrival does nothing but queue a
+//! descriptor on the connection's (or listener's) channel — the classifier
+//! finds it by 4-tuple, then by listening port. The segments are processed
+//! later, with an explicit work bound, by whoever calls:
+//! * the socket calls of that connection ([`Stack::tcp_recv`],
+//!   [`Stack::tcp_send`], ...) process its own channel first, in the
+//!   caller's context;
+//! * [`Stack::tcp_service`] processes the channels on the classifier's
+//!   ready list and the expired timers — the owner's protocol handler (one
+//!   per process in the embedded placement; the scheduler issue gives each
+//!   owner its own).
+//!
+//! When the reader's own [`Stack::tcp_recv`] finds its connection's
+//! segments still queued and its receive buffer empty, predicted in-order
+//! text is placed directly into the reader's buffer (`conn_direct`,
+//! [`Connection::direct_commit`]): one copy, from the NIC buffer, instead of
+//! two through the receive buffer. It works in rounds: checksums and TCB
+//! updates, then the ACK, then the copies, so the sender's credit does not
+//! wait for the copying.
+//!
+//! A listener whose accept queue is full is not processed at all: its
+//! channel fills and further SYNs are dropped there, early, before any
+//! protocol work (LRP §3.4, the SYN-flood defence), until `accept` makes
+//! room.
+//!
+//! **A listener whose SYN queue is full, with SYN cookies off, is not
+//! processed either — in the lazy modes** (soft-lrp, ni-lrp). Every
+//! SYN it could read would be dropped (`ListenDrop::SynQueueFull`) after its
+//! checksum, lookups and listener work: the host would burn CPU per spoofed
+//! SYN for nothing. RFC 9293 leaves the SYN queue's overflow policy to the
+//! implementation; RFC 4987 §3 (and §3.2, "Increasing backlog") lists the
+//! usual answers (bigger backlog, recycling the oldest half-open entry, SYN
+//! cookies); ours is LRP's: stop, and let the excess fall off at the channel
+//! (the 4.4BSD listen backlog of the LRP paper counted half-open entries
+//! too). The listener is *stalled* until a SYN-queue slot is freed: its
+//! timer path ([`Stack::tcp_service`] firing the listener's SYN-ACK timer)
+//! always processes what is queued on its channel first (bounded by the
+//! channel and [`MAX_BATCH`]) — so a final ACK of a handshake in progress
+//! completes it there, and an ACK that fell off the full channel is
+//! repeated by the peer when the SYN-ACK is retransmitted — then expires
+//! entries; when that leaves room the listener resumes. The eager modes
+//! (`eager`, `early-demux`) keep 4.4BSD's behaviour: every SYN is processed
+//! and dropped after the work.
+//!
+//! **Output.** A segment is built in place in one NIC buffer: the payload is
+//! copied once, from the connection's send buffer to a fixed offset
+//! ([`TX_PAYLOAD_AT`]) leaving room for the largest header, and the headers
+//! are written in front of it; the descriptor's offset names where the
+//! frame starts. TCP segments carry DF (RFC 9293 §3.7.1: the MSS is derived
+//! from the MTU; we never fragment TCP). Runs of full segments of new data
+//! ([`Connection::burst_plan`]) are built from the first one's headers,
+//! patched per segment (`conn_burst`): the same frames, decided once.
+//!
+//! **Timers.** A binary heap of (deadline, slot, generation) with lazy
+//! deletion: a slot remembers the deadline it armed; an entry that does not
+//! match is stale and skipped. A deadline that moves later is not pushed
+//! again until the earlier entry fires.
+//!
+//! **May not touch:** the connection internals (only `proto::tcp`'s API),
+//! wire bytes other than through `wire` views.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::net::SocketAddrV4;
+
+use rand::RngCore;
+
+use super::{SocketError, Stack, StackDrop, REASM_TAG};
+use crate::demux::{BindError, ChannelId};
+use crate::nic::Nic;
+use crate::proto::icmp::RateLimiter;
+use crate::proto::tcp::{
+    Config, Connection, EphemeralPorts, ListenConfig, Listener, Secret, State, TimeWaitConfig,
+    TimeWaitTable,
+};
+
+mod calls;
+mod direct;
+mod input;
+mod output;
+mod service;
+mod timers;
+
+pub use input::RX_AHEAD;
+pub(in crate::stack) use output::TxBatch;
+pub use output::{MAX_TX_PER_CALL, TX_PAYLOAD_AT};
+pub use service::SERVICE_PER_CHANNEL;
+
+/// Names a TCP connection of a [`Stack`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TcpHandle {
+    pub(in crate::stack) idx: u32,
+    pub(in crate::stack) gen: u32,
+}
+
+/// Names a TCP listener of a [`Stack`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ListenHandle {
+    pub(in crate::stack) idx: u32,
+    pub(in crate::stack) gen: u32,
+}
+
+/// Something happened to a connection or listener since the last
+/// [`Stack::tcp_take_events`]: data or room may be there, it may have
+/// closed, or connections may wait to be accepted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TcpEvent {
+    /// A connection processed input or a timer.
+    Conn(TcpHandle),
+    /// A listener has connections to accept.
+    Listener(ListenHandle),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(in crate::stack) enum Owner {
+    None,
+    Conn(u32),
+    Listener(u32),
+}
+
+pub(in crate::stack) struct ConnSlot {
+    pub(in crate::stack) conn: Connection,
+    pub(in crate::stack) chan: ChannelId,
+    pub(in crate::stack) gen: u32,
+    /// The application closed its handle; the slot goes when the
+    /// connection reaches CLOSED.
+    pub(in crate::stack) detached: bool,
+    /// The deadline this slot has in the timer heap.
+    pub(in crate::stack) armed: Option<u64>,
+    pub(in crate::stack) in_events: bool,
+    pub(in crate::stack) ip_ident: u16,
+}
+
+pub(in crate::stack) struct ListenSlot {
+    pub(in crate::stack) l: Listener,
+    pub(in crate::stack) chan: ChannelId,
+    pub(in crate::stack) gen: u32,
+    /// The address the classifier binding uses (may be the wildcard).
+    pub(in crate::stack) bound: SocketAddrV4,
+    pub(in crate::stack) armed: Option<u64>,
+    pub(in crate::stack) in_events: bool,
+}
+
+/// True if a listener must not read its channel: its accept queue is full
+/// (all modes), or — in the lazy modes — its SYN queue is full and it has
+/// no SYN cookies, so every SYN would be dropped after the work (see the
+/// module docs; RFC 4987 §3).
+pub(in crate::stack) fn listener_stalled(l: &Listener, lazy: bool) -> bool {
+    l.accept_queue_full()
+        || (lazy && !l.config().syn_cookies && l.syn_queue_len() >= l.config().syn_queue)
+}
+
+/// Counters of the TCP part of a stack.
+#[derive(Clone, Debug, Default)]
+pub struct TcpStats {
+    /// Received segments handed to a connection or listener.
+    pub segments_in: u64,
+    /// Segments sent.
+    pub segments_out: u64,
+    /// Frames moved from a listener's channel to the channel of the
+    /// connection accepted meanwhile (still queued, not yet processed).
+    pub redirected: u64,
+    /// RSTs sent for segments to no connection and no listener, and for
+    /// the half-open and queued connections of a closed listener.
+    pub resets_sent: u64,
+    /// RSTs of a closed listener not sent for want of a transmit buffer
+    /// (also in the stack's `TxNoBuffer` drops).
+    pub close_resets_unsent: u64,
+    /// RSTs not sent because of the rate limit.
+    pub resets_suppressed: u64,
+    /// Active opens.
+    pub connects: u64,
+    /// Connections handed out by accept.
+    pub accepted: u64,
+    /// Connection slots freed.
+    pub closed: u64,
+    /// Timer expirations handled.
+    pub timers: u64,
+    /// Connections moved to the TIME-WAIT table.
+    pub time_wait_entered: u64,
+    /// Segments answered or absorbed by the TIME-WAIT table (counted in
+    /// `segments_in` too).
+    pub time_wait_segments: u64,
+    /// TIME-WAIT entries evicted because the table was full.
+    pub time_wait_evicted: u64,
+    /// Received frames whose cache lines were evicted after their text was
+    /// copied out, into the reader's buffer or the receive buffer
+    /// (`handback`).
+    pub frames_evicted: u64,
+}
+
+pub(in crate::stack) struct Tcp {
+    pub(in crate::stack) conns: Vec<Option<ConnSlot>>,
+    pub(in crate::stack) conn_gen: Vec<u32>,
+    pub(in crate::stack) free_conns: Vec<u32>,
+    pub(in crate::stack) listeners: Vec<Option<ListenSlot>>,
+    pub(in crate::stack) listen_gen: Vec<u32>,
+    pub(in crate::stack) free_listeners: Vec<u32>,
+    pub(in crate::stack) owner: Vec<Owner>,
+    /// Owner tag per channel (0: untagged), for per-owner servicing
+    /// ([`Stack::tcp_service_tag`]). Indexed like `owner`.
+    pub(in crate::stack) tags: Vec<u16>,
+    pub(in crate::stack) secret: Secret,
+    pub(in crate::stack) ports: EphemeralPorts,
+    /// (deadline, slot id: bit 31 set for listeners, generation).
+    pub(in crate::stack) timers: BinaryHeap<Reverse<(u64, u32, u32)>>,
+    pub(in crate::stack) ready: Vec<u32>,
+    pub(in crate::stack) events: Vec<TcpEvent>,
+    pub(in crate::stack) cfg: Config,
+    pub(in crate::stack) listen_cfg: ListenConfig,
+    pub(in crate::stack) chan_cap: usize,
+    pub(in crate::stack) rst_limit: RateLimiter,
+    /// Closed connections in TIME-WAIT, as compact entries (the
+    /// `Connection` is freed when it enters TIME-WAIT after its handle was
+    /// closed).
+    pub(in crate::stack) tw: TimeWaitTable,
+    pub(super) stats: TcpStats,
+}
+
+pub(in crate::stack) const LISTENER_BIT: u32 = 1 << 31;
+
+impl Tcp {
+    /// Whether any connection exists (in any state but freed).
+    pub(in crate::stack) fn has_conns(&self) -> bool {
+        self.conns.len() > self.free_conns.len()
+    }
+
+    pub(in crate::stack) fn new(
+        cfg: Config,
+        listen_cfg: ListenConfig,
+        chan_cap: usize,
+        rst_rate: (u32, u32),
+        tw_capacity: usize,
+        rng: &mut impl RngCore,
+    ) -> Self {
+        let mut key = [0u8; 16];
+        rng.fill_bytes(&mut key);
+        let secret = Secret::new(key);
+        Tcp {
+            conns: Vec::new(),
+            conn_gen: Vec::new(),
+            free_conns: Vec::new(),
+            listeners: Vec::new(),
+            listen_gen: Vec::new(),
+            free_listeners: Vec::new(),
+            owner: Vec::new(),
+            tags: Vec::new(),
+            secret,
+            ports: EphemeralPorts::default(),
+            timers: BinaryHeap::new(),
+            ready: Vec::new(),
+            events: Vec::new(),
+            cfg,
+            listen_cfg,
+            chan_cap: chan_cap.max(1),
+            rst_limit: RateLimiter::new(rst_rate.0, rst_rate.1, 0),
+            tw: TimeWaitTable::new(
+                TimeWaitConfig {
+                    capacity: tw_capacity,
+                    time_wait: cfg.time_wait,
+                    ..TimeWaitConfig::default()
+                },
+                &secret,
+            ),
+            stats: TcpStats::default(),
+        }
+    }
+
+    /// The key of the classifier's hash tables, derived from the secret.
+    pub(in crate::stack) fn demux_key(&self) -> [u64; 2] {
+        self.secret.table_key(Secret::TABLE_DEMUX)
+    }
+
+    pub(in crate::stack) fn set_owner(&mut self, c: ChannelId, o: Owner) {
+        let i = c.0 as usize;
+        if self.owner.len() <= i {
+            self.owner.resize(i + 1, Owner::None);
+            self.tags.resize(i + 1, 0);
+        }
+        self.owner[i] = o;
+        // A new or freed channel starts untagged.
+        self.tags[i] = 0;
+    }
+
+    pub(in crate::stack) fn tag_of(&self, c: u32) -> u16 {
+        self.tags.get(c as usize).copied().unwrap_or(0)
+    }
+
+    /// The owner tag of the slot a timer entry names; `None` if the slot is
+    /// gone (the entry is stale and anyone may discard it).
+    pub(in crate::stack) fn timer_tag(&self, id: u32) -> Option<u16> {
+        let chan = if id & LISTENER_BIT != 0 {
+            self.listeners
+                .get((id & !LISTENER_BIT) as usize)?
+                .as_ref()?
+                .chan
+        } else {
+            self.conns.get(id as usize)?.as_ref()?.chan
+        };
+        Some(self.tag_of(chan.0))
+    }
+
+    pub(in crate::stack) fn is_owned(&self, c: u32) -> bool {
+        self.owner_of(c) != Owner::None
+    }
+
+    pub(in crate::stack) fn owner_of(&self, c: u32) -> Owner {
+        self.owner.get(c as usize).copied().unwrap_or(Owner::None)
+    }
+
+    pub(in crate::stack) fn conn(&self, h: TcpHandle) -> Result<&ConnSlot, SocketError> {
+        match self.conns.get(h.idx as usize) {
+            Some(Some(s)) if s.gen == h.gen && !s.detached => Ok(s),
+            _ => Err(SocketError::BadHandle),
+        }
+    }
+
+    pub(in crate::stack) fn conn_mut(
+        &mut self,
+        h: TcpHandle,
+    ) -> Result<&mut ConnSlot, SocketError> {
+        match self.conns.get_mut(h.idx as usize) {
+            Some(Some(s)) if s.gen == h.gen && !s.detached => Ok(s),
+            _ => Err(SocketError::BadHandle),
+        }
+    }
+
+    pub(in crate::stack) fn listener(&self, h: ListenHandle) -> Result<&ListenSlot, SocketError> {
+        match self.listeners.get(h.idx as usize) {
+            Some(Some(s)) if s.gen == h.gen => Ok(s),
+            _ => Err(SocketError::BadHandle),
+        }
+    }
+
+    /// Arms (or keeps) the timer of slot `id` for deadline `t`.
+    pub(in crate::stack) fn arm(
+        timers: &mut BinaryHeap<Reverse<(u64, u32, u32)>>,
+        armed: &mut Option<u64>,
+        t: Option<u64>,
+        id: u32,
+        gen: u32,
+    ) {
+        if let Some(t) = t {
+            if armed.is_none_or(|a| t < a) {
+                *armed = Some(t);
+                timers.push(Reverse((t, id, gen)));
+            }
+        }
+    }
+}
+
+impl<N: Nic> Stack<N> {
+    pub(in crate::stack) fn install_conn(
+        &mut self,
+        conn: Connection,
+    ) -> Result<TcpHandle, SocketError> {
+        let (local, remote) = (conn.local(), conn.remote());
+        let chan = self
+            .demux
+            .bind_tcp_conn(local, remote, self.tcp.chan_cap)
+            .map_err(|e| match e {
+                BindError::AddrInUse => SocketError::AddrInUse,
+                BindError::NoChannel => SocketError::BadHandle,
+            })?;
+        let cap = self.tcp.chan_cap;
+        self.ni_bind(chan, cap, super::ni::BindKind::Conn(local, remote));
+        let idx = match self.tcp.free_conns.pop() {
+            Some(i) => i,
+            None => {
+                self.tcp.conns.push(None);
+                self.tcp.conn_gen.push(0);
+                (self.tcp.conns.len() - 1) as u32
+            }
+        };
+        let gen = self.tcp.conn_gen[idx as usize];
+        self.tcp.conns[idx as usize] = Some(ConnSlot {
+            conn,
+            chan,
+            gen,
+            detached: false,
+            armed: None,
+            in_events: false,
+            ip_ident: self.rng.next_u32() as u16,
+        });
+        self.tcp.set_owner(chan, Owner::Conn(idx));
+        Ok(TcpHandle { idx, gen })
+    }
+
+    /// Frees a connection slot, its channel and the frames still queued.
+    pub(in crate::stack) fn free_conn(&mut self, idx: u32) {
+        let Some(slot) = self.tcp.conns.get_mut(idx as usize).and_then(|s| s.take()) else {
+            return;
+        };
+        if slot.in_events {
+            // Keep the event list bounded by live slots.
+            let dead = TcpEvent::Conn(TcpHandle { idx, gen: slot.gen });
+            self.tcp.events.retain(|e| *e != dead);
+        }
+        let mut left = Vec::new();
+        let _ = self
+            .demux
+            .unbind_tcp_conn(slot.conn.local(), slot.conn.remote(), &mut left);
+        self.ni_unbind(super::ni::BindKind::Conn(
+            slot.conn.local(),
+            slot.conn.remote(),
+        ));
+        self.tcp.set_owner(slot.chan, Owner::None);
+        for d in left {
+            self.stats.drops[StackDrop::SocketClosed as usize] += 1;
+            if d.buf & REASM_TAG == 0 {
+                self.stats.rx_frame_drops += 1;
+                self.iface.release(d);
+            }
+        }
+        self.tcp.conn_gen[idx as usize] = self.tcp.conn_gen[idx as usize].wrapping_add(1);
+        self.tcp.free_conns.push(idx);
+        self.tcp.stats.closed += 1;
+    }
+
+    /// Entries in the TIME-WAIT table.
+    pub fn tcp_time_wait_len(&self) -> usize {
+        self.tcp.tw.len()
+    }
+
+    /// The TIME-WAIT table's counters.
+    pub fn tcp_time_wait_counters(&self) -> crate::proto::tcp::TwCounters {
+        *self.tcp.tw.counters()
+    }
+
+    /// Moves the connections and listeners that had something happen since
+    /// the last call to `out` (each at most once).
+    pub fn tcp_take_events(&mut self, out: &mut Vec<TcpEvent>) {
+        let tcp = &mut self.tcp;
+        let (conns, listeners) = (&mut tcp.conns, &mut tcp.listeners);
+        // Events of handles freed meanwhile are dropped here.
+        tcp.events.retain(|e| match *e {
+            TcpEvent::Conn(h) => match conns.get_mut(h.idx as usize) {
+                Some(Some(s)) if s.gen == h.gen => {
+                    s.in_events = false;
+                    true
+                }
+                _ => false,
+            },
+            TcpEvent::Listener(h) => match listeners.get_mut(h.idx as usize) {
+                Some(Some(s)) if s.gen == h.gen => {
+                    s.in_events = false;
+                    true
+                }
+                _ => false,
+            },
+        });
+        out.append(&mut tcp.events);
+    }
+
+    /// True if channel `c` belongs to a TCP connection or listener.
+    pub(in crate::stack) fn is_tcp_channel(&self, c: ChannelId) -> bool {
+        self.tcp.is_owned(c.0)
+    }
+
+    /// Counters of the TCP part.
+    pub fn tcp_stats(&self) -> &TcpStats {
+        &self.tcp.stats
+    }
+
+    /// Connection slots in use (including detached ones still closing).
+    pub fn tcp_connections(&self) -> usize {
+        self.tcp.conns.iter().flatten().count()
+    }
+
+    /// The state of every connection slot in use, for reports (allocates).
+    pub fn tcp_states(&self) -> Vec<State> {
+        self.tcp
+            .conns
+            .iter()
+            .flatten()
+            .map(|s| s.conn.state())
+            .collect()
+    }
+}
