@@ -22,11 +22,10 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -q -- -D warnings
 # All unit, property, cross-process, hostile-input and real-peer tests.
 cargo test --workspace
-# The loom model of the SPSC ring (it also proves a weakened ordering is caught).
-RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p lazynet --release --test loom_ring
-# The loom model of the ni-lrp channel notification (it also proves that a
+# The loom models: the SPSC ring (it also proves a weakened ordering is
+# caught) and the ni-lrp channel notification (it also proves that a
 # weakened disarm strands a frame).
-RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p lazynet --release --test loom_notify
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p lazynet --release --test loom
 # The quick overload experiments of the lab, optimized as they are run, one
 # after the other (each pins a thread to each core): each fails if its
 # qualitative shape (LRP flat, eager collapsing, ...) is not there. The Linux

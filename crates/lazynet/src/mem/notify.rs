@@ -26,7 +26,7 @@
 //! variable to order against, so `AcqRel` suffices and no `SeqCst` fence is
 //! needed. A plain `store(false)` in `disarm` would break the argument (a
 //! store does not read the `arm` it follows); the loom model
-//! (`tests/loom_notify.rs`) shows that variant strands a frame.
+//! (`tests/loom/notify.rs`) shows that variant strands a frame.
 
 #[cfg(loom)]
 use loom::sync::atomic::{AtomicBool, AtomicU64};
@@ -88,7 +88,7 @@ impl ReadyFlag {
 /// covers the unbind: the NI's last push onto that ring (published with
 /// `Release` on the ring) happened before its [`Applied::publish`]
 /// (`Release`), which the host's [`Applied::get`] (`Acquire`) reads, so the
-/// host's drain sees every frame (loom model: `tests/loom_notify.rs`).
+/// host's drain sees every frame (loom model: `tests/loom/notify.rs`).
 #[derive(Debug)]
 pub struct Applied {
     n: AtomicU64,

@@ -44,7 +44,7 @@
 //! (kept and retried next step if the ring is full). The host's
 //! [`Classifier::take_ready`] pops the ids, disarms, and puts channels that
 //! hold frames on its own ready list. Why this cannot strand a frame:
-//! [`crate::mem::notify`] (and `tests/loom_notify.rs`).
+//! [`crate::mem::notify`] (and `tests/loom/notify.rs`).
 //!
 //! **Counters.** The NI's [`DemuxStats`], the frames it received, the bad
 //! descriptors it met and its transmit counters are published once per

@@ -29,7 +29,7 @@
 //!   MSS, so neither Nagle nor SWS avoidance (RFC 9293 §3.7.4,
 //!   §3.8.6.2.1) can hold a segment back.
 //!
-//! Everything else goes to `poll_transmit`. `tests/tcp_fastpath.rs` runs
+//! Everything else goes to `poll_transmit`. `tests/tcp/fastpath.rs` runs
 //! random operation sequences against two connections, one sending by
 //! bursts and one by `poll_transmit`, and requires identical segments,
 //! payloads and TCBs.

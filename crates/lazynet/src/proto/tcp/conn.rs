@@ -1809,7 +1809,7 @@ impl<C: CongestionControl> Connection<C> {
     /// recovery are not decided here). When it is `false` the caller may
     /// skip `poll_transmit` and call [`Connection::skip_transmit`] instead,
     /// which leaves the connection exactly as the empty `poll_transmit`
-    /// would (property-tested in `tests/tcp_prop.rs`).
+    /// would (property-tested in `tests/tcp/prop.rs`).
     #[inline]
     pub fn wants_output(&self, now: u64) -> bool {
         if self.rst_out.is_some()

@@ -7,7 +7,7 @@
 //! and the full RFC 9293 §3.10.7.4 sequence in `conn.rs` (the slow path,
 //! the single source of truth) runs instead. The fast path is a subset of
 //! the slow path: for every segment it admits, it leaves the TCB exactly
-//! as the slow path would (`tests/tcp_fastpath.rs` checks this
+//! as the slow path would (`tests/tcp/fastpath.rs` checks this
 //! differentially, with `Config::fast_path` off as the reference).
 //!
 //! # When prediction is on
@@ -154,7 +154,7 @@ impl<C: CongestionControl> Connection<C> {
     /// reader's buffer (after [`Connection::direct_ok`]; the caller has
     /// verified the checksum and copies the text before the reader sees
     /// anything): the TCB ends exactly as after `handle_segment(seg)`
-    /// followed by a `recv` that took those bytes (`tests/tcp_fastpath.rs`
+    /// followed by a `recv` that took those bytes (`tests/tcp/fastpath.rs`
     /// checks this differentially). LRP §3.4: the receiver's own read does
     /// the protocol work, and the text is copied once, from the NIC buffer
     /// to the reader, never through the receive buffer.
@@ -179,7 +179,7 @@ impl<C: CongestionControl> Connection<C> {
     /// buffer took only in part: its last bytes, `rest`, go into the
     /// receive buffer, where the reader's next call finds them first. The
     /// TCB ends exactly as after `handle_segment(seg)` followed by a `recv`
-    /// that took the first `len - rest.len()` bytes (`tests/tcp_fastpath.rs`).
+    /// that took the first `len - rest.len()` bytes (`tests/tcp/fastpath.rs`).
     /// Returns false, changing nothing, if `rest` does not fit
     /// ([`Connection::direct_rest_fits`]) or is not shorter than the text:
     /// the caller then processes the segment the ordinary way.

@@ -32,7 +32,7 @@
 //! listener builds the SYN-ACK itself (the same segment
 //! [`Connection::accept_syn`] would send, checked by a test) and runs the
 //! SYN-RECEIVED checks of RFC 9293 §3.10.7.4 with RFC 5961 and PAWS on the
-//! entry (`tests/tcp_listen_diff.rs` compares the whole listener with the
+//! entry (`tests/tcp/listen_diff.rs` compares the whole listener with the
 //! previous one, whose entries were Connections). Only the final ACK
 //! builds the [`Connection`] (and allocates its buffers): from the SYN the
 //! entry stands for, via `Connection::accept_syn`, replaying its SYN-ACK

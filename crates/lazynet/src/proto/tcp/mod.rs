@@ -44,7 +44,7 @@
 //!
 //! **Fast path:** header prediction for ESTABLISHED in-order data and
 //! pure ACKs (`fast.rs`, `Config::fast_path`), a proven subset of the
-//! slow path (`tests/tcp_fastpath.rs`).
+//! slow path (`tests/tcp/fastpath.rs`).
 
 pub mod buffer;
 pub mod cc;

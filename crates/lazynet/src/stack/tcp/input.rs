@@ -158,7 +158,7 @@ impl<N: Nic> Stack<N> {
                 // batch would fold a window's worth of them into one
                 // ACK, the sender would never count three and every
                 // loss would wait for an RTO (found by
-                // stack_tcp_netsim: zero fast retransmits at 1% loss).
+                // tests/stack/tcp_netsim.rs: zero fast retransmits at 1% loss).
                 if !s.conn.ooo_intervals().is_empty() {
                     let (sent, _) = self.iface.conn_output(&mut s.conn, &mut s.ip_ident, now);
                     self.tcp.stats.segments_out += sent as u64;

@@ -90,7 +90,7 @@ impl<N: Nic> Stack<N> {
         // the retransmission timer instead of losing the race to it (a
         // spurious RTO: go-back-N and the window down to one segment). The
         // lazy design makes the gap as long as the caller's service
-        // interval (found by stack_tcp_netsim: an RTO every 200 ms on a
+        // interval (found by tests/stack/tcp_netsim.rs: an RTO every 200 ms on a
         // steady 100 ms path, the ACK queued at the deadline).
         let chan = s.chan;
         let queued = self.demux.queued(chan);

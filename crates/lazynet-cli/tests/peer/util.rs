@@ -1,0 +1,121 @@
+//! Helpers shared by the tests that run `lazynet` against the Linux kernel
+//! in a network namespace: unique names, a cleanup guard, the `ready` line.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, ChildStdout, Command};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_lazynet");
+pub static N: AtomicU32 = AtomicU32::new(0);
+
+pub fn needs_root() -> bool {
+    let root = lazynet::sys::is_root();
+    if !root {
+        assert_ne!(
+            std::env::var("CI").as_deref(),
+            Ok("true"),
+            "under CI=true root tests must run"
+        );
+        println!("skipped: needs root");
+    }
+    !root
+}
+
+/// Unique names and a /24 inside 10.201.0.0/16 for one test.
+pub struct Names {
+    pub ns: String,
+    pub subnet: u32,
+}
+
+impl Names {
+    pub fn new() -> Self {
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let pid = std::process::id() % 100_000;
+        Names {
+            ns: format!("lnp{pid}-{n}"),
+            subnet: 100 + (pid * 7 + n * 13) % 150,
+        }
+    }
+    pub fn ours(&self) -> String {
+        format!("10.201.{}.2", self.subnet)
+    }
+    /// Flags naming the namespace, device and kernel-side address.
+    pub fn ns_args(&self) -> Vec<String> {
+        vec![
+            "--peer-ns".into(),
+            self.ns.clone(),
+            "--dev".into(),
+            self.ns.clone(),
+            "--peer-addr".into(),
+            format!("10.201.{}.1/24", self.subnet),
+        ]
+    }
+    /// `ns_args` plus lazynet's own address.
+    pub fn args(&self) -> Vec<String> {
+        let mut a = self.ns_args();
+        a.extend(["--addr".into(), format!("{}/24", self.ours())]);
+        a
+    }
+}
+
+/// Kills the server and removes the namespace and device on drop.
+pub struct Cleanup {
+    pub child: Option<Child>,
+    pub ns: Option<String>,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        if let Some(ns) = &self.ns {
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+            let _ = Command::new("ip").args(["link", "del", ns]).output();
+        }
+    }
+}
+
+/// Sends `sig` to our child `c` (not reaped yet, so its pid is still its).
+pub fn signal(c: &Child, sig: i32) {
+    lazynet::sys::signal(c.id(), sig);
+}
+
+/// Reads stdout lines until `ready`; returns the lines before it.
+pub fn wait_ready(out: &mut BufReader<ChildStdout>) -> Vec<String> {
+    let mut lines = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut l = String::new();
+        assert!(
+            out.read_line(&mut l).unwrap() > 0,
+            "server exited before ready: {lines:?}"
+        );
+        if l.trim() == "ready" {
+            return lines;
+        }
+        lines.push(l.trim().to_string());
+        assert!(Instant::now() < deadline, "no ready line");
+    }
+}
+
+pub fn in_ns(ns: &str, args: &[&str]) -> std::process::Output {
+    Command::new("ip")
+        .args(["netns", "exec", ns])
+        .args(args)
+        .output()
+        .expect("ip netns exec")
+}
+
+pub fn netns_list() -> String {
+    String::from_utf8_lossy(
+        &Command::new("ip")
+            .args(["netns", "list"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .to_string()
+}

@@ -1,0 +1,5 @@
+//! Network level framing: the meta file and prebuilder, and the four send
+//! paths.
+
+mod meta;
+mod paths;
