@@ -110,7 +110,6 @@
 //! `python3 -c 'import sys;n=int(sys.argv[1]);sys.stdout.buffer.write((bytes(range(251))*(n//251+1))[:n])' N`.
 // Some accessors (headers, framing, pattern_sha256, ...) serve the tests
 // and tools rather than the binary.
-#![allow(dead_code)]
 
 // Until `serve http` and `get` use everything here.
 

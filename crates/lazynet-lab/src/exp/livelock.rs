@@ -69,9 +69,7 @@ use lazynet::sched::{Class, Cx, OwnerUsage, Status, TscClock};
 use lazynet::stack::{NiEngine, ReceiveMode, Stack, StackConfig, StackDrop, StackStats};
 
 use super::{pin_host, pin_load, progress, work, Checks, ExpOpts, Results, HOST_CPU, LOAD_CPU};
-use crate::loadgen::{
-    wire_endpoints, BlastStats, BlastStepper, Due, FrameGen, PacerConfig, UdpTemplate,
-};
+use crate::loadgen::{wire_endpoints, BlastStats, BlastStepper, Due, PacerConfig, UdpTemplate};
 
 /// The least work per datagram (ns): a server that does something, as the
 /// Linux baseline's "5 µs of work" (MACHINE-FACTS.md), so that saturation
@@ -114,9 +112,9 @@ pub(crate) fn host_config(mode: ReceiveMode) -> StackConfig {
 }
 
 /// The generator's frames to `port` on the host.
-pub(crate) fn udp_gen(a: &WireEnd, b_mac: [u8; 6], port: u16) -> anyhow::Result<FrameGen> {
+pub(crate) fn udp_gen(a: &WireEnd, b_mac: [u8; 6], port: u16) -> anyhow::Result<UdpTemplate> {
     let e = wire_endpoints(a, b_mac, SocketAddrV4::new(HOST_IP, port));
-    Ok(FrameGen::Udp(UdpTemplate::new(&e, PAYLOAD)?))
+    UdpTemplate::new(&e, PAYLOAD)
 }
 
 /// The host side of a point, whatever its NIC (`WireEnd`, or the NI proxy).

@@ -3,7 +3,6 @@
 //! plays the peer; only `handle_segment` calls are meant to be measured,
 //! the bookkeeping that keeps the window open (reading, polling ACKs,
 //! queueing data) happens between chunks.
-#![allow(dead_code)]
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 
