@@ -10,12 +10,17 @@
 //! path (their IPv4 length and TCP checksum are fixed up unless steering
 //! bits 4 and 3 are set). Checks that nothing panics, every frame is accounted for, the
 //! connection's invariants hold, and every buffer comes back.
+//!
+//! The wire is made once per process and reset before each run
+//! (`WirePair::reset`), and the stacks are configured with small tables and
+//! buffers: set-up, not the frames, is most of a run's cost.
 #![no_main]
 
+use std::cell::RefCell;
 use std::net::{Ipv4Addr, SocketAddrV4};
 
 use lazynet::mem::Desc;
-use lazynet::nic::wirepair::{WireConfig, WirePair};
+use lazynet::nic::wirepair::{WireConfig, WireEnd, WirePair};
 use lazynet::nic::Nic;
 use lazynet::socket::UdpSocket;
 use lazynet::stack::{Stack, StackConfig};
@@ -24,13 +29,48 @@ use libfuzzer_sys::fuzz_target;
 const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
 
+thread_local! {
+    /// The wire between runs.
+    static WIRE: RefCell<Option<(WireEnd, WireEnd)>> = const { RefCell::new(None) };
+}
+
+/// The wire for one run: the last run's, reset, or a new one.
+fn wire() -> (WireEnd, WireEnd) {
+    match WIRE.with(|w| w.borrow_mut().take()) {
+        Some((a, b)) => WirePair::reset(a, b).unwrap(),
+        None => WirePair::new(WireConfig { buf_count: 512, ring_capacity: 64, ..WireConfig::default() }).unwrap(),
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
-    let (a, b) = WirePair::new(WireConfig { buf_count: 512, ring_capacity: 64, ..WireConfig::default() }).unwrap();
+    let (a, b) = wire();
     let (a0, b0) = (a.free_buffers(), b.free_buffers());
-    // A short TIME-WAIT keeps the closing phase (and each run) short.
-    let tcp = lazynet::proto::tcp::Config { time_wait: 2_000_000_000, ..Default::default() };
-    let mut sa = Stack::new(a, StackConfig { addr: A, seed: 2, tcp, ..StackConfig::default() });
-    let mut stack = Stack::new(b, StackConfig { addr: B, seed: 1, tcp, ..StackConfig::default() });
+    // A short TIME-WAIT keeps the closing phase (and each run) short; small
+    // tables keep each stack's set-up and its periodic sweeps cheap, and
+    // their limits reachable by a short input.
+    let tcp = lazynet::proto::tcp::Config {
+        time_wait: 2_000_000_000,
+        send_buf: 4096,
+        recv_buf: 4096,
+        ..Default::default()
+    };
+    let cfg = |addr, seed| StackConfig {
+        addr,
+        seed,
+        tcp,
+        reasm_store: 1,
+        reasm: lazynet::proto::ip::ReasmConfig { slots: 4, byte_budget: 8 * 1024, ..Default::default() },
+        arp: lazynet::proto::arp::ArpConfig { capacity: 8, queue_per_addr: 8, queue_total: 16, ..Default::default() },
+        tcp_listen: lazynet::proto::tcp::ListenConfig { backlog: 4, syn_queue: 8, ..Default::default() },
+        tcp_time_wait_cap: 16,
+        tcp_channel_cap: 32,
+        udp_channel_cap: 32,
+        control_cap: 32,
+        fragment_cap: 32,
+        ..StackConfig::default()
+    };
+    let mut sa = Stack::new(a, cfg(A, 2));
+    let mut stack = Stack::new(b, cfg(B, 1));
     let s7 = UdpSocket::bind(&mut stack, SocketAddrV4::new(B, 7)).unwrap();
     let s9 = UdpSocket::bind(&mut stack, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 9)).unwrap();
     let l = stack.tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), None, None).unwrap();
@@ -148,4 +188,5 @@ fuzz_target!(|data: &[u8]| {
     sa.nic_mut().reclaim();
     stack.nic_mut().reclaim();
     assert_eq!((sa.nic().free_buffers(), stack.nic().free_buffers()), (a0, b0), "buffers leaked");
+    WIRE.with(|w| *w.borrow_mut() = Some((sa.into_nic(), stack.into_nic())));
 });

@@ -261,7 +261,9 @@ impl Reassembler {
             in_use: 0,
             arena: vec![0; nblocks * BLOCK],
             free_blocks: (0..nblocks as u16).rev().collect(),
-            out: vec![0; MAX_PAYLOAD],
+            // A complete datagram is held in the arena first: it is never
+            // longer than the budget.
+            out: vec![0; MAX_PAYLOAD.min(nblocks * BLOCK)],
             out_header: [0; MAX_HEADER],
             counters: ReasmCounters::default(),
         }

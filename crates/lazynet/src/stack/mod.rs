@@ -183,6 +183,7 @@ impl<N: Nic> Stack<N> {
             cfg.control_cap,
             cfg.fragment_cap,
         );
+        let reasm = Reassembler::new(cfg.reasm);
         // Keyed from the TCP secret (no extra draw from `rng`): peers cannot
         // choose 4-tuples that collide in the classifier's tables.
         demux.set_hash_key(tcp.demux_key());
@@ -213,8 +214,8 @@ impl<N: Nic> Stack<N> {
                 stats: IfaceStats::default(),
             },
             demux,
-            reasm: Reassembler::new(cfg.reasm),
-            store: DgramStore::new(cfg.reasm_store),
+            store: DgramStore::new(cfg.reasm_store, reasm.config().byte_budget),
+            reasm,
             sockets: Vec::new(),
             free_sockets: Vec::new(),
             icmp_limit: RateLimiter::new(cfg.icmp_rate.0, cfg.icmp_rate.1, 0),
@@ -255,6 +256,14 @@ impl<N: Nic> Stack<N> {
     /// The NIC, mutably (e.g. to wait for it).
     pub fn nic_mut(&mut self) -> &mut N {
         &mut self.iface.nic
+    }
+
+    /// Takes the stack apart and gives back its NIC. Buffers the stack
+    /// still holds (queued frames, the spare transmit buffer) are not given
+    /// back to the NIC: for a NIC that is reset next, such as
+    /// [`WirePair::reset`](crate::nic::wirepair::WirePair::reset).
+    pub fn into_nic(self) -> N {
+        self.iface.nic
     }
 
     /// The classifier (read-only: channels and counters).

@@ -35,21 +35,28 @@ pub(in crate::stack) struct UdpEntry {
     pub(in crate::stack) peer: Option<SocketAddrV4>,
 }
 
-/// Reassembled datagrams waiting in socket channels. Fixed memory: slots of
-/// 64 KiB allocated at start-up; a channel entry names a slot by index.
+/// Reassembled datagrams waiting in socket channels. Fixed memory: slots
+/// allocated at start-up, each as large as the largest datagram the
+/// reassembler can complete (64 KiB, or its byte budget if smaller); a
+/// channel entry names a slot by index.
 pub(in crate::stack) struct DgramStore {
     pub(in crate::stack) data: Box<[u8]>,
+    pub(in crate::stack) slot: usize,
     pub(in crate::stack) len: Box<[u32]>,
     pub(in crate::stack) from: Box<[(Ipv4Addr, Ipv4Addr)]>,
     pub(in crate::stack) free: Vec<u32>,
 }
 
+/// The largest slot: an IPv4 datagram's payload.
 pub(in crate::stack) const DGRAM_SLOT: usize = 65536;
 
 impl DgramStore {
-    pub(in crate::stack) fn new(slots: usize) -> Self {
+    /// `slots` slots of `slot_bytes` bytes (at most [`DGRAM_SLOT`]).
+    pub(in crate::stack) fn new(slots: usize, slot_bytes: usize) -> Self {
+        let slot = slot_bytes.clamp(1, DGRAM_SLOT);
         DgramStore {
-            data: vec![0; slots * DGRAM_SLOT].into_boxed_slice(),
+            data: vec![0; slots * slot].into_boxed_slice(),
+            slot,
             len: vec![0; slots].into_boxed_slice(),
             from: vec![(Ipv4Addr::UNSPECIFIED, Ipv4Addr::UNSPECIFIED); slots].into_boxed_slice(),
             free: (0..slots as u32).rev().collect(),
@@ -62,11 +69,11 @@ impl DgramStore {
         src: Ipv4Addr,
         dst: Ipv4Addr,
     ) -> Option<u32> {
-        if bytes.len() > DGRAM_SLOT {
+        if bytes.len() > self.slot {
             return None;
         }
         let s = self.free.pop()?;
-        let at = s as usize * DGRAM_SLOT;
+        let at = s as usize * self.slot;
         self.data[at..at + bytes.len()].copy_from_slice(bytes);
         self.len[s as usize] = bytes.len() as u32;
         self.from[s as usize] = (src, dst);
@@ -76,7 +83,7 @@ impl DgramStore {
     pub(in crate::stack) fn get(&self, s: u32) -> Option<(&[u8], Ipv4Addr, Ipv4Addr)> {
         let i = s as usize;
         let len = *self.len.get(i)? as usize;
-        let at = i * DGRAM_SLOT;
+        let at = i * self.slot;
         let (src, dst) = self.from[i];
         Some((&self.data[at..at + len], src, dst))
     }
