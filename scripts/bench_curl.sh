@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
-# curl download throughput, for the record (issue 3): 
+# Downloads over TAP against the Linux kernel's TCP:
 #   (a) from `lazynet serve http` over TAP into a namespace (kernel TCP as client),
 #       with segmentation offload (the default) and without (`--tso off`);
 #   (b) from a Linux HTTP server over a veth pair between two namespaces;
 #   (c) the other direction: `lazynet get` of the same body from the Linux HTTP
 #       server in lazynet's peer namespace, offload on and off.
 # Same client (curl), same body size, same machine, runs alternated; medians.
-# Writes results/tcp/curl.txt. Root. Everything created here is removed on exit.
+# Writes results/curl/curl.{csv,txt,png}. Root. Everything created here is
+# removed on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIZE=${SIZE:-209715200}   # 200 MiB
 RUNS=${RUNS:-5}
 BIN=./target/release/lazynet
-cargo build --release -q -p lazynet-cli
+LAB=./target/release/lazynet-lab
+cargo build --release -q -p lazynet-cli -p lazynet-lab
+out=results/curl
+mkdir -p "$out"
 NS=lnbc$$; NO=lnbo$$; G=lnbg$$; A=lnbva$$; B=lnbvb$$
 www=$(mktemp -d)
 cleanup() {
@@ -66,10 +70,7 @@ median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1
 mbs() { for v in "$@"; do awk "BEGIN{printf \"%.1f \", $v/1e6}"; done; }
 mz=$(median "${lz[@]}"); mo=$(median "${lo[@]}"); mx=$(median "${lx[@]}")
 {
-  echo "# curl download throughput (issue 3, for the record)"
-  echo "command: scripts/bench_curl.sh (SIZE=$SIZE RUNS=$RUNS)"
-  echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), kernel $(uname -r)"
-  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "parameters: SIZE=$SIZE RUNS=$RUNS (runs alternated, medians)"
   echo "lazynet serve http over TAP -> curl (kernel TCP) : runs MB/s $(mbs "${lz[@]}")-> median $(awk "BEGIN{printf \"%.1f\", $mz/1e6}") MB/s"
   echo "same, --tso off (one write per segment)          : runs MB/s $(mbs "${lo[@]}")-> median $(awk "BEGIN{printf \"%.1f\", $mo/1e6}") MB/s"
   echo "Linux python3 http.server over veth -> curl      : runs MB/s $(mbs "${lx[@]}")-> median $(awk "BEGIN{printf \"%.1f\", $mx/1e6}") MB/s"
@@ -78,7 +79,7 @@ mz=$(median "${lz[@]}"); mo=$(median "${lo[@]}"); mx=$(median "${lx[@]}")
   echo "lazynet's TAP counters at exit (segmentation offload on):"
   kill -TERM "$LZ" 2>/dev/null || true; wait "$LZ" 2>/dev/null || true; LZ=
   grep '^nic:' "$www/lz.out" || true
-} | tee results/tcp/curl.txt
+} | tee "$www/notes"
 
 # (c) lazynet receiving: `lazynet get` from python's http.server in its peer namespace.
 kill "$LO" 2>/dev/null || true; wait "$LO" 2>/dev/null || true; LO=
@@ -102,4 +103,16 @@ mn=$(median "${gn[@]}"); mf=$(median "${gf[@]}")
   echo "same, --tso off (one read per segment)           : runs MB/s $(mbs "${gf[@]}")-> median $(awk "BEGIN{printf \"%.1f\", $mf/1e6}") MB/s"
   echo "note: with offload the kernel hands lazynet up to 64 KiB per read (TUNSETOFFLOAD TSO4) and the TAP driver cuts it into segments in its buffers."
   get on >/dev/null; echo "lazynet get's TAP counters (offload on): $(grep '^nic:' "$www/get.err" || true)"
-} | tee -a results/tcp/curl.txt
+} | tee -a "$www/notes"
+{
+  echo "case,server,run,mb_s"
+  rows() { local c=$1 srv=$2; shift 2; local i=0; for v in "$@"; do echo "$c,$srv,$i,$(awk "BEGIN{printf \"%.1f\", $v/1e6}")"; i=$((i + 1)); done; }
+  rows "curl from serve http" lazynet "${lz[@]}"
+  rows "curl from serve http" "lazynet --tso off" "${lo[@]}"
+  rows "curl from serve http" "Linux (python, veth)" "${lx[@]}"
+  rows "lazynet get from python" lazynet "${gn[@]}"
+  rows "lazynet get from python" "lazynet --tso off" "${gf[@]}"
+} >"$out/curl.csv"
+$LAB report bars --name curl --out "$out" --command "scripts/bench_curl.sh" --notes "$www/notes" \
+  --category case --series server --value mb_s \
+  --title "Downloads over TAP against the kernel's TCP (200 MiB)" --unit "MB/s"

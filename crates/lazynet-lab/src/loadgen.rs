@@ -29,7 +29,7 @@
 //!   schedule goes on. Always `offered == sent + dropped_no_buf +
 //!   dropped_ring_full`.
 //! - [`udp_linux`]: the same schedule from a normal Linux UDP socket with
-//!   `sendmmsg` (the peer-namespace side: `ip netns exec lazynet-peer lazynet
+//!   `sendmmsg` (the peer-namespace side: `ip netns exec lazynet-peer lazynet-lab
 //!   loadgen udp --dst A:P --rate R --seconds S`). Sends with `MSG_DONTWAIT`
 //!   on an unconnected socket, so a full socket buffer or qdisc is counted
 //!   as dropped, never waited on, and ICMP errors cannot fail later calls.
@@ -692,7 +692,7 @@ pub fn udp_linux(cfg: &LinuxUdpConfig, stop: &AtomicBool) -> anyhow::Result<Blas
     Ok(st)
 }
 
-/// `lazynet loadgen udp`: prints the counters.
+/// `lazynet-lab loadgen udp`: prints the counters.
 pub fn udp_cmd(
     dst: SocketAddrV4,
     rate: u64,

@@ -13,6 +13,7 @@
 #![deny(unsafe_code)]
 
 mod exp;
+mod instructions;
 mod linux_send;
 mod loadgen;
 mod nlf;
@@ -74,6 +75,11 @@ enum Cmd {
     Loadgen {
         #[command(subcommand)]
         what: LoadgenCmd,
+    },
+    /// The NAME.{csv,txt,png} of a benchmark a script runs.
+    Report {
+        #[command(subcommand)]
+        what: ReportCmd,
     },
     /// Programs the experiments run inside their namespaces (not for users).
     #[command(hide = true)]
@@ -148,6 +154,56 @@ enum LoadgenCmd {
         /// Pin the sender to this CPU.
         #[arg(long)]
         cpu: Option<usize>,
+    },
+}
+
+#[derive(Subcommand)]
+enum ReportCmd {
+    /// Criterion's output (saved to a file) to NAME.csv, NAME.txt, NAME.png.
+    Criterion {
+        /// The benchmark's name (the files' stem).
+        #[arg(long)]
+        name: String,
+        /// Criterion's output.
+        #[arg(long)]
+        raw: PathBuf,
+        /// The command that produced it (for NAME.txt).
+        #[arg(long)]
+        command: String,
+        /// Output directory.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// OUT/NAME.csv (written by a script) gets NAME.txt and NAME.png:
+    /// grouped bars of the median of VALUE per (CATEGORY, SERIES).
+    Bars {
+        /// The benchmark's name (the files' stem).
+        #[arg(long)]
+        name: String,
+        /// The folder holding NAME.csv.
+        #[arg(long)]
+        out: PathBuf,
+        /// The command that produced it (for NAME.txt).
+        #[arg(long)]
+        command: String,
+        /// A file whose text ends NAME.txt (parameters, summary).
+        #[arg(long)]
+        notes: Option<PathBuf>,
+        /// Column for the x axis.
+        #[arg(long)]
+        category: String,
+        /// Column naming the bars of a group.
+        #[arg(long)]
+        series: String,
+        /// Column of values.
+        #[arg(long)]
+        value: String,
+        /// The chart's title.
+        #[arg(long)]
+        title: String,
+        /// The y axis' label.
+        #[arg(long)]
+        unit: String,
     },
 }
 
@@ -238,6 +294,19 @@ enum BenchCmd {
         #[arg(long, default_value = "results/tcp-rr")]
         out: PathBuf,
     },
+    /// Instructions per TCP round trip and per byte (callgrind), lazynet
+    /// with its fast paths on and off, and smoltcp; needs valgrind.
+    TcpInstructions {
+        /// Round trips of the smaller run (the larger does twice as many).
+        #[arg(long, default_value_t = 5000)]
+        round_trips: u64,
+        /// Bytes of the smaller bulk run.
+        #[arg(long, default_value_t = 20_000_000)]
+        bytes: u64,
+        /// Output directory.
+        #[arg(long, default_value = "results/tcp-instructions")]
+        out: PathBuf,
+    },
     /// BYTES of bulk transfer with both stacks in one thread (profiles).
     TcpBulkSingle {
         /// Bytes to move.
@@ -300,6 +369,44 @@ fn main() -> anyhow::Result<()> {
                 },
         } => loadgen::udp_cmd(dst, rate, seconds, size, count, cpu),
         Cmd::ExpHelper { what } => exp::linux::helper(what),
+        Cmd::Report {
+            what:
+                ReportCmd::Criterion {
+                    name,
+                    raw,
+                    command,
+                    out,
+                },
+        } => report::criterion(&name, &raw, &command, &out),
+        Cmd::Report {
+            what:
+                ReportCmd::Bars {
+                    name,
+                    out,
+                    command,
+                    notes,
+                    category,
+                    series,
+                    value,
+                    title,
+                    unit,
+                },
+        } => report::bars(
+            &name,
+            &out,
+            &command,
+            notes.as_deref(),
+            (&category, &series, &value),
+            (&title, &unit),
+        ),
+        Cmd::Bench {
+            what:
+                BenchCmd::TcpInstructions {
+                    round_trips,
+                    bytes,
+                    out,
+                },
+        } => instructions::run(round_trips, bytes, &out),
         Cmd::Bench {
             what:
                 BenchCmd::UdpEcho {

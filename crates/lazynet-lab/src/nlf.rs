@@ -249,7 +249,7 @@ fn streams_per_core(
     ))
 }
 
-/// `lazynet exp nlf`.
+/// `lazynet-lab nlf`.
 pub fn exp(quick: bool, out: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(out)?;
     let work = std::env::temp_dir().join(format!("lazynet-nlf-{}", std::process::id()));
@@ -265,7 +265,12 @@ pub fn exp(quick: bool, out: &Path) -> anyhow::Result<()> {
         "exp nlf: {mbytes} MB per cell over the in-memory wire, TSC {:.2} GHz",
         hz / 1e9
     );
-    let mut csv = String::from("path,payload_bytes,cycles_min,cycles_avg,cycles_p99\n");
+    // One CSV for both senders: lazynet's paths (cycles of the send path
+    // from the TSC, CPU per packet from the thread's clock) and Linux's
+    // system calls ("-" where a column does not apply).
+    let mut csv = String::from(
+        "sender,payload_bytes,cycles_min,cycles_avg,cycles_p99,cpu_ns_per_packet,packets,bytes,wall_ns_per_packet,calls,device_frames,errors,destination\n",
+    );
     let mut cells = Vec::new();
     // Opaque bytes (not MPEG-TS) so every payload is exactly the size asked for.
     let raw = work.join("media.bin");
@@ -284,12 +289,15 @@ pub fn exp(quick: bool, out: &Path) -> anyhow::Result<()> {
         for path in SendPath::ALL {
             let c = measure_cell(path, &raw, &sum.meta, mbytes)?;
             let row = format!(
-                "{},{},{},{:.0},{}",
+                "{},{},{},{:.0},{},{:.1},{},{},-,-,-,0,wire",
                 c.path,
                 c.payload,
                 c.cycles.min(),
                 c.cycles.mean(),
-                c.cycles.value_at_quantile(0.99)
+                c.cycles.value_at_quantile(0.99),
+                c.cpu_ns_per_packet,
+                c.packets,
+                c.packets * c.payload as u64
             );
             println!(
                 "  {row}   ({} packets, {:.1} ns CPU/packet)",
@@ -300,10 +308,8 @@ pub fn exp(quick: bool, out: &Path) -> anyhow::Result<()> {
             cells.push(c);
         }
     }
-    std::fs::write(out.join("nlf.csv"), &csv)?;
 
     // Linux beside it: the same payloads with sendmmsg and sendfile + UDP_SEGMENT.
-    let mut lcsv;
     let mut linux = Vec::new();
     let n = if quick { 20_000 } else { 200_000 };
     use crate::linux_send::{measure_with, LinuxDest, LinuxMethod, LinuxSendConfig};
@@ -316,7 +322,6 @@ pub fn exp(quick: bool, out: &Path) -> anyhow::Result<()> {
         .collect();
     let kind_name =
         |m: LinuxMethod, off: bool| format!("{}{}", m.name(), if off { "+uso" } else { "" });
-    lcsv = String::from("method,payload_bytes,cpu_ns_per_datagram,cycles_per_datagram,wall_ns_per_datagram,datagrams,bytes,calls,device_frames,errors,destination\n");
     for &p in &payloads {
         for &(m, offload) in &kinds {
             let cfg = LinuxSendConfig {
@@ -331,13 +336,13 @@ pub fn exp(quick: bool, out: &Path) -> anyhow::Result<()> {
                 Ok(r) => {
                     let name = kind_name(r.method, r.offload);
                     let row = format!(
-                        "{name},{},{:.1},{:.0},{:.1},{},{},{},{},{},{}",
+                        "linux-{name},{},-,{:.0},-,{:.1},{},{},{:.1},{},{},{},{}",
                         r.payload,
-                        r.cpu_ns_per_datagram,
                         r.cpu_ns_per_datagram * hz / 1e9,
-                        r.wall_ns_per_datagram,
+                        r.cpu_ns_per_datagram,
                         r.datagrams,
                         r.bytes,
+                        r.wall_ns_per_datagram,
                         r.calls,
                         r.device_frames.map_or(String::from("-"), |d| d.to_string()),
                         r.errors,
@@ -353,15 +358,15 @@ pub fn exp(quick: bool, out: &Path) -> anyhow::Result<()> {
                     if let Some(e) = &r.first_error {
                         println!("    first error: {e}");
                     }
-                    lcsv.push_str(&row);
-                    lcsv.push('\n');
+                    csv.push_str(&row);
+                    csv.push('\n');
                     linux.push((name, p, r.cpu_ns_per_datagram));
                 }
                 Err(e) => println!("  linux {} {p}: not measured: {e:#}", kind_name(m, offload)),
             }
         }
     }
-    std::fs::write(out.join("linux.csv"), &lcsv)?;
+    std::fs::write(out.join("nlf.csv"), &csv)?;
 
     // Streams per core: 3 Mbit/s, 1316-byte payloads, v3, real-time pacing.
     let ts_meta = prebuild_with(
@@ -433,11 +438,11 @@ pub fn exp(quick: bool, out: &Path) -> anyhow::Result<()> {
     let mut txt = String::new();
     let _ = writeln!(
         txt,
-        "command: lazynet exp nlf{}\n{}",
+        "command: lazynet-lab nlf{}\n{}",
         if quick { " --quick" } else { "" },
         crate::report::machine_line()
     );
-    let _ = writeln!(txt, "TSC: {:.3} GHz; {mbytes} MB streamed per cell; cycles per packet from batches of {BATCH} timed with RDTSC\n", hz / 1e9);
+    let _ = writeln!(txt, "TSC: {:.3} GHz; {mbytes} MB streamed per cell; cycles per packet from batches of {BATCH} timed with RDTSC; Linux: {n} datagrams per cell, from a TAP device in a private namespace\n", hz / 1e9);
     let med = |path: SendPath, p: usize| {
         cells
             .iter()
@@ -518,15 +523,7 @@ pub fn exp(quick: bool, out: &Path) -> anyhow::Result<()> {
             series.push((format!("Linux {name}"), pts));
         }
     }
-    crate::plot::line_chart(
-        &out.join("nlf.png"),
-        "Send path cost per packet (NLF Table 1 / Fig. 4)",
-        "payload bytes",
-        "CPU cycles per packet",
-        &series,
-        true,
-        true,
-    )?;
+
     let cats: Vec<String> = payloads
         .iter()
         .map(|p| format!("{} KiB", p / 1024))
@@ -540,13 +537,25 @@ pub fn exp(quick: bool, out: &Path) -> anyhow::Result<()> {
             )
         })
         .collect();
-    crate::plot::bar_chart(
-        &out.join("nlf-paths.png"),
-        "Average cycles per packet by send path",
-        "payload",
-        "CPU cycles per packet",
-        &cats,
-        &bars,
+    crate::plot::figure(
+        &out.join("nlf.png"),
+        &[
+            crate::plot::Panel::Lines {
+                title: "Send path cost per packet (NLF Table 1 / Fig. 4)",
+                x_label: "payload bytes",
+                y_label: "CPU cycles per packet",
+                series: &series,
+                log_x: true,
+                log_y: true,
+            },
+            crate::plot::Panel::Bars {
+                title: "Average cycles per packet by send path",
+                x_label: "payload",
+                y_label: "CPU cycles per packet",
+                categories: &cats,
+                series: &bars,
+            },
+        ],
     )?;
     let _ = std::fs::remove_dir_all(&work);
     Ok(())

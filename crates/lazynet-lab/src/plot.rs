@@ -1,12 +1,11 @@
-//! PNG charts for the experiments' results: line charts (rate curves, costs
-//! against size) and grouped bar charts (e.g. cycles per path per payload
-//! size).
+//! PNG charts for the results: line charts (rate curves, costs against
+//! size) and grouped bar charts (e.g. cycles per path per payload size),
+//! one per file or several side by side in one figure ([`figure`]), so that
+//! each experiment or benchmark writes one `NAME.png`.
 //!
 //! Drawn with `plotters`' bitmap backend; text is rendered with a bundled
 //! DejaVu Sans (`assets/DejaVuSans.ttf`, licence in `assets/DejaVu-LICENSE`)
 //! through `ab_glyph`, so no system font libraries are needed.
-
-// The experiment commands (merged by the lead) are the callers.
 
 use std::path::Path;
 use std::sync::Once;
@@ -226,11 +225,12 @@ macro_rules! draw_lines {
     }};
 }
 
-/// Writes a line chart to `path` (PNG): one line per series with a marker at
-/// every point, a legend, labelled axes. On a logarithmic axis,
-/// non-positive values are left out.
-pub fn line_chart(
-    path: &Path,
+/// Draws a line chart on `root`: one line per series with a marker at every
+/// point, a legend, labelled axes. On a logarithmic axis, non-positive
+/// values are left out.
+#[allow(clippy::too_many_arguments)]
+fn line_panel<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
     title: &str,
     x_label: &str,
     y_label: &str,
@@ -246,13 +246,11 @@ pub fn line_chart(
     let Some((y0, y1)) = range(all().map(|p| p.1), log_y, true) else {
         bail!("line chart {title:?}: no points to plot");
     };
-    let root = BitMapBackend::new(path, (WIDTH, HEIGHT)).into_drawing_area();
-    root.fill(&WHITE).map_err(err)?;
     let (xt, yt) = (log_ticks(x0, x1), log_ticks(y0, y1));
     let (xm, ym) = (log_minor(x0, x1), log_minor(y0, y1));
     match (log_x, log_y) {
         (false, false) => draw_lines!(
-            &root,
+            root,
             title,
             x_label,
             y_label,
@@ -263,7 +261,7 @@ pub fn line_chart(
             false
         ),
         (true, false) => draw_lines!(
-            &root,
+            root,
             title,
             x_label,
             y_label,
@@ -277,7 +275,7 @@ pub fn line_chart(
             false
         ),
         (false, true) => draw_lines!(
-            &root,
+            root,
             title,
             x_label,
             y_label,
@@ -291,7 +289,7 @@ pub fn line_chart(
             true
         ),
         (true, true) => draw_lines!(
-            &root,
+            root,
             title,
             x_label,
             y_label,
@@ -308,16 +306,15 @@ pub fn line_chart(
             true
         ),
     }
-    root.present().map_err(err)?;
     Ok(())
 }
 
-/// Writes a grouped bar chart to `path` (PNG): one group per category along
-/// x, one bar per series within each group (`series[j].1[i]` is the value
-/// of series `j` in category `i`; missing or non-finite values draw no
-/// bar), a legend, labelled axes; y starts at zero.
-pub fn bar_chart(
-    path: &Path,
+/// Draws a grouped bar chart on `root`: one group per category along x, one
+/// bar per series within each group (`series[j].1[i]` is the value of
+/// series `j` in category `i`; missing or non-finite values draw no bar), a
+/// legend, labelled axes; y starts at zero.
+fn bar_panel<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
     title: &str,
     x_label: &str,
     y_label: &str,
@@ -331,10 +328,8 @@ pub fn bar_chart(
     let vals = series.iter().flat_map(|(_, v)| v.iter().copied());
     let (_, y1) = range(vals.chain([0.0]), false, true).unwrap_or((0.0, 1.0));
     let y1 = if y1 > 0.0 { y1 } else { 1.0 };
-    let root = BitMapBackend::new(path, (WIDTH, HEIGHT)).into_drawing_area();
-    root.fill(&WHITE).map_err(err)?;
     let n = categories.len() as f64;
-    let mut chart = ChartBuilder::on(&root)
+    let mut chart = ChartBuilder::on(root)
         .caption(title, (FONT, 26))
         .margin(16)
         .x_label_area_size(56)
@@ -379,9 +374,107 @@ pub fn bar_chart(
         .border_style(BLACK)
         .draw()
         .map_err(err)?;
-    category_labels(&root, &chart, categories)?;
+    category_labels(root, &chart, categories)?;
+    Ok(())
+}
+
+/// One chart of a [`figure`].
+pub enum Panel<'a> {
+    /// A line chart (see [`line_chart`]).
+    Lines {
+        title: &'a str,
+        x_label: &'a str,
+        y_label: &'a str,
+        series: &'a [(String, Vec<(f64, f64)>)],
+        log_x: bool,
+        log_y: bool,
+    },
+    /// A grouped bar chart (see [`bar_chart`]).
+    Bars {
+        title: &'a str,
+        x_label: &'a str,
+        y_label: &'a str,
+        categories: &'a [String],
+        series: &'a [(String, Vec<f64>)],
+    },
+}
+
+/// Writes `panels` side by side into one PNG at `path`.
+pub fn figure(path: &Path, panels: &[Panel<'_>]) -> anyhow::Result<()> {
+    register_font();
+    if panels.is_empty() {
+        bail!("figure {}: no panels", path.display());
+    }
+    let n = panels.len() as u32;
+    let root = BitMapBackend::new(path, (WIDTH * n, HEIGHT)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    for (area, p) in root.split_evenly((1, panels.len())).iter().zip(panels) {
+        match *p {
+            Panel::Lines {
+                title,
+                x_label,
+                y_label,
+                series,
+                log_x,
+                log_y,
+            } => line_panel(area, title, x_label, y_label, series, log_x, log_y)?,
+            Panel::Bars {
+                title,
+                x_label,
+                y_label,
+                categories,
+                series,
+            } => bar_panel(area, title, x_label, y_label, categories, series)?,
+        }
+    }
     root.present().map_err(err)?;
     Ok(())
+}
+
+/// Writes a line chart to `path` (PNG): one line per series with a marker at
+/// every point, a legend, labelled axes. On a logarithmic axis,
+/// non-positive values are left out.
+pub fn line_chart(
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[(String, Vec<(f64, f64)>)],
+    log_x: bool,
+    log_y: bool,
+) -> anyhow::Result<()> {
+    figure(
+        path,
+        &[Panel::Lines {
+            title,
+            x_label,
+            y_label,
+            series,
+            log_x,
+            log_y,
+        }],
+    )
+}
+
+/// Writes a grouped bar chart to `path` (PNG); see [`Panel::Bars`].
+pub fn bar_chart(
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    categories: &[String],
+    series: &[(String, Vec<f64>)],
+) -> anyhow::Result<()> {
+    figure(
+        path,
+        &[Panel::Bars {
+            title,
+            x_label,
+            y_label,
+            categories,
+            series,
+        }],
+    )
 }
 
 /// Category names centred under their groups, just below the x axis.

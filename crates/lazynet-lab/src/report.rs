@@ -1,7 +1,13 @@
-//! What every result file says about its run, small statistics, and the
-//! `--verbose` switch.
+//! What every result file says about its run, small statistics, the
+//! `--verbose` switch, and `lazynet-lab report`: the `NAME.{csv,txt,png}`
+//! of a benchmark that a script runs (criterion benches, the curl run over
+//! TAP), so that every folder under `results/` has the same three files.
 
+use std::fmt::Write as _;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
+
+use anyhow::{bail, Context};
 
 static VERBOSE: AtomicBool = AtomicBool::new(false);
 
@@ -56,9 +62,290 @@ pub fn median(v: &[f64]) -> f64 {
     s[s.len() / 2]
 }
 
+/// Writes `NAME.txt`: the command, the machine, the commit, the date, then
+/// `notes`.
+fn write_txt(out: &Path, name: &str, command: &str, notes: &str) -> anyhow::Result<()> {
+    let txt = format!("command: {command}\n{}\n{notes}", machine_line());
+    std::fs::write(out.join(format!("{name}.txt")), txt)?;
+    Ok(())
+}
+
+/// One measurement in criterion's output: the benchmark's id, the middle
+/// estimate of its time (ns) and of its throughput, with its unit.
+#[derive(Debug, PartialEq)]
+struct Estimate {
+    id: String,
+    ns: f64,
+    thrpt: Option<(f64, String)>,
+}
+
+/// Parses criterion's human output: `ID time: [lo mid hi]` (the id may be
+/// on the line before) and the `thrpt: [lo mid hi]` line after it. The
+/// "change" lines of a repeated run are skipped.
+fn parse_criterion(text: &str) -> Vec<Estimate> {
+    let mid = |rest: &str| -> Option<(f64, String)> {
+        let inner = rest.trim().strip_prefix('[')?.strip_suffix(']')?;
+        let f: Vec<&str> = inner.split_whitespace().collect();
+        // lo unit mid unit hi unit
+        let (v, unit) = (f.get(2)?.parse::<f64>().ok()?, f.get(3)?.to_string());
+        Some((v, unit))
+    };
+    let to_ns = |v: f64, unit: &str| match unit {
+        "ps" => Some(v / 1000.0),
+        "ns" => Some(v),
+        "µs" | "us" => Some(v * 1e3),
+        "ms" => Some(v * 1e6),
+        "s" => Some(v * 1e9),
+        _ => None,
+    };
+    let mut out: Vec<Estimate> = Vec::new();
+    let mut pending_id: Option<String> = None;
+    let mut last_was_time = false;
+    for line in text.lines() {
+        let t = line.trim();
+        if let Some(i) = t.find("time:") {
+            let id = t[..i].trim();
+            let id = if id.is_empty() {
+                pending_id.take()
+            } else {
+                Some(id.to_string())
+            };
+            last_was_time = false;
+            let Some(id) = id else { continue };
+            if let Some((v, u)) = mid(&t[i + 5..]) {
+                if let Some(ns) = to_ns(v, &u) {
+                    out.push(Estimate {
+                        id,
+                        ns,
+                        thrpt: None,
+                    });
+                    last_was_time = true;
+                }
+            }
+        } else if let Some(rest) = t.strip_prefix("thrpt:") {
+            if last_was_time {
+                if let (Some(e), Some(m)) = (out.last_mut(), mid(rest)) {
+                    e.thrpt = Some(m);
+                }
+            }
+            last_was_time = false;
+        } else if !t.is_empty() && !t.contains(' ') && t.contains('/') {
+            // A long id on a line of its own.
+            pending_id = Some(t.to_string());
+            last_was_time = false;
+        } else {
+            last_was_time = false;
+        }
+    }
+    out
+}
+
+/// `lazynet-lab report criterion`: criterion's output in `raw` becomes
+/// `NAME.csv` (one row per benchmark), `NAME.txt` and `NAME.png` (time per
+/// benchmark; throughput beside it when the bench reports one).
+pub fn criterion(name: &str, raw: &Path, command: &str, out: &Path) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(raw).with_context(|| format!("{}", raw.display()))?;
+    let est = parse_criterion(&text);
+    if est.is_empty() {
+        bail!("no criterion results in {}", raw.display());
+    }
+    std::fs::create_dir_all(out)?;
+    let mut csv = String::from("benchmark,time_ns,throughput,throughput_unit\n");
+    let mut notes = String::new();
+    for e in &est {
+        let (t, u) = e.thrpt.clone().unwrap_or((f64::NAN, String::new()));
+        writeln!(
+            csv,
+            "{},{:.4},{},{}",
+            e.id,
+            e.ns,
+            if t.is_nan() {
+                String::new()
+            } else {
+                t.to_string()
+            },
+            u
+        )?;
+        writeln!(
+            notes,
+            "{:<40} {:>12.3} ns{}",
+            e.id,
+            e.ns,
+            if u.is_empty() {
+                String::new()
+            } else {
+                format!("   {t} {u}")
+            }
+        )?;
+    }
+    std::fs::write(out.join(format!("{name}.csv")), csv)?;
+    write_txt(out, name, command, &notes)?;
+    // Group ids `group/impl/param` by param (x) and impl (series).
+    let parts: Vec<Vec<&str>> = est.iter().map(|e| e.id.split('/').collect()).collect();
+    let key = |p: &Vec<&str>| -> (String, String) {
+        match p.len() {
+            0 | 1 => (String::new(), p.join("/")),
+            2 => (p[1].to_string(), p[0].to_string()),
+            _ => (p[p.len() - 1].to_string(), p[1..p.len() - 1].join("/")),
+        }
+    };
+    let mut cats: Vec<String> = Vec::new();
+    let mut names: Vec<String> = Vec::new();
+    for p in &parts {
+        let (c, n) = key(p);
+        if !cats.contains(&c) {
+            cats.push(c);
+        }
+        if !names.contains(&n) {
+            names.push(n);
+        }
+    }
+    let series = |f: &dyn Fn(&Estimate) -> f64| -> Vec<(String, Vec<f64>)> {
+        names
+            .iter()
+            .map(|n| {
+                let v = cats
+                    .iter()
+                    .map(|c| {
+                        est.iter()
+                            .zip(&parts)
+                            .find(|(_, p)| key(p) == (c.clone(), n.clone()))
+                            .map_or(f64::NAN, |(e, _)| f(e))
+                    })
+                    .collect();
+                (n.clone(), v)
+            })
+            .collect()
+    };
+    let time = series(&|e| e.ns);
+    let thrpt = series(&|e| e.thrpt.as_ref().map_or(f64::NAN, |t| t.0));
+    let unit = est
+        .iter()
+        .find_map(|e| e.thrpt.as_ref().map(|t| t.1.clone()));
+    let t_title = format!("{name}: time per iteration");
+    let h_title = format!("{name}: throughput");
+    let mut panels = vec![crate::plot::Panel::Bars {
+        title: &t_title,
+        x_label: "",
+        y_label: "ns",
+        categories: &cats,
+        series: &time,
+    }];
+    let unit = unit.unwrap_or_default();
+    if !unit.is_empty() {
+        panels.push(crate::plot::Panel::Bars {
+            title: &h_title,
+            x_label: "",
+            y_label: &unit,
+            categories: &cats,
+            series: &thrpt,
+        });
+    }
+    crate::plot::figure(&out.join(format!("{name}.png")), &panels)
+}
+
+/// `lazynet-lab report bars`: a CSV a script wrote, `NAME.csv` in `out`,
+/// gets its `NAME.txt` (command, machine, commit, date, then the notes
+/// file) and `NAME.png`: the median of column `value` per (`category`,
+/// `series`), as grouped bars.
+pub fn bars(
+    name: &str,
+    out: &Path,
+    command: &str,
+    notes: Option<&Path>,
+    (category, series_col, value): (&str, &str, &str),
+    (title, unit): (&str, &str),
+) -> anyhow::Result<()> {
+    let path = out.join(format!("{name}.csv"));
+    let text = std::fs::read_to_string(&path).with_context(|| format!("{}", path.display()))?;
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().context("empty CSV")?.split(',').collect();
+    let col = |c: &str| {
+        header
+            .iter()
+            .position(|h| *h == c)
+            .with_context(|| format!("no column {c:?} in {}", path.display()))
+    };
+    let (ci, si, vi) = (col(category)?, col(series_col)?, col(value)?);
+    let mut cats: Vec<String> = Vec::new();
+    let mut names: Vec<String> = Vec::new();
+    let mut vals: Vec<(String, String, f64)> = Vec::new();
+    for l in lines {
+        let f: Vec<&str> = l.split(',').collect();
+        let (Some(c), Some(s), Some(v)) = (f.get(ci), f.get(si), f.get(vi)) else {
+            continue;
+        };
+        let Ok(v) = v.parse::<f64>() else { continue };
+        if !cats.iter().any(|x| x == c) {
+            cats.push(c.to_string());
+        }
+        if !names.iter().any(|x| x == s) {
+            names.push(s.to_string());
+        }
+        vals.push((c.to_string(), s.to_string(), v));
+    }
+    if vals.is_empty() {
+        bail!("no values in column {value:?} of {}", path.display());
+    }
+    let series: Vec<(String, Vec<f64>)> = names
+        .iter()
+        .map(|n| {
+            let v = cats
+                .iter()
+                .map(|c| {
+                    let xs: Vec<f64> = vals
+                        .iter()
+                        .filter(|(vc, vs, _)| vc == c && vs == n)
+                        .map(|x| x.2)
+                        .collect();
+                    median(&xs)
+                })
+                .collect();
+            (n.clone(), v)
+        })
+        .collect();
+    let notes = match notes {
+        Some(p) => std::fs::read_to_string(p).with_context(|| format!("{}", p.display()))?,
+        None => String::new(),
+    };
+    write_txt(out, name, command, &notes)?;
+    crate::plot::bar_chart(
+        &out.join(format!("{name}.png")),
+        title,
+        category,
+        unit,
+        &cats,
+        &series,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn criterion_output_is_parsed() {
+        let text = "\
+checksum/lazynet/64     time:   [4.3711 ns 4.3822 ns 4.3983 ns]
+                        thrpt:  [13.552 GiB/s 13.601 GiB/s 13.636 GiB/s]
+checksum/internet-checksum/64
+                        time:   [4.3018 ns 4.3105 ns 4.3208 ns]
+                        thrpt:  [13.795 GiB/s 13.828 GiB/s 13.856 GiB/s]
+classify/spread/10      time:   [35.496 µs 35.551 µs 35.626 µs]
+                        thrpt:  [114.97 Melem/s 115.21 Melem/s 115.39 Melem/s]
+                        time:   [+1.1889% +1.5777% +1.9820%] (p = 0.00 < 0.05)
+                        thrpt:  [−1.9435% −1.5532% −1.1749%]
+";
+        let e = parse_criterion(text);
+        assert_eq!(e.len(), 3, "{e:?}");
+        assert_eq!(e[0].id, "checksum/lazynet/64");
+        assert_eq!(e[0].ns, 4.3822);
+        assert_eq!(e[0].thrpt, Some((13.601, "GiB/s".to_string())));
+        assert_eq!(e[1].id, "checksum/internet-checksum/64");
+        assert_eq!(e[2].id, "classify/spread/10");
+        assert_eq!(e[2].ns, 35_551.0);
+        assert_eq!(e[2].thrpt, Some((115.21, "Melem/s".to_string())));
+    }
 
     #[test]
     fn median_of_odd_and_even_counts() {

@@ -1083,6 +1083,62 @@ fn write_out(out: &Path, name: &str, cmd: &str, csv: &str, summary: &str) -> any
     Ok(())
 }
 
+/// The figure of a two-core benchmark: each run's figure per stack (bars,
+/// left) and, with two stacks, each run's ratio of the first to the second
+/// by the placement the run was classed in (right).
+fn plot_runs(
+    out: &Path,
+    name: &str,
+    what: &str,
+    names: &[&str],
+    vals: &[Vec<f64>],
+    places: &[Vec<Placement>],
+) -> anyhow::Result<()> {
+    let runs = vals.iter().map(Vec::len).max().unwrap_or(0);
+    let cats: Vec<String> = (1..=runs).map(|r| r.to_string()).collect();
+    let bars: Vec<(String, Vec<f64>)> = names
+        .iter()
+        .zip(vals)
+        .map(|(n, v)| (n.to_string(), v.clone()))
+        .collect();
+    let title = format!("{name}: {what} per run");
+    let left = crate::plot::Panel::Bars {
+        title: &title,
+        x_label: "run",
+        y_label: what,
+        categories: &cats,
+        series: &bars,
+    };
+    let png = out.join(format!("{name}.png"));
+    if names.len() < 2 || names[1] == "wire" && names.len() == 2 {
+        return crate::plot::figure(&png, &[left]);
+    }
+    let mut ratios: Vec<(String, Vec<(f64, f64)>)> = ["shared", "apart", "mixed"]
+        .iter()
+        .map(|p| (format!("{} (cores {p})", names[0]), Vec::new()))
+        .collect();
+    for (r, (a, b)) in vals[0].iter().zip(&vals[1]).enumerate() {
+        let k = match places[0].get(r) {
+            Some(Placement::Shared) => 0,
+            Some(Placement::Apart) => 1,
+            _ => 2,
+        };
+        ratios[k].1.push(((r + 1) as f64, a / b));
+    }
+    ratios.retain(|(_, p)| !p.is_empty());
+    let rtitle = format!("{} / {} per run", names[0], names[1]);
+    let ylabel = format!("{what}, {} / {}", names[0], names[1]);
+    let right = crate::plot::Panel::Lines {
+        title: &rtitle,
+        x_label: "run",
+        y_label: &ylabel,
+        series: &ratios,
+        log_x: false,
+        log_y: false,
+    };
+    crate::plot::figure(&png, &[left, right])
+}
+
 fn uname() -> String {
     std::process::Command::new("uname")
         .arg("-a")
@@ -1091,7 +1147,7 @@ fn uname() -> String {
         .unwrap_or_default()
 }
 
-/// The settings of `lazynet bench tcp-bulk`.
+/// The settings of `lazynet-lab bench tcp-bulk`.
 #[derive(Clone, Copy, Debug)]
 pub struct BulkOpts {
     pub seconds: f64,
@@ -1104,7 +1160,7 @@ pub struct BulkOpts {
     pub wire: bool,
 }
 
-/// `lazynet bench tcp-bulk`.
+/// `lazynet-lab bench tcp-bulk`.
 pub fn bench_bulk(o: &BulkOpts, out: &Path) -> anyhow::Result<()> {
     let BulkOpts {
         seconds,
@@ -1197,7 +1253,7 @@ pub fn bench_bulk(o: &BulkOpts, out: &Path) -> anyhow::Result<()> {
     )?;
     print!("{summary}");
     let cmd = format!(
-        "lazynet bench tcp-bulk --seconds {seconds} --runs {runs} --stack {} --send-buf {send_kib} --recv-buf {recv_kib}{}{}{}{}{}",
+        "lazynet-lab bench tcp-bulk --seconds {seconds} --runs {runs} --stack {} --send-buf {send_kib} --recv-buf {recv_kib}{}{}{}{}{}",
         format!("{which:?}").to_lowercase(),
         if nodelay { " --nodelay" } else { "" },
         if wire { " --wire" } else { "" },
@@ -1205,10 +1261,11 @@ pub fn bench_bulk(o: &BulkOpts, out: &Path) -> anyhow::Result<()> {
         handback_flag(),
         fifo_flag()
     );
-    write_out(out, "tcp-bulk", &cmd, &csv, &summary)
+    write_out(out, "tcp-bulk", &cmd, &csv, &summary)?;
+    plot_runs(out, "tcp-bulk", "Gbit/s", &names, &g, &places)
 }
 
-/// `lazynet bench tcp-rr`.
+/// `lazynet-lab bench tcp-rr`.
 pub fn bench_rr(seconds: f64, runs: usize, which: Which, out: &Path) -> anyhow::Result<()> {
     let d = Duration::from_secs_f64(seconds);
     let names = stacks(which);
@@ -1269,14 +1326,15 @@ pub fn bench_rr(seconds: f64, runs: usize, which: Which, out: &Path) -> anyhow::
     placement_summary(&mut summary, "tcp-rr", "us", &names, &p50, &places, &pairs)?;
     print!("{summary}");
     let cmd = format!(
-        "lazynet bench tcp-rr --seconds {seconds} --runs {runs} --stack {}{}",
+        "lazynet-lab bench tcp-rr --seconds {seconds} --runs {runs} --stack {}{}",
         format!("{which:?}").to_lowercase(),
         fifo_flag()
     );
-    write_out(out, "tcp-rr", &cmd, &csv, &summary)
+    write_out(out, "tcp-rr", &cmd, &csv, &summary)?;
+    plot_runs(out, "tcp-rr", "p50 round trip (us)", &names, &p50, &places)
 }
 
-/// `lazynet bench tcp-bulk-single`: `bytes` in one thread, `runs` times
+/// `lazynet-lab bench tcp-bulk-single`: `bytes` in one thread, `runs` times
 /// per stack (alternated); prints each run and the medians.
 pub fn bench_bulk_single(bytes: u64, which: Which, runs: usize) -> anyhow::Result<()> {
     let names = stacks(which);
@@ -1311,7 +1369,7 @@ pub fn bench_bulk_single(bytes: u64, which: Which, runs: usize) -> anyhow::Resul
     Ok(())
 }
 
-/// `lazynet bench tcp-rr-single`: `count` round trips in one thread,
+/// `lazynet-lab bench tcp-rr-single`: `count` round trips in one thread,
 /// `runs` times per stack (alternated); prints each run and the medians.
 pub fn bench_rr_single(count: u64, which: Which, runs: usize) -> anyhow::Result<()> {
     let names = stacks(which);

@@ -96,7 +96,7 @@ pub fn run_linux(
     unreachable!("the loop returns in its second phase")
 }
 
-/// `lazynet bench udp-echo`: alternating runs of lazynet and Linux.
+/// `lazynet-lab bench udp-echo`: alternating runs of lazynet and Linux.
 pub fn bench(
     seconds: f64,
     runs: usize,
@@ -109,6 +109,7 @@ pub fn bench(
     std::fs::create_dir_all(out)?;
     let mut csv = String::from("impl,run,seconds,window,size,echoes_per_s,p50_us,p99_us,lost\n");
     let (mut lz, mut lx) = (Vec::new(), Vec::new());
+    let (mut pz, mut px) = (Vec::new(), Vec::new());
     for run in 0..runs.max(1) {
         let (r, _, _) = run_lazynet(window, size, d, cp)?;
         let l = run_linux(window, size, d, cp)?;
@@ -125,6 +126,8 @@ pub fn bench(
         }
         lz.push(r.rate());
         lx.push(l.rate());
+        pz.push(r.p(0.5));
+        px.push(l.p(0.5));
     }
     let (mz, mx) = (median(&lz), median(&lx));
     let summary = format!(
@@ -134,9 +137,36 @@ pub fn bench(
     print!("{summary}");
     File::create(out.join("udp-echo.csv"))?.write_all(csv.as_bytes())?;
     let meta = format!(
-        "command: lazynet bench udp-echo --seconds {seconds} --runs {runs} --window {window} --size {size}\n{}{summary}",
+        "command: lazynet-lab bench udp-echo --seconds {seconds} --runs {runs} --window {window} --size {size}\n{}{summary}",
         crate::report::machine_line()
     );
     File::create(out.join("udp-echo.txt"))?.write_all(meta.as_bytes())?;
-    Ok(())
+    let cats: Vec<String> = (1..=lz.len()).map(|r| r.to_string()).collect();
+    let rate = [
+        ("lazynet, in-memory wire".to_string(), lz),
+        ("Linux, loopback".to_string(), lx),
+    ];
+    let p50 = [
+        ("lazynet, in-memory wire".to_string(), pz),
+        ("Linux, loopback".to_string(), px),
+    ];
+    crate::plot::figure(
+        &out.join("udp-echo.png"),
+        &[
+            crate::plot::Panel::Bars {
+                title: "UDP echo rate per run",
+                x_label: "run",
+                y_label: "echoes/s",
+                categories: &cats,
+                series: &rate,
+            },
+            crate::plot::Panel::Bars {
+                title: "Round trip p50 per run",
+                x_label: "run",
+                y_label: "us",
+                categories: &cats,
+                series: &p50,
+            },
+        ],
+    )
 }

@@ -1,6 +1,6 @@
 //! Classifier cost per frame with 10 and with 100,000 bound UDP sockets.
 //!
-//! Goal (issue 2): the two within 1.5× of each other — lookup cost must not
+//! Goal: the two within 1.5× of each other — lookup cost must not
 //! grow with the number of sockets. 100,000 sockets need two local addresses
 //! (one address has at most 65,535 ports). "spread" classifies 4096 frames to
 //! distinct random sockets (the table does not stay in L1); "hot" one frame.

@@ -19,9 +19,10 @@ const BATCH: usize = 64;
 const ENV_QUICK: &str = "LAZYNET_RING_BENCH_QUICK";
 
 /// (descriptors per repetition, repetitions, pings). `cargo bench` passes
-/// `--bench`; without it (`cargo test --benches`) run a short smoke test.
-fn sizes() -> (u64, usize, usize) {
-    if std::env::var_os(ENV_QUICK).is_some() {
+/// `--bench`; without it (`cargo test --benches`) a short smoke test runs,
+/// and the parent tells its peer so through `ENV_QUICK`.
+fn sizes(quick: bool) -> (u64, usize, usize) {
+    if quick {
         (1_000_000, 1, 1_000)
     } else {
         (50_000_000, 5, 200_000)
@@ -38,14 +39,8 @@ fn offsets() -> (usize, usize, usize, usize) {
 }
 
 fn pin(cpu: usize) {
-    // SAFETY: cpu_set_t is plain data; zeroed is the empty set. The call only
-    // reads the set we pass for the calling thread (pid 0).
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        if libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) != 0 {
-            eprintln!("warning: could not pin to cpu {cpu}");
-        }
+    if !lazynet::sys::pin_thread(cpu) {
+        eprintln!("warning: could not pin to cpu {cpu}");
     }
 }
 
@@ -57,7 +52,7 @@ fn child(fd: OwnedFd) {
     let mut pings = Consumer::<u32>::attach(&region, ping).unwrap();
     let mut pongs = Producer::<u32>::attach(&region, pong).unwrap();
     let mut buf = [Desc::default(); BATCH];
-    let (per_rep, reps, pings_n) = sizes();
+    let (per_rep, reps, pings_n) = sizes(std::env::var_os(ENV_QUICK).is_some());
     let total = per_rep * reps as u64;
     let mut expect = 0u64;
     while expect < total {
@@ -93,11 +88,8 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    if !std::env::args().any(|a| a == "--bench") {
-        // SAFETY: single-threaded at this point; the child inherits it.
-        unsafe { std::env::set_var(ENV_QUICK, "1") };
-    }
-    let (per_rep, reps, pings_n) = sizes();
+    let quick = !std::env::args().any(|a| a == "--bench");
+    let (per_rep, reps, pings_n) = sizes(quick);
     pin(0);
     let (data, ping, pong, end) = offsets();
     let region = Region::create("ring-bench", end).unwrap();
@@ -108,10 +100,12 @@ fn main() {
     let mut pings = Producer::<u32>::attach(&region, ping).unwrap();
     let mut pongs = Consumer::<u32>::attach(&region, pong).unwrap();
     let fd = region.dup_inheritable().unwrap();
-    let mut peer = Command::new(std::env::current_exe().unwrap())
-        .env(ENV_FD, fd.as_raw_fd().to_string())
-        .spawn()
-        .unwrap();
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.env(ENV_FD, fd.as_raw_fd().to_string());
+    if quick {
+        cmd.env(ENV_QUICK, "1");
+    }
+    let mut peer = cmd.spawn().unwrap();
     drop(fd);
 
     println!(

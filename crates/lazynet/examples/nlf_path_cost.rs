@@ -1,7 +1,7 @@
 //! Where the cycles of the NLF send path go, on one core (no cross-core
 //! traffic): the v3 header build alone, then the whole send path (streamer,
 //! buffer allocation, gather descriptors on the in-memory wire) with the
-//! discarding peer in the same thread. `lazynet exp nlf` measures the same
+//! discarding peer in the same thread. `lazynet-lab nlf` measures the same
 //! path with the peer on the other core.
 //!
 //! `cargo run --release -p lazynet --example nlf_path_cost`

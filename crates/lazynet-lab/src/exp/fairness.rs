@@ -1,4 +1,4 @@
-//! `lazynet exp fairness`: LRP Table 2 — the CPU share of a compute-bound
+//! `lazynet-lab fairness`: LRP Table 2 — the CPU share of a compute-bound
 //! worker that shares one core with two busy UDP RPC servers, per receive
 //! mode.
 //!
@@ -298,7 +298,7 @@ pub fn run(opts: &ExpOpts) -> anyhow::Result<()> {
             // the load core (clients, and ni-lrp's NI engine) cannot keep
             // both servers busy in a short run, the worker rightly takes
             // what they leave (ni-lrp: 0.310, 0.342 and 0.468 in three CI
-            // runs of the same code, `results/ci/session4-quick-checks.txt`).
+            // runs of the same code; docs/EXPERIMENTS.md, "Quick runs").
             let (ok, what) = if opts.quick {
                 (
                     r.share >= (1.0 - tol) * third,

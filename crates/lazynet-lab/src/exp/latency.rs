@@ -1,4 +1,4 @@
-//! `lazynet exp latency-under-load`: LRP Fig. 4 — the round-trip time a
+//! `lazynet-lab latency-under-load`: LRP Fig. 4 — the round-trip time a
 //! ping-pong client sees while another socket on the same host is blasted.
 //!
 //! **Set-up.** One in-memory wire. The host (pinned to [`HOST_CPU`]) runs a

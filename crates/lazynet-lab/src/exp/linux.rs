@@ -62,7 +62,7 @@
 //! spins close to its deadlines, so the client's wake-ups compete with it.
 //!
 //! The servers and clients are hidden subcommands of our own binary
-//! (`lazynet exp-helper …`, [`HelperCmd`]) run with `ip netns exec`, which
+//! (`lazynet-lab exp-helper …`, [`HelperCmd`]) run with `ip netns exec`, which
 //! execs (no extra process), so the pid we hold is the helper's. The Linux
 //! sink receives with `recvmmsg` (up to 32 datagrams per call, Linux at its
 //! best); the echo server with `recvfrom`/`sendto`.
@@ -649,7 +649,7 @@ fn kv<T: std::str::FromStr>(line: &str, key: &str) -> anyhow::Result<T> {
         .with_context(|| format!("no {key}= in {line:?}"))
 }
 
-/// What `lazynet loadgen udp` printed.
+/// What `lazynet-lab loadgen udp` printed.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct LoadgenSummary {
     /// Datagrams the schedule handed to the socket.
@@ -1111,7 +1111,7 @@ fn tap_run<N: lazynet::nic::Nic + 'static>(host: &TapHost<N>) -> TapRun {
 const TAP_PORT: u16 = 9000;
 
 /// One livelock point of lazynet in `mode` fed by *real kernel traffic*:
-/// `lazynet loadgen udp` in a Linux peer namespace (pinned to
+/// `lazynet-lab loadgen udp` in a Linux peer namespace (pinned to
 /// [`LOAD_CPU`]) sends through a TAP device whose other end is a lazynet
 /// stack run by the host runtime ([`lazynet::host::Host`], the placement
 /// of `mode`) on a thread pinned to [`HOST_CPU`]; its server task receives
@@ -1288,7 +1288,7 @@ pub fn tap_livelock_point(
 
 // ---------------------------------------------------------------- helpers (child side)
 
-/// The hidden `lazynet exp-helper …` subcommands: the programs the Linux
+/// The hidden `lazynet-lab exp-helper …` subcommands: the programs the Linux
 /// series runs inside its namespaces, and whole points for tests.
 #[derive(clap::Subcommand, Debug)]
 pub enum HelperCmd {

@@ -1,4 +1,4 @@
-//! `lazynet exp livelock`: LRP Fig. 3 — delivered against offered UDP rate,
+//! `lazynet-lab livelock`: LRP Fig. 3 — delivered against offered UDP rate,
 //! per receive mode, from a tenth of saturation to the generator's maximum.
 //!
 //! **Set-up.** One in-memory wire. The host (pinned to [`HOST_CPU`]) runs a
@@ -72,7 +72,7 @@ use super::{pin_host, pin_load, progress, work, Checks, ExpOpts, Results, HOST_C
 use crate::loadgen::{wire_endpoints, BlastStats, BlastStepper, Due, PacerConfig, UdpTemplate};
 
 /// The least work per datagram (ns): a server that does something, as the
-/// Linux baseline's "5 µs of work" (MACHINE-FACTS.md), so that saturation
+/// Linux baseline's 5 µs of work per datagram, so that saturation
 /// is set by the server, not by the per-datagram cost of the stack path.
 const MIN_WORK_NS: f64 = 2_000.0;
 /// Quick runs judge an LRP mode's plateau only if its host thread had at
@@ -495,7 +495,7 @@ fn linux_series(
     Ok(Some(pts))
 }
 
-/// The same traffic from the Linux kernel: `lazynet loadgen udp` in a peer
+/// The same traffic from the Linux kernel: `lazynet-lab loadgen udp` in a peer
 /// namespace sends over a TAP device into a lazynet host (the same server,
 /// W, and host runtime) in each mode — real kernel traffic instead of the
 /// emulated NIC. Full runs only (root); rows `MODE/tap`, plotted in
@@ -776,31 +776,35 @@ pub fn run(opts: &ExpOpts) -> anyhow::Result<()> {
             },
         );
     }
-    let png = res.path("png");
-    crate::plot::line_chart(
-        &png,
-        "Receive livelock (LRP Fig. 3)",
-        "offered rate (datagrams/s)",
-        "delivered to the server (datagrams/s)",
-        &series,
-        true,
-        false,
-    )?;
+    // One figure: the wire series, and beside it the kernel's traffic over
+    // TAP when that series ran.
+    let mut tap_plot = tap.clone();
+    if let Some(l) = &linux {
+        tap_plot.push(("linux".to_string(), l.clone()));
+    }
+    let wire_panel = crate::plot::Panel::Lines {
+        title: "Receive livelock (LRP Fig. 3)",
+        x_label: "offered rate (datagrams/s)",
+        y_label: "delivered to the server (datagrams/s)",
+        series: &series,
+        log_x: true,
+        log_y: false,
+    };
+    let tap_panel = crate::plot::Panel::Lines {
+        title: "Kernel traffic over TAP",
+        x_label: "offered rate (datagrams/s)",
+        y_label: "delivered to the server (datagrams/s)",
+        series: &tap_plot,
+        log_x: true,
+        log_y: false,
+    };
+    if tap.is_empty() {
+        crate::plot::figure(&res.path("png"), &[wire_panel])?;
+    } else {
+        crate::plot::figure(&res.path("png"), &[wire_panel, tap_panel])?;
+    }
     if !tap.is_empty() {
-        let mut tap_plot = tap.clone();
-        if let Some(l) = &linux {
-            tap_plot.push(("linux".to_string(), l.clone()));
-        }
-        crate::plot::line_chart(
-            &res.path("tap.png").with_file_name("livelock-tap.png"),
-            "Receive livelock, kernel traffic over TAP (LRP Fig. 3)",
-            "offered rate (datagrams/s)",
-            "delivered to the server (datagrams/s)",
-            &tap_plot,
-            true,
-            false,
-        )?;
-        res.note("kernel traffic over TAP (rows MODE/tap; livelock-tap.png):");
+        res.note("kernel traffic over TAP (rows MODE/tap; the right panel of the figure):");
         for (name, pts) in &tap {
             let peak = pts.iter().map(|p| p.1).fold(0.0, f64::max);
             let top = pts.last().map_or(0.0, |p| p.1);

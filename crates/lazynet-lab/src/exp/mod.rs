@@ -1,6 +1,6 @@
-//! `lazynet exp …`: the overload experiments of the LRP paper (issue 4) —
+//! The overload experiments of the LRP paper —
 //! `livelock` (Fig. 3), `latency-under-load` (Fig. 4), `fairness` (Table 2)
-//! and `syn-flood` (Fig. 5). The NLF experiment lives in `media.rs`.
+//! and `syn-flood` (Fig. 5). The NLF experiment is `crate::nlf`.
 //!
 //! **Owns:** what every experiment shares — the options ([`ExpOpts`]), the
 //! results directory and its files ([`Results`]: `NAME.csv`, `NAME.txt`

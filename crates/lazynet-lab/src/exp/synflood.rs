@@ -1,4 +1,4 @@
-//! `lazynet exp syn-flood`: LRP Fig. 5 — HTTP transfers per second while
+//! `lazynet-lab syn-flood`: LRP Fig. 5 — HTTP transfers per second while
 //! spoofed SYNs flood another port of the same host, per receive mode,
 //! with SYN cookies off and on.
 //!
@@ -265,7 +265,8 @@ pub fn run(opts: &ExpOpts, syn_rates: &[String]) -> anyhow::Result<()> {
             // equal share of the core (53–86% kept in quick runs here), and
             // without them the soft-lrp point moved between 41% and 67% in
             // two CI runs of the same code minutes apart (the host's
-            // placement of the two vCPUs; `results/ci/connection's application4-quick-checks.txt`). Eager collapses below 20%.
+            // placement of the two vCPUs; docs/EXPERIMENTS.md, "Quick
+            // runs"). Eager collapses below 20%.
             // With cookies the quick point fell to 26% once (five CI runs:
             // 88, 88, 49, 26 and 74%), so its margin is 20%.
             let need = match (opts.quick, label.ends_with("+cookies")) {

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use crate::util::{exclusive, TempDir, BIN, MODES};
 
-/// Runs `lazynet exp NAME --quick --no-linux --out DIR`; checks it
+/// Runs `lazynet-lab NAME --quick --no-linux --out DIR`; checks it
 /// succeeded within the bound and returns the CSV's lines.
 fn run(name: &str, dir: &Path) -> Vec<String> {
     let t0 = Instant::now();

@@ -45,7 +45,7 @@
 //! Before the 4-tuple table, `classify` compares the tuple with the last
 //! connection it found (a memo holding only what the table holds, cleared
 //! when a connection is unbound): a flow's segments come in runs. Same
-//! bench, same run (2026-11-21, session 6): one connection's run
+//! bench (`cargo bench --bench classifier`), same run (2026-11-21): one connection's run
 //! ("tcp_hot") 6.2 ns per frame; "tcp_spread", where every frame misses
 //! the memo, 11.6 ns over 10 and 12.1 over 10,000 connections (12.1 and
 //! 13.8 without the memo: no cost from the miss beyond this host's noise).

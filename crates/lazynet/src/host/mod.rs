@@ -91,10 +91,10 @@ pub struct HostConfig {
     pub rx_budget: Option<RxBudget>,
 }
 
-/// The bounded budget of `soft-lrp`'s demultiplexing (ARCHITECTURE.md,
-/// "Receive modes": "in the receive loop, at top priority, bounded budget";
-/// the RTU reactive class: "rate-limited by a token bucket so it cannot
-/// monopolize the core"). A token bucket of CPU time: it fills at `share`
+/// The bounded budget of `soft-lrp`'s demultiplexing (docs/DESIGN.md,
+/// "Receive modes": in the receive loop, at top priority, with a cap on
+/// wasted work; as the RTU reactive class, rate-limited by a token bucket
+/// so that it cannot take the core). A token bucket of CPU time: it fills at `share`
 /// of the clock (ppm) up to `burst_ns`. While the bucket is empty the
 /// receive task is not woken: frames wait on the NIC's ring and, if it
 /// overflows, are dropped there — at the NIC, before the host spent

@@ -361,7 +361,7 @@ impl WirePair {
     /// Puts a wire made by [`WirePair::new`] back in its first state in the
     /// same region: both rings and both return rings empty, every buffer
     /// free at its owner, counters zero. Buffer contents are left as they
-    /// were. For callers that run many short sessions (the fuzzer):
+    /// were. For callers that run many short runs (the fuzzer):
     /// creating a region costs system calls and a page fault for every page
     /// it touches; a reset touches only the rings.
     ///

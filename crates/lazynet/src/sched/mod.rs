@@ -2,8 +2,9 @@
 //! and recent CPU usage, with every nanosecond charged to an owner.
 //!
 //! This is the first half of the real-time upcall (RTU) scheduler of
-//! ARCHITECTURE.md ("Scheduling (RTU)"); admission control and the reactive
-//! and periodic classes come later (see "Extension points" below).
+//! docs/DESIGN.md ("Scheduling"); admission control and the reactive and
+//! periodic classes are planned (docs/ROADMAP.md; "Extension points"
+//! below).
 //!
 //! **Owns:** the task table (boxed [`Task`]s, set up before running), the
 //! owners with their [`Class`] and [`OwnerUsage`], one FIFO run queue per
@@ -93,7 +94,7 @@
 //! in `ni-lrp` demultiplexing runs on another core, which wakes the owners'
 //! tasks through a [`RemoteWaker`].
 //!
-//! # Extension points (the later RTU issue)
+//! # Extension points (the real-time upcall classes)
 //!
 //! * [`Class`] gets `Reactive { .. }` (token bucket) and `Periodic { period,
 //!   batch }`; both map onto fixed priorities (rate-monotonic for periodic),

@@ -11,7 +11,7 @@ use super::HandbackMode;
 use crate::proto::arp::ArpConfig;
 use crate::proto::ip::ReasmConfig;
 
-/// Where protocol processing of received packets runs (ARCHITECTURE.md
+/// Where protocol processing of received packets runs (docs/DESIGN.md,
 /// "Receive modes"; LRP §2–3). Chosen at start-up; all protocol code is
 /// shared, only its place differs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -44,7 +44,7 @@ impl ReceiveMode {
         !matches!(self, ReceiveMode::SoftLrp | ReceiveMode::NiLrp)
     }
 
-    /// Every mode, in the order of the table in ARCHITECTURE.md.
+    /// Every mode, in the order of the table in docs/DESIGN.md.
     pub const ALL: [ReceiveMode; 4] = [
         ReceiveMode::Eager,
         ReceiveMode::EarlyDemux,

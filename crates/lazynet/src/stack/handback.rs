@@ -8,7 +8,7 @@
 //! overwrites must first be taken back from the receiver's caches, one
 //! slow cross-core transfer per line, and on this machine that made the
 //! sender the bottleneck of bulk transfer for both stacks
-//! (`results/tcp/ab-session8.md`). Evicting the consumed lines
+//! (docs/PERFORMANCE.md, "Hand-back"). Evicting the consumed lines
 //! (`mem::BufArea::evict`) lets the writer fetch them from memory instead:
 //! +32% with the cores apart, but −24% where they share a cache, since the
 //! receiver then pays for the eviction and the writer for memory. A guest
@@ -35,7 +35,7 @@
 //! brings the next trial forward is a change: [`CHANGE_EPOCHS`] clean epochs
 //! in a row whose time differs from the running average by more than
 //! [`CHANGE_PCT`]% (one such epoch is common noise: 2.8% of consecutive
-//! epochs differ by over 25%, `results/tcp/ab-session8.md`), which is what
+//! epochs differ by over 25%, docs/PERFORMANCE.md), which is what
 //! the host moving the cores looks like. An epoch slower than
 //! [`SLOW_EPOCH_NS`] (a flow limited by something else) restarts the
 //! schedule without comparing: there the choice does not matter, and its

@@ -45,7 +45,7 @@ pub(in crate::stack) struct Iface<N: Nic> {
     /// fetched for writing, while TCP connections exist; else it gives the
     /// spare back. On where the NIC's buffers cross cores
     /// ([`Nic::cross_core_buffers`]): request/response p50 −8% on the wire
-    /// (`results/tcp/NOTES.md`, session 10).
+    /// (`lazynet-lab bench tcp-rr`, alternated; docs/PERFORMANCE.md).
     pub(in crate::stack) warm_spare: bool,
     /// Segments of the output call in progress (`tcp.rs`), empty between
     /// calls.

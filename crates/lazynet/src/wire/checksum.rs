@@ -138,8 +138,8 @@ const WIDE_MIN: usize = 256;
 /// the best chosen once at run time (the `multiversion` crate: feature
 /// detection and dispatch without `unsafe` here). The same loop
 /// autovectorizes to 2–3× the baseline's speed on a payload
-/// (`../shared/MACHINE-FACTS.md`: 20–24 GB/s baseline, 39–60 GB/s AVX-512;
-/// `cargo bench --bench checksum`: 59 GiB/s at 1500 B), and both ends of a
+/// (`cargo bench --bench checksum`: 20–24 GB/s baseline, 39–60 GB/s with
+/// AVX-512, 59 GiB/s at 1500 B), and both ends of a
 /// bulk transfer spend much of their time here.
 #[inline(never)]
 fn sum_native_wide(data: &[u8]) -> u16 {

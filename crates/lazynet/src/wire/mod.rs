@@ -6,7 +6,7 @@
 //! * For each protocol a *view*, `XxxPacket<T: AsRef<[u8]>>`, wrapping a
 //!   buffer. Its `new_checked` constructor checks every length once (buffer
 //!   length and the header's own length fields); after that no accessor can
-//!   panic or read out of bounds (STYLE.md §2, "parse once, then trust").
+//!   panic or read out of bounds ("parse once, then trust").
 //!   With `T: AsMut<[u8]>` the view also has setters for fields that cannot
 //!   break those checked lengths.
 //! * For each protocol a *repr* (`XxxRepr`) or `emit_*` function that writes a

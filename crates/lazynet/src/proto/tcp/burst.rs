@@ -164,7 +164,7 @@ impl<C: CongestionControl> Connection<C> {
     /// buffer, not in the copy `burst_payload` makes: the send buffer is
     /// this core's, while the copy's destination (a NIC buffer the peer's
     /// core read last) may still be on its way here, and summing it would
-    /// wait for it (`results/tcp/NOTES.md`, session 4). Reads only.
+    /// wait for it (docs/PERFORMANCE.md, "Findings"). Reads only.
     #[inline]
     pub fn burst_sum(&self, b: &Burst, i: usize) -> u32 {
         let mss = b.first.payload_len;

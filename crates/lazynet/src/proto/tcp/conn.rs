@@ -55,7 +55,7 @@
 //!
 //! # Fast path
 //!
-//! `handle_segment` first tries header prediction (`fast.rs`, STYLE.md §3):
+//! `handle_segment` first tries header prediction (`fast.rs`):
 //! an ESTABLISHED in-order pure ACK of new data or in-order data segment
 //! in the steady state is handled there; everything else runs the full
 //! RFC 9293 §3.10.7.4 sequence below. `fast.rs` lists exactly when
@@ -887,7 +887,8 @@ impl<C: CongestionControl> Connection<C> {
         self.update_timers(now);
     }
 
-    // Rare, but no #[cold]: STYLE.md §4 wants each hint measured first.
+    // Rare, but no #[cold]: a layout hint is added only where a
+    // measurement shows it pays (docs/PERFORMANCE.md).
     fn on_rto(&mut self, now: u64) {
         self.counters.rto_expired += 1;
         self.retries += 1;

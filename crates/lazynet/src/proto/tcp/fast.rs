@@ -1,5 +1,5 @@
 //! Header prediction: the ESTABLISHED fast path (Van Jacobson, "4BSD
-//! header prediction", 1990; Linux `tcp_rcv_established()`; STYLE.md §3).
+//! header prediction", 1990; Linux `tcp_rcv_established()`).
 //!
 //! [`Connection::handle_segment`] first asks [`Connection::fast_path`]
 //! whether the segment is the one the steady state predicts. If so, it is

@@ -27,11 +27,12 @@ use crate::wire::tcp::{TcpPacket, TcpRepr};
 /// How many frames ahead of the one it processes a reader of a TCP
 /// channel asks the CPU to fetch (`pop_ahead`; frames in the channel's
 /// own slots, not on an offload NI's inbound ring, which is not looked
-/// into). Where another core wrote the frames (the wire), each of a frame's ~24 lines is a
-/// cross-core transfer, and the checksum loop that first reads them keeps
-/// only a few in flight: bulk receive spent half its time there. Two
-/// frames ahead is about one transfer's latency of work at bulk rates
-/// (`results/tcp/NOTES.md`, session 10: 1, 2, 3 and 4 measured).
+/// into). Where another core wrote the frames (the wire), each of a
+/// frame's ~24 lines is a cross-core transfer, and the checksum loop that
+/// first reads them keeps only a few in flight: bulk receive spent half its
+/// time there. Two frames ahead is about one transfer's latency of work at
+/// bulk rates (`lazynet-lab bench tcp-bulk` with 1, 2, 3 and 4 ahead;
+/// docs/PERFORMANCE.md).
 pub const RX_AHEAD: usize = 2;
 
 /// Takes the oldest frame of channel `c` and asks the CPU to fetch the

@@ -11,13 +11,13 @@
 //! descriptor on the connection's (or listener's) channel — the classifier
 //! finds it by 4-tuple, then by listening port. The segments are processed
 //! later, with an explicit work bound, by whoever calls:
-//! * the socket calls of that connection ([`Stack::tcp_recv`],
-//!   [`Stack::tcp_send`], ...) process its own channel first, in the
-//!   caller's context;
+//! * the socket calls of that connection (`stack.tcp_mut(h).recv(…)`,
+//!   `.send(…)`, …; their bodies are in `calls`) process its own channel
+//!   first, in the caller's context;
 //! * [`Stack::tcp_service`] processes the channels on the classifier's
 //!   ready list and the expired timers — the owner's protocol handler (one
-//!   per process in the embedded placement; the scheduler issue gives each
-//!   owner its own).
+//!   per process in the embedded placement; with owner tags,
+//!   [`Stack::tcp_service_tag`], one per owner, as `host` runs them).
 //!
 //! When the reader's own [`Stack::tcp_recv`] finds its connection's
 //! segments still queued and its receive buffer empty, predicted in-order

@@ -457,7 +457,8 @@ impl<N: Nic> Iface<N> {
 /// takes and prefetches for writing. Where the two cores do not share a
 /// cache, a line the other core holds takes ~170 ns to come over, longer
 /// than building one segment; of 0, 1, 2 and 4 ahead, four measured best,
-/// by a small margin over two (`results/tcp/ab-session5.md`, ab_pf4).
+/// by a small margin over two (`lazynet-lab bench tcp-bulk`, alternated;
+/// docs/PERFORMANCE.md).
 pub(in crate::stack) const TX_AHEAD: usize = 4;
 
 /// A burst's buffers taken ahead, in the order they are filled.

@@ -1,0 +1,196 @@
+//! `lazynet-lab bench tcp-instructions`: instructions per TCP round trip and
+//! per byte, counted by callgrind, for lazynet (fast paths on and off) and
+//! smoltcp.
+//!
+//! Each figure comes from two runs of this program under
+//! `valgrind --tool=callgrind`, one doing N units of work and one 2N, both
+//! ends of the connection in one thread (`bench tcp-rr-single`,
+//! `bench tcp-bulk-single`); the difference divided by N removes set-up and
+//! tear-down. Instruction counts do not depend on the machine's load, so
+//! one run of each is enough.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{bail, Context};
+
+/// One measured series.
+struct Series {
+    workload: &'static str,
+    stack: &'static str,
+    fast_path: bool,
+    units: u64,
+    ir: (u64, u64),
+}
+
+impl Series {
+    fn per_unit(&self) -> f64 {
+        self.ir.1.saturating_sub(self.ir.0) as f64 / self.units as f64
+    }
+}
+
+/// Instructions callgrind counted for one run of `args` (this program).
+fn callgrind(args: &[String]) -> anyhow::Result<u64> {
+    let exe = std::env::current_exe().context("cannot find our own binary")?;
+    let dir = std::env::temp_dir().join(format!("lazynet-cg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let out = dir.join("callgrind.out");
+    let st = Command::new("valgrind")
+        .arg("--tool=callgrind")
+        .arg(format!("--callgrind-out-file={}", out.display()))
+        .arg(&exe)
+        .args(args)
+        .output()
+        .context("running valgrind (install it: apt-get install valgrind)")?;
+    if !st.status.success() {
+        bail!(
+            "valgrind {:?} failed: {}",
+            args,
+            String::from_utf8_lossy(&st.stderr)
+                .lines()
+                .last()
+                .unwrap_or("")
+        );
+    }
+    let text = std::fs::read_to_string(&out)?;
+    let _ = std::fs::remove_dir_all(&dir);
+    text.lines()
+        .find_map(|l| {
+            l.strip_prefix("summary:")
+                .or_else(|| l.strip_prefix("totals:"))
+        })
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .context("no summary line in callgrind's output")
+}
+
+/// Measures every series and writes `tcp-instructions.{csv,txt,png}`.
+pub fn run(round_trips: u64, bytes: u64, out: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(out)?;
+    let plan: [(&'static str, &'static str, bool); 6] = [
+        ("round-trip", "lazynet", true),
+        ("round-trip", "lazynet", false),
+        ("round-trip", "smoltcp", true),
+        ("byte", "lazynet", true),
+        ("byte", "lazynet", false),
+        ("byte", "smoltcp", true),
+    ];
+    let mut series = Vec::new();
+    for (workload, stack, fast_path) in plan {
+        let (cmd, flag, units) = match workload {
+            "round-trip" => ("tcp-rr-single", "--count", round_trips),
+            _ => ("tcp-bulk-single", "--bytes", bytes),
+        };
+        let mut ir = [0u64; 2];
+        for (k, n) in [units, 2 * units].into_iter().enumerate() {
+            let args: Vec<String> = [
+                "bench",
+                cmd,
+                flag,
+                &n.to_string(),
+                "--stack",
+                stack,
+                "--fast-path",
+                if fast_path { "on" } else { "off" },
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            ir[k] = callgrind(&args)?;
+        }
+        let s = Series {
+            workload,
+            stack,
+            fast_path,
+            units,
+            ir: (ir[0], ir[1]),
+        };
+        println!(
+            "{workload} {stack} fast path {}: {:.3} instructions per {workload}",
+            if fast_path { "on" } else { "off" },
+            s.per_unit()
+        );
+        series.push(s);
+    }
+    let mut csv =
+        String::from("workload,stack,fast_path,units,instructions_n,instructions_2n,per_unit\n");
+    for s in &series {
+        writeln!(
+            csv,
+            "{},{},{},{},{},{},{:.3}",
+            s.workload,
+            s.stack,
+            if s.fast_path { "on" } else { "off" },
+            s.units,
+            s.ir.0,
+            s.ir.1,
+            s.per_unit()
+        )?;
+    }
+    std::fs::write(out.join("tcp-instructions.csv"), &csv)?;
+    let get = |w: &str, st: &str, f: bool| {
+        series
+            .iter()
+            .find(|s| s.workload == w && s.stack == st && s.fast_path == f)
+            .map_or(f64::NAN, Series::per_unit)
+    };
+    let mut txt = format!(
+        "command: lazynet-lab bench tcp-instructions --round-trips {round_trips} --bytes {bytes}\n{}",
+        crate::report::machine_line()
+    );
+    writeln!(
+        txt,
+        "method: valgrind --tool=callgrind on `lazynet-lab bench tcp-rr-single --count N` and `tcp-bulk-single --bytes B`, N and 2N (B and 2B); (Ir(2N) - Ir(N)) / N"
+    )?;
+    writeln!(
+        txt,
+        "1-byte request/response round trip (both ends: 2 segments out, 2 in): lazynet {:.0} (fast path off {:.0}), smoltcp {:.0} instructions",
+        get("round-trip", "lazynet", true),
+        get("round-trip", "lazynet", false),
+        get("round-trip", "smoltcp", true)
+    )?;
+    writeln!(
+        txt,
+        "bulk transfer, per byte moved (both ends): lazynet {:.3} (fast path off {:.3}), smoltcp {:.3} instructions",
+        get("byte", "lazynet", true),
+        get("byte", "lazynet", false),
+        get("byte", "smoltcp", true)
+    )?;
+    print!("{txt}");
+    std::fs::write(out.join("tcp-instructions.txt"), &txt)?;
+    let names = [
+        ("lazynet", true, "lazynet"),
+        ("lazynet", false, "lazynet, fast path off"),
+        ("smoltcp", true, "smoltcp"),
+    ];
+    let bars = |w: &str| -> Vec<(String, Vec<f64>)> {
+        names
+            .iter()
+            .map(|&(st, f, label)| (label.to_string(), vec![get(w, st, f)]))
+            .collect()
+    };
+    let (rr, per_byte) = (bars("round-trip"), bars("byte"));
+    let (c_rr, c_byte) = (
+        vec!["1-byte round trip".to_string()],
+        vec!["bulk".to_string()],
+    );
+    crate::plot::figure(
+        &out.join("tcp-instructions.png"),
+        &[
+            crate::plot::Panel::Bars {
+                title: "Instructions per request/response round trip",
+                x_label: "",
+                y_label: "instructions",
+                categories: &c_rr,
+                series: &rr,
+            },
+            crate::plot::Panel::Bars {
+                title: "Instructions per byte moved",
+                x_label: "",
+                y_label: "instructions per byte",
+                categories: &c_byte,
+                series: &per_byte,
+            },
+        ],
+    )
+}
