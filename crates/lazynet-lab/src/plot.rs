@@ -491,10 +491,16 @@ fn category_labels<DB: DrawingBackend>(
             plotters::style::text_anchor::HPos::Center,
             plotters::style::text_anchor::VPos::Top,
         ));
+    // The chart maps to the whole image; `root` may be one panel of it.
+    let (bx, by) = root.get_base_pixel();
     for (i, name) in categories.iter().enumerate() {
         let (px, py) = chart.backend_coord(&(i as f64 + 0.5, 0.0));
-        root.draw(&Text::new(name.as_str(), (px, py + 6), style.clone()))
-            .map_err(err)?;
+        root.draw(&Text::new(
+            name.as_str(),
+            (px - bx, py - by + 6),
+            style.clone(),
+        ))
+        .map_err(err)?;
     }
     Ok(())
 }
@@ -587,6 +593,41 @@ mod tests {
             png_ok(&p);
         }
         assert!(line_chart(&out("empty.png"), "t", "x", "y", &[], false, false).is_err());
+    }
+
+    #[test]
+    fn figures_put_panels_side_by_side() {
+        let cats: Vec<String> = vec!["a".into(), "b".into()];
+        let bars = vec![("x".to_string(), vec![1.0, 2.0])];
+        let lines = vec![("y".to_string(), vec![(1.0, 1.0), (2.0, 3.0)])];
+        let p = out("figure.png");
+        figure(
+            &p,
+            &[
+                Panel::Bars {
+                    title: "bars",
+                    x_label: "c",
+                    y_label: "v",
+                    categories: &cats,
+                    series: &bars,
+                },
+                Panel::Lines {
+                    title: "lines",
+                    x_label: "x",
+                    y_label: "y",
+                    series: &lines,
+                    log_x: false,
+                    log_y: false,
+                },
+            ],
+        )
+        .unwrap();
+        png_ok(&p);
+        // Twice as wide as one chart.
+        let b = std::fs::read(&p).unwrap();
+        let width = u32::from_be_bytes([b[16], b[17], b[18], b[19]]);
+        assert_eq!(width, 2 * WIDTH);
+        assert!(figure(&out("none.png"), &[]).is_err());
     }
 
     #[test]

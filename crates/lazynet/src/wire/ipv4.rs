@@ -269,7 +269,9 @@ impl Ipv4Repr {
     }
 
     /// Writes a 20-byte header (no options, TOS 0) at the start of `buf`,
-    /// with its checksum; returns 20. The payload is not touched.
+    /// with its checksum; returns 20. The payload is not touched. Inlined
+    /// into the output paths, where the fields are mostly constants.
+    #[inline]
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize, WireError> {
         let total = MIN_HEADER_LEN + self.payload_len;
         let total = u16::try_from(total).map_err(|_| WireError::BadLength)?;

@@ -7,27 +7,11 @@
 
 use std::time::{Duration, Instant};
 
+use crate::util::{may_run, Down};
 use lazynet::mem::Desc;
 use lazynet::nic::netns::{PeerNs, PeerNsConfig};
 use lazynet::nic::tap::TapConfig;
 use lazynet::nic::{ExtRef, Nic};
-
-fn may_run() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root && std::env::var("CI").as_deref() != Ok("true") {
-        println!("skipped: needs root");
-        return false;
-    }
-    true
-}
-
-struct Down(PeerNs);
-impl Drop for Down {
-    fn drop(&mut self) {
-        let _ = self.0.down();
-    }
-}
 
 #[test]
 fn tap_gather_arp_via_writev() {

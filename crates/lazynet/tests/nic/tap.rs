@@ -5,28 +5,11 @@
 
 use std::time::{Duration, Instant};
 
+use crate::util::{may_run, Down};
 use lazynet::mem::Desc;
 use lazynet::nic::netns::{list_netns, netns_exists, Ownership, PeerNs, PeerNsConfig};
 use lazynet::nic::tap::TapConfig;
 use lazynet::nic::Nic;
-
-fn may_run() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root && std::env::var("CI").as_deref() != Ok("true") {
-        println!("skipped: needs root");
-        return false;
-    }
-    true
-}
-
-/// Removes the namespace on drop even if the test fails.
-struct Down(PeerNs);
-impl Drop for Down {
-    fn drop(&mut self) {
-        let _ = self.0.down();
-    }
-}
 
 fn arp_request(our_mac: [u8; 6], our_ip: [u8; 4], target_ip: [u8; 4]) -> [u8; 42] {
     let mut f = [0u8; 42];

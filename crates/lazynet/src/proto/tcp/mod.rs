@@ -39,8 +39,9 @@
 //!
 //! **Not yet:** RACK-TLP, PRR, HyStart, undo of
 //! spurious reductions, D-SACK use, RFC 5681 §4.1 restart after idle,
-//! urgent data (ignored, delivered inline), SYN cookies carrying options
-//! other than MSS.
+//! urgent data (ignored, delivered inline). SYN cookies carry the MSS,
+//! and window scale and SACK-permitted in the timestamp when the peer
+//! sends one (`cookie`).
 //!
 //! **Fast path:** header prediction for ESTABLISHED in-order data and
 //! pure ACKs (`fast.rs`, `Config::fast_path`), a proven subset of the
