@@ -12,8 +12,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SIZE=${SIZE:-209715200}   # 200 MiB
 RUNS=${RUNS:-5}
-BIN=./target/release/lazynet
-LAB=./target/release/lazynet-lab
+BIN="${CARGO_TARGET_DIR:-target}/release/lazynet"
+LAB="${CARGO_TARGET_DIR:-target}/release/lazynet-lab"
 cargo build --release -q -p lazynet-cli -p lazynet-lab
 out=results/curl
 mkdir -p "$out"
