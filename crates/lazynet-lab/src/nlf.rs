@@ -311,7 +311,7 @@ pub fn exp(quick: bool, out: &Path) -> anyhow::Result<()> {
 
     // Linux beside it: the same payloads with sendmmsg and sendfile + UDP_SEGMENT.
     let mut linux = Vec::new();
-    let n = if quick { 20_000 } else { 200_000 };
+    let linux_datagrams = if quick { 20_000 } else { 200_000 };
     use crate::linux_send::{measure_with, LinuxDest, LinuxMethod, LinuxSendConfig};
     // Every method with the CPU doing segmentation and checksums, and
     // sendfile + UDP_SEGMENT also with the TAP doing them (like a NIC with USO).
@@ -327,7 +327,7 @@ pub fn exp(quick: bool, out: &Path) -> anyhow::Result<()> {
             let cfg = LinuxSendConfig {
                 method: m,
                 payload: p,
-                datagrams: n,
+                datagrams: linux_datagrams,
                 media: Some(raw.clone()),
                 dest: LinuxDest::TapInPrivateNetns,
                 offload,
@@ -349,7 +349,7 @@ pub fn exp(quick: bool, out: &Path) -> anyhow::Result<()> {
                         r.dest.name()
                     );
                     println!(
-                        "  linux {row}{}",
+                        "  {row}{}",
                         r.note
                             .as_deref()
                             .map(|n| format!("  ({n})"))
@@ -442,7 +442,7 @@ pub fn exp(quick: bool, out: &Path) -> anyhow::Result<()> {
         if quick { " --quick" } else { "" },
         crate::report::machine_line()
     );
-    let _ = writeln!(txt, "TSC: {:.3} GHz; {mbytes} MB streamed per cell; cycles per packet from batches of {BATCH} timed with RDTSC; Linux: {n} datagrams per cell, from a TAP device in a private namespace\n", hz / 1e9);
+    let _ = writeln!(txt, "TSC: {:.3} GHz; {mbytes} MB streamed per cell; cycles per packet from batches of {BATCH} timed with RDTSC; Linux: {linux_datagrams} datagrams per cell, from a TAP device in a private namespace\n", hz / 1e9);
     let med = |path: SendPath, p: usize| {
         cells
             .iter()

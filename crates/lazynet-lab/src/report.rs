@@ -22,8 +22,8 @@ pub fn verbose() -> bool {
 }
 
 /// The lines that head a result file: the machine (CPUs, model, kernel),
-/// the commit measured (`git describe`, `-dirty` if the tree had changes)
-/// and the date (UTC).
+/// the commit measured (`git describe`, `-dirty` if the sources had
+/// changes) and the date (UTC).
 pub fn machine_line() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -43,7 +43,14 @@ pub fn machine_line() -> String {
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
             .unwrap_or_else(|| "unknown".into())
     };
-    let commit = run("git", &["describe", "--always", "--dirty", "--abbrev=10"]);
+    // `-dirty` if the sources differ from the commit; results/, which
+    // these runs write, does not count.
+    let dirty = std::process::Command::new("git")
+        .args(["diff", "--quiet", "HEAD", "--", ".", ":(exclude)results"])
+        .status()
+        .is_ok_and(|s| !s.success());
+    let commit =
+        run("git", &["describe", "--always", "--abbrev=10"]) + if dirty { "-dirty" } else { "" };
     let date = run("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"]);
     format!(
         "machine: {} CPUs, {cpu}, kernel {}\ncommit: {commit}\ndate: {date}\n",
@@ -217,12 +224,29 @@ pub fn criterion(name: &str, raw: &Path, command: &str, out: &Path) -> anyhow::R
             })
             .collect()
     };
-    let time = series(&|e| e.ns);
     let thrpt = series(&|e| e.thrpt.as_ref().map_or(f64::NAN, |t| t.0));
     let unit = est
         .iter()
         .find_map(|e| e.thrpt.as_ref().map(|t| t.1.clone()));
-    let t_title = format!("{name}: time per iteration");
+    // Benchmarks that count elements differ in how many an iteration
+    // handles: compare the time per element, not per iteration.
+    let per_elem = |e: &Estimate| match &e.thrpt {
+        Some((v, u)) if u == "Melem/s" && *v > 0.0 => Some(1e3 / v),
+        Some((v, u)) if u == "Kelem/s" && *v > 0.0 => Some(1e6 / v),
+        Some((v, u)) if u == "elem/s" && *v > 0.0 => Some(1e9 / v),
+        _ => None,
+    };
+    let elems = est.iter().all(|e| per_elem(e).is_some());
+    let time = if elems {
+        series(&|e| per_elem(e).unwrap_or(f64::NAN))
+    } else {
+        series(&|e| e.ns)
+    };
+    let t_title = if elems {
+        format!("{name}: time per element")
+    } else {
+        format!("{name}: time per iteration")
+    };
     let h_title = format!("{name}: throughput");
     let mut panels = vec![crate::plot::Panel::Bars {
         title: &t_title,

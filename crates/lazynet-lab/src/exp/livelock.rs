@@ -51,7 +51,7 @@
 //! through [`super::linux::livelock_point`] (rows with mode `linux`).
 //! **Kernel traffic into lazynet** (full runs, root): the same W over TAP
 //! from the Linux peer namespace, per mode ([`super::linux::tap_livelock_point`];
-//! rows `MODE/tap`, `livelock-tap.png`).
+//! rows `MODE/tap`, the right panel of `livelock.png`).
 //!
 //! **May not touch:** stack internals; the host runtime and loadgen are used
 //! through their public APIs.
@@ -498,8 +498,8 @@ fn linux_series(
 /// The same traffic from the Linux kernel: `lazynet-lab loadgen udp` in a peer
 /// namespace sends over a TAP device into a lazynet host (the same server,
 /// W, and host runtime) in each mode — real kernel traffic instead of the
-/// emulated NIC. Full runs only (root); rows `MODE/tap`, plotted in
-/// `livelock-tap.png` beside Linux. The kernel sender reaches a few hundred
+/// emulated NIC. Full runs only (root); rows `MODE/tap`, plotted in the
+/// right panel of `livelock.png` beside Linux. The kernel sender reaches a few hundred
 /// thousand datagrams/s, so only the rates up to that are run; TAP costs
 /// the host a `read()` per frame (part of what this series measures).
 fn tap_series(

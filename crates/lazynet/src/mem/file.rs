@@ -1,5 +1,8 @@
 //! Read-only mappings of files (media and their NLF meta-data), so large
 //! files are paged in on demand rather than read into memory.
+//!
+//! **Owns:** the read-only mapping and its length. **May not touch:** the
+//! file's contents (never written) or its meaning.
 
 use std::fs::File;
 use std::io;

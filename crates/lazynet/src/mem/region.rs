@@ -2,6 +2,10 @@
 //!
 //! `memfd` + `memmap2` are used rather than raw `memfd_create`/`mmap` calls:
 //! both are small, well-kept crates and give us sealing and safe unmapping.
+//!
+//! **Owns:** the mapping, its length and the buffer geometry; every
+//! index and range handed in is checked against them. **May not touch:**
+//! what the bytes mean.
 
 use std::fs::File;
 use std::io;

@@ -298,7 +298,7 @@ impl WirePair {
     #[allow(clippy::new_ret_no_self)]
     pub fn new(cfg: WireConfig) -> io::Result<(WireEnd, WireEnd)> {
         let (a, region) = Self::create(cfg)?;
-        let b = WireEnd::from_region(region, Side::B)?;
+        let b = WireEnd::from_region(region, Side::B, None)?;
         Ok((a, b))
     }
 
@@ -354,7 +354,7 @@ impl WirePair {
         // SAFETY: the region is at least `total` > size_of::<WireHeader>()
         // bytes, page-aligned (mmap), and not yet shared with anyone.
         unsafe { std::ptr::write_volatile(region.as_ptr().cast::<WireHeader>(), hdr) };
-        let a = WireEnd::from_region(region.clone(), Side::A)?;
+        let a = WireEnd::from_region(region.clone(), Side::A, None)?;
         Ok((a, region))
     }
 
@@ -369,11 +369,14 @@ impl WirePair {
     /// else in this process holds its region. A wire another process has
     /// attached to must not be reset: it would see its rings change under
     /// it.
-    pub fn reset(a: WireEnd, b: WireEnd) -> io::Result<(WireEnd, WireEnd)> {
+    pub fn reset(mut a: WireEnd, mut b: WireEnd) -> io::Result<(WireEnd, WireEnd)> {
         if a.side != Side::A || b.side != Side::B || !Arc::ptr_eq(a.region(), b.region()) {
             return Err(invalid("not the two ends of one wire"));
         }
         let region = a.region().clone();
+        // Keep the ends' bookkeeping vectors: a reset allocates nothing.
+        let spare_a = (std::mem::take(&mut a.free), std::mem::take(&mut a.state));
+        let spare_b = (std::mem::take(&mut b.free), std::mem::take(&mut b.state));
         drop((a, b));
         if Arc::strong_count(&region) != 1 {
             return Err(invalid("the wire's region is still in use"));
@@ -385,8 +388,8 @@ impl WirePair {
         Ring::<Desc>::init(&region, h.ring_off[RING_BA] as usize, h.ring_cap)?;
         Ring::<u32>::init(&region, h.ring_off[RET_A] as usize, h.ret_cap)?;
         Ring::<u32>::init(&region, h.ring_off[RET_B] as usize, h.ret_cap)?;
-        let a = WireEnd::from_region(region.clone(), Side::A)?;
-        let b = WireEnd::from_region(region, Side::B)?;
+        let a = WireEnd::from_region(region.clone(), Side::A, Some(spare_a))?;
+        let b = WireEnd::from_region(region, Side::B, Some(spare_b))?;
         Ok((a, b))
     }
 }
@@ -439,10 +442,17 @@ impl WireEnd {
     /// Attaches to a wire created by [`WirePair::create`] in another process,
     /// validating its header and rings.
     pub fn attach(region_fd: OwnedFd, side: Side) -> io::Result<WireEnd> {
-        Self::from_region(Region::open(region_fd)?, side)
+        Self::from_region(Region::open(region_fd)?, side, None)
     }
 
-    fn from_region(region: Arc<Region>, side: Side) -> io::Result<WireEnd> {
+    /// Builds an end on `region`; `spare` lends the free list and state
+    /// vectors of an end of the same wire, to be refilled instead of
+    /// allocated.
+    fn from_region(
+        region: Arc<Region>,
+        side: Side,
+        spare: Option<(Vec<u32>, Vec<u8>)>,
+    ) -> io::Result<WireEnd> {
         if region.len() < size_of::<WireHeader>() {
             return Err(invalid("wire region too small"));
         }
@@ -494,8 +504,12 @@ impl WireEnd {
             Side::A => (0, half),
             Side::B => (half, h.buf_count),
         };
-        let mut free = Vec::with_capacity(half as usize);
+        let (mut free, mut state) = spare.unwrap_or_default();
+        free.clear();
+        free.reserve_exact(half as usize);
         free.extend((own_lo..own_hi).rev());
+        state.clear();
+        state.resize(half as usize, FREE);
         let mut mac = [0u8; 6];
         mac.copy_from_slice(match side {
             Side::A => &h.mac_a[..6],
@@ -511,7 +525,7 @@ impl WireEnd {
             own_lo,
             own_hi,
             free,
-            state: vec![FREE; half as usize],
+            state,
             mac,
             mtu: h.mtu as usize,
             stats: WireStats::default(),

@@ -51,6 +51,9 @@
 //! and reserved bytes, media length and fingerprint, and that every record's
 //! payload lies inside the media. [`MetaFile::open`] maps the file read-only
 //! ([`crate::mem::MappedFile`]), so records are paged in as they are used.
+//!
+//! **Owns:** the meta file's format, its checks and its records.
+//! **May not touch:** the media file, which it only refers to.
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};

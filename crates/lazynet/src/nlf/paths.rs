@@ -19,6 +19,9 @@
 //!
 //! The per-client IPv4 identification counter lives in [`ClientHeader`];
 //! every call uses the current value and advances it.
+//!
+//! **Owns:** the four ways to write a packet's headers. **May not touch:**
+//! the payload (read only, and not at all in `v1`–`v3`) or the stack.
 
 use std::fmt;
 use std::net::Ipv4Addr;

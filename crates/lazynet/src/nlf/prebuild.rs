@@ -1,5 +1,9 @@
 //! The prebuilder: reads a media file once and writes its meta file.
 //!
+//! **Owns:** cutting a media file into packets, their send times and
+//! stored sums, and writing the meta file. **May not touch:** the media
+//! file (read only) or any network state.
+//!
 //! * **MPEG-TS** (detected by the sync byte 0x47 at the start of each of the
 //!   first five 188-byte packets, or of all of them in a shorter file) is cut
 //!   on 188-byte boundaries: the payload size is rounded *down* to a

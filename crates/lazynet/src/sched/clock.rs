@@ -6,6 +6,9 @@
 //! multiply. Tests inject a [`VirtualClock`] that only moves when the test
 //! (or a task standing in for CPU work) advances it, so fairness and decay
 //! are checked exactly, with no dependence on real timing.
+//!
+//! **Owns:** the `Clock` trait and its three clocks. **May not touch:**
+//! the executor's state. The `RDTSC` itself is `crate::sys::rdtsc`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

@@ -1,5 +1,8 @@
 //! UDP: the calls on one socket ([`UdpSock`]) and the blocking-style
 //! [`UdpSocket`].
+//!
+//! **Owns:** the public calls on one UDP socket. **May not touch:**
+//! protocol state: the bodies are the stack's (`stack::udp`).
 
 use std::net::SocketAddrV4;
 use std::ops::{Deref, DerefMut};

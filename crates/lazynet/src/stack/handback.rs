@@ -40,6 +40,10 @@
 //! [`SLOW_EPOCH_NS`] (a flow limited by something else) restarts the
 //! schedule without comparing: there the choice does not matter, and its
 //! noise would only flip it. A flow that is not bulk never leaves "keep".
+//!
+//! **Owns:** the keep-or-evict decision and its measurements. **May not
+//! touch:** buffers: it is told bytes and times and answers; the stack
+//! evicts.
 
 //! Owns: the choice and its measurements. Does not touch: buffers, the
 //! NIC, or a clock (time comes in as an argument). It only applies where

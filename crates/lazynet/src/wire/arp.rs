@@ -1,5 +1,8 @@
 //! ARP for IPv4 over Ethernet (RFC 826). Other hardware/protocol types are
 //! rejected by [`ArpPacket::new_checked`] with a typed error.
+//!
+//! **Owns:** the ARP packet view and its builder. **May not touch:** state
+//! of any kind (as all of `wire`): the cache is `proto::arp`.
 
 use std::net::Ipv4Addr;
 

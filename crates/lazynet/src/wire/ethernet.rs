@@ -1,5 +1,8 @@
 //! Ethernet II frames (IEEE 802.3 with an EtherType; no VLAN handling: a
 //! tagged frame simply shows EtherType 0x8100).
+//!
+//! **Owns:** the Ethernet header view and builder, MAC addresses.
+//! **May not touch:** state of any kind (as all of `wire`).
 
 use super::{be16, put16, range, range_mut, WireError};
 

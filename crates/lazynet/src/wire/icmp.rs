@@ -1,5 +1,8 @@
 //! ICMPv4 (RFC 792): echo and destination unreachable, plus generic access
 //! to any message's type, code and checksum.
+//!
+//! **Owns:** the ICMP message view and builders. **May not touch:** state
+//! of any kind (as all of `wire`): the error rules are `proto::icmp`.
 
 use super::checksum;
 use super::{be16, byte, put16, range, range_mut, WireError};

@@ -1,4 +1,8 @@
 //! IPv4 headers (RFC 791).
+//!
+//! **Owns:** the IPv4 header view (options skipped, not parsed), its
+//! builder and its checksum. **May not touch:** state of any kind (as all
+//! of `wire`): fragments are reassembled in `proto::ip`.
 
 use std::net::Ipv4Addr;
 

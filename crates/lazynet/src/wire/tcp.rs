@@ -1,5 +1,10 @@
 //! TCP header and options (RFC 9293 §3.1, RFC 7323, RFC 2018) and
 //! wrap-aware sequence numbers.
+//!
+//! **Owns:** the TCP header and option views, their builders, the
+//! checksum over the pseudo-header, and `SeqNumber`. **May not touch:**
+//! state of any kind (as all of `wire`): what a segment means is
+//! `proto::tcp`'s.
 
 use core::cmp::Ordering;
 use core::ops::{Add, AddAssign, Sub};

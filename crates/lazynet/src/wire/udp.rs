@@ -1,4 +1,7 @@
 //! UDP (RFC 768).
+//!
+//! **Owns:** the UDP header view, its builder and its checksum over the
+//! pseudo-header. **May not touch:** state of any kind (as all of `wire`).
 
 use std::net::Ipv4Addr;
 

@@ -2,6 +2,10 @@
 //! §3.10.7.4 "segment text"; RFC 2018 for the SACK view of the intervals).
 //!
 //! Both allocate only in their constructors.
+//!
+//! **Owns:** the bytes of the send and receive buffers and the intervals
+//! of out-of-order text. **May not touch:** sequence numbers or windows:
+//! offsets come from the connection.
 
 use crate::wire::checksum;
 use crate::wire::tcp::SeqNumber;

@@ -33,6 +33,9 @@
 //! random operation sequences against two connections, one sending by
 //! bursts and one by `poll_transmit`, and requires identical segments,
 //! payloads and TCBs.
+//!
+//! **Owns:** planning a burst and committing what was sent of it. **May
+//! not touch:** frames: the stack builds them from the plan.
 
 use super::{CongestionControl, Connection, State};
 use crate::wire::tcp::{SeqNumber, TcpFlags, TcpRepr, Timestamps};

@@ -61,6 +61,10 @@
 //! RFC 9293 §3.10.7.4 sequence below. `fast.rs` lists exactly when
 //! prediction is off. [`Config::fast_path`] switches it off for
 //! differential tests; [`TcpCounters::fast_path`] counts hits.
+//!
+//! **Owns:** one TCB and everything RFC 9293 says happens to it.
+//! **May not touch:** clocks, randomness, sockets or buffers of the NIC:
+//! time, ISNs and bytes come in as arguments.
 
 use std::net::SocketAddrV4;
 

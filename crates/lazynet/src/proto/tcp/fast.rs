@@ -60,6 +60,10 @@
 //! reader's buffer ([`Connection::direct_ok`],
 //! [`Connection::direct_commit`]): one copy of the text instead of two,
 //! and the receive buffer stays empty, so the window offered stays open.
+//!
+//! **Owns:** the prediction test and the two predicted cases. **May not
+//! touch:** anything the slow path would not change the same way (the
+//! differential test compares them).
 
 use super::{seq_le, seq_lt, CongestionControl, Connection, State, Timer};
 use crate::wire::tcp::{TcpFlags, TcpRepr};

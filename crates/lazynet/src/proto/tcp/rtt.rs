@@ -1,4 +1,7 @@
 //! Retransmission timer computation (RFC 6298).
+//!
+//! **Owns:** SRTT, RTTVAR and the RTO with its bounds and backoff.
+//! **May not touch:** the connection's other state; it is fed samples.
 
 /// Smoothed RTT estimator and RTO (RFC 6298 §2), in nanoseconds.
 #[derive(Debug, Clone, Copy)]
