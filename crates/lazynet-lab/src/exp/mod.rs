@@ -173,8 +173,9 @@ impl Results {
         }
         std::fs::write(self.path("csv"), csv)?;
         let mut txt = String::new();
-        let args: Vec<String> = std::env::args().collect();
-        let _ = writeln!(txt, "command: {}", args.join(" "));
+        // The program by its name, not the path it was started from.
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        let _ = writeln!(txt, "command: lazynet-lab {}", args.join(" "));
         txt.push_str(&crate::report::machine_line());
         let _ = writeln!(
             txt,
