@@ -5,7 +5,9 @@
 use std::cell::RefCell;
 use std::net::Ipv4Addr;
 
+use lazynet::mem::Desc;
 use lazynet::nic::wirepair::{WireConfig, WireEnd, WirePair};
+use lazynet::nic::Nic;
 use lazynet::stack::StackConfig;
 use lazynet::wire::checksum::{checksum, fold, partial, pseudo_header_ipv4};
 
@@ -132,5 +134,40 @@ pub fn steer(f: &mut [u8], steer: u8, src: Ipv4Addr, dst: Ipv4Addr, sport: Optio
         f[24..26].copy_from_slice(&[0, 0]);
         let c = checksum(&f[14..h]);
         f[24..26].copy_from_slice(&c.to_be_bytes());
+    }
+}
+
+/// Sends `frame` from `end`, steered (see [`steer`]); dropped if `end` has
+/// no free buffer or its ring is full, as a NIC would.
+pub fn inject(
+    end: &mut WireEnd,
+    frame: &[u8],
+    steer_byte: u8,
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    sport: Option<u16>,
+) {
+    let len = frame.len();
+    let mut bi = [0u32];
+    if end.alloc(&mut bi) == 1 {
+        let f = &mut end.buffers_mut().buf_mut(bi[0]).unwrap()[..len];
+        f.copy_from_slice(frame);
+        steer(f, steer_byte, src, dst, sport);
+        if end.send(&[Desc::new(bi[0], len as u16)]) == 0 {
+            end.release(&[Desc::new(bi[0], 0)]);
+        }
+    }
+}
+
+/// Reads and releases everything waiting at `end`, unread.
+#[allow(dead_code, reason = "each target includes this file; stack_conn has no raw end")]
+pub fn drain(end: &mut WireEnd) {
+    let mut got = [Desc::default(); 64];
+    loop {
+        let n = end.recv(&mut got);
+        if n == 0 {
+            break;
+        }
+        end.release(&got[..n]);
     }
 }

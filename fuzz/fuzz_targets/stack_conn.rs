@@ -20,8 +20,6 @@
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 
-use lazynet::mem::Desc;
-use lazynet::nic::Nic;
 use lazynet::socket::UdpSocket;
 use lazynet::stack::Stack;
 use libfuzzer_sys::fuzz_target;
@@ -60,19 +58,9 @@ fuzz_target!(|data: &[u8]| {
     let (la, _) = sa.tcp(ca).addrs().unwrap();
     let mut buf = [0u8; 2048];
     for (steer, frame) in common::frames(data) {
-        let len = frame.len();
-        let mut bi = [0u32];
-        let a = sa.nic_mut();
-        if a.alloc(&mut bi) == 1 {
-            let f = &mut a.buffers_mut().buf_mut(bi[0]).unwrap()[..len];
-            f.copy_from_slice(frame);
-            // Bit 1: the listener (any source port), else the connection.
-            let sport = (steer & 2 == 0).then_some(la.port());
-            common::steer(f, steer, A, B, sport);
-            if a.send(&[Desc::new(bi[0], len as u16)]) == 0 {
-                a.release(&[Desc::new(bi[0], 0)]);
-            }
-        }
+        // Bit 1: the listener (any source port), else the connection.
+        let sport = (steer & 2 == 0).then_some(la.port());
+        common::inject(sa.nic_mut(), frame, steer, A, B, sport);
         now += 7_000_000;
         stack.poll(now);
         stack.tcp_service(now, 256);

@@ -20,8 +20,6 @@
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 
-use lazynet::mem::Desc;
-use lazynet::nic::Nic;
 use lazynet::socket::UdpSocket;
 use lazynet::stack::Stack;
 use libfuzzer_sys::fuzz_target;
@@ -43,18 +41,8 @@ fuzz_target!(|data: &[u8]| {
         .unwrap();
     let mut now = 1_000_000_000u64;
     let mut buf = [0u8; 2048];
-    let mut sent = [Desc::default(); 64];
     for (steer, frame) in common::frames(data) {
-        let len = frame.len();
-        let mut bi = [0u32];
-        if raw.alloc(&mut bi) == 1 {
-            let f = &mut raw.buffers_mut().buf_mut(bi[0]).unwrap()[..len];
-            f.copy_from_slice(frame);
-            common::steer(f, steer, A, B, None);
-            if raw.send(&[Desc::new(bi[0], len as u16)]) == 0 {
-                raw.release(&[Desc::new(bi[0], 0)]);
-            }
-        }
+        common::inject(&mut raw, frame, steer, A, B, None);
         now += 7_000_000;
         stack.poll(now);
         stack.tcp_service(now, 256);
@@ -64,13 +52,7 @@ fuzz_target!(|data: &[u8]| {
             let _ = stack.tcp_mut(h).abort(now);
         }
         // What the stack sent (replies, SYN-ACKs, RSTs) goes back unread.
-        loop {
-            let n = raw.recv(&mut sent);
-            if n == 0 {
-                break;
-            }
-            raw.release(&sent[..n]);
-        }
+        common::drain(&mut raw);
     }
     stack.listener_mut(l).close(now).unwrap();
     while s7.recv_from(&mut stack, &mut buf).is_ok() || s9.recv_from(&mut stack, &mut buf).is_ok() {
@@ -86,13 +68,7 @@ fuzz_target!(|data: &[u8]| {
     // Frames waiting for ARP are given up after its retries (a few
     // seconds); most runs have none and stop at once.
     for _ in 0..8 {
-        loop {
-            let n = raw.recv(&mut sent);
-            if n == 0 {
-                break;
-            }
-            raw.release(&sent[..n]);
-        }
+        common::drain(&mut raw);
         raw.reclaim();
         stack.nic_mut().reclaim();
         if (raw.free_buffers(), stack.nic().free_buffers()) == (a0, b0) {

@@ -41,17 +41,15 @@
 //! schedule without comparing: there the choice does not matter, and its
 //! noise would only flip it. A flow that is not bulk never leaves "keep".
 //!
+//! It only applies where the NIC says another core writes its buffers
+//! (`Nic::cross_core_buffers`) and is applied wherever TCP copies a
+//! segment's text out of its frame: direct placement into the reader's
+//! buffer (`Stack::conn_direct`) and the ordinary path into the receive
+//! buffer (`Stack::conn_input_parsed`). Both count towards the epochs.
+//!
 //! **Owns:** the keep-or-evict decision and its measurements. **May not
-//! touch:** buffers: it is told bytes and times and answers; the stack
-//! evicts.
-
-//! Owns: the choice and its measurements. Does not touch: buffers, the
-//! NIC, or a clock (time comes in as an argument). It only applies where
-//! the NIC says another core writes its buffers (`Nic::cross_core_buffers`)
-//! and is applied wherever TCP copies a segment's text out of its frame:
-//! direct placement into the reader's buffer (`Stack::conn_direct`) and
-//! the ordinary path into the receive buffer (`Stack::conn_input_parsed`).
-//! Both count towards the epochs.
+//! touch:** buffers, the NIC, or a clock: it is told bytes and times
+//! (time comes in as an argument) and answers; the stack evicts.
 
 /// How received frames' lines are treated after their text is copied out
 /// ([`crate::stack::StackConfig::rx_handback`]).
