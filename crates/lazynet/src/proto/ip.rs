@@ -269,6 +269,12 @@ impl Reassembler {
         }
     }
 
+    /// The longest datagram payload it can complete: an IPv4 payload, or
+    /// its byte budget if smaller.
+    pub fn max_datagram(&self) -> usize {
+        self.out.len()
+    }
+
     /// The configuration in force (after clamping).
     pub fn config(&self) -> &ReasmConfig {
         &self.cfg

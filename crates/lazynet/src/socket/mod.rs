@@ -5,8 +5,9 @@
 //! borrow the stack for one call: `stack.udp_mut(h)` ([`UdpSock`]),
 //! `stack.tcp_mut(h)` ([`TcpConn`]), `stack.listener_mut(h)`
 //! ([`TcpListen`]), and their read-only forms `stack.udp(h)`,
-//! `stack.tcp(h)`, `stack.listener(h)`. Every call that may do protocol
-//! work takes the time, `now`, like the rest of the sans-IO stack. On top of
+//! `stack.tcp(h)`, `stack.listener(h)`. Every TCP call that may do
+//! protocol work takes the time, `now`, like the rest of the sans-IO stack
+//! (UDP's checks need no clock). On top of
 //! them, [`UdpSocket`], [`TcpListener`] and [`TcpStream`] read the stack's
 //! clock and offer blocking-style calls that drive [`Stack::poll`](crate::stack::Stack::poll) while
 //! they wait, so a single-threaded program needs no other loop.
@@ -24,3 +25,11 @@ mod udp;
 
 pub use tcp::{wait_step, TcpConn, TcpListen, TcpListener, TcpStream};
 pub use udp::{UdpSock, UdpSocket};
+
+/// The stack-clock time `timeout` from now (`None`: no deadline).
+fn deadline<N: crate::nic::Nic>(
+    stack: &crate::stack::Stack<N>,
+    timeout: Option<std::time::Duration>,
+) -> Option<u64> {
+    timeout.map(|t| stack.now().saturating_add(t.as_nanos() as u64))
+}

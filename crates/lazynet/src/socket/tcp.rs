@@ -46,13 +46,9 @@ pub fn wait_step<N: Nic>(stack: &mut Stack<N>, deadline: Option<u64>) -> bool {
     true
 }
 
-fn deadline<N: Nic>(stack: &Stack<N>, timeout: Option<Duration>) -> Option<u64> {
-    timeout.map(|t| stack.now().saturating_add(t.as_nanos() as u64))
-}
-
 /// The calls on one TCP connection: `stack.tcp(h)` (read-only) or
-/// `stack.tcp_mut(h)`. A call that takes `now` first processes the
-/// connection's queued segments (bounded) in the caller's context.
+/// `stack.tcp_mut(h)`. `recv`, `send`, `close` and `state` first process
+/// the connection's queued segments (bounded) in the caller's context.
 #[derive(Debug)]
 pub struct TcpConn<S> {
     stack: S,
@@ -299,7 +295,7 @@ impl TcpListener {
         stack: &mut Stack<N>,
         timeout: Option<Duration>,
     ) -> Result<TcpStream, SocketError> {
-        let dl = deadline(stack, timeout);
+        let dl = super::deadline(stack, timeout);
         loop {
             match self.accept(stack) {
                 Err(SocketError::WouldBlock) => {}
@@ -369,7 +365,7 @@ impl TcpStream {
         timeout: Option<Duration>,
     ) -> Result<Self, SocketError> {
         let s = Self::connect_nonblocking(stack, remote, cfg)?;
-        let dl = deadline(stack, timeout);
+        let dl = super::deadline(stack, timeout);
         loop {
             match s.is_connected(stack) {
                 Ok(true) => return Ok(s),
@@ -423,7 +419,7 @@ impl TcpStream {
         buf: &mut [u8],
         timeout: Option<Duration>,
     ) -> Result<usize, SocketError> {
-        let dl = deadline(stack, timeout);
+        let dl = super::deadline(stack, timeout);
         loop {
             match self.read(stack, buf) {
                 Err(SocketError::WouldBlock) => {}
@@ -450,7 +446,7 @@ impl TcpStream {
         mut data: &[u8],
         timeout: Option<Duration>,
     ) -> Result<(), SocketError> {
-        let dl = deadline(stack, timeout);
+        let dl = super::deadline(stack, timeout);
         while !data.is_empty() {
             match self.write(stack, data) {
                 Ok(n) => {
@@ -473,7 +469,7 @@ impl TcpStream {
         stack: &mut Stack<N>,
         timeout: Option<Duration>,
     ) -> Result<(), SocketError> {
-        let dl = deadline(stack, timeout);
+        let dl = super::deadline(stack, timeout);
         loop {
             if let Some(e) = stack.tcp(self.h).error()? {
                 return Err(e);

@@ -194,7 +194,7 @@ impl UdpSocket {
         buf: &mut [u8],
         timeout: Option<Duration>,
     ) -> Result<(usize, SocketAddrV4), SocketError> {
-        let deadline = timeout.map(|t| stack.now().saturating_add(t.as_nanos() as u64));
+        let deadline = super::deadline(stack, timeout);
         loop {
             match self.recv_from(stack, buf) {
                 Err(SocketError::WouldBlock) => {}
@@ -221,7 +221,7 @@ impl UdpSocket {
         dst: SocketAddrV4,
         timeout: Option<Duration>,
     ) -> Result<usize, SocketError> {
-        let deadline = timeout.map(|t| stack.now().saturating_add(t.as_nanos() as u64));
+        let deadline = super::deadline(stack, timeout);
         loop {
             match self.send_to(stack, buf, dst) {
                 Err(SocketError::NoBuffers) => {}

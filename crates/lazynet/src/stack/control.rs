@@ -30,7 +30,7 @@ use crate::wire::{ArpOperation, ArpPacket, ArpRepr, Ipv4Packet};
 /// −0, RFC 1624 §5). Only then: recompute. `msg` is an ICMP message whose
 /// checksum field (bytes 2..4) was just updated.
 #[inline]
-pub(in crate::stack) fn fix_minus_zero(msg: &mut [u8]) {
+fn fix_minus_zero(msg: &mut [u8]) {
     if msg.len() >= 4 && msg[2] == 0 && msg[3] == 0 {
         let c = checksum::checksum(msg);
         msg[2..4].copy_from_slice(&c.to_be_bytes());
@@ -125,7 +125,7 @@ impl<N: Nic> Stack<N> {
     }
 
     /// RFC 826 packet reception, answering requests in the same buffer.
-    pub(in crate::stack) fn arp_input(&mut self, d: Desc, now: u64) {
+    fn arp_input(&mut self, d: Desc, now: u64) {
         let frame = self.iface.nic.buffers().frame(d).unwrap_or(&[]);
         let repr = match ArpPacket::new_checked(&frame[ETH_LEN.min(frame.len())..]) {
             Ok(p) => ArpRepr::parse(&p),
@@ -177,7 +177,7 @@ impl<N: Nic> Stack<N> {
         self.iface.release(d);
     }
 
-    pub(in crate::stack) fn ip_control_input(&mut self, d: Desc, now: u64) {
+    fn ip_control_input(&mut self, d: Desc, now: u64) {
         let frame = self.iface.nic.buffers().frame(d).unwrap_or(&[]);
         let ip = match checked_ipv4(frame) {
             Ok(p) => p,
@@ -246,7 +246,7 @@ impl<N: Nic> Stack<N> {
 
     /// Turns an echo request into its reply in the same buffer (RFC 792):
     /// swap addresses, type 8 → 0 with an RFC 1624 checksum update.
-    pub(in crate::stack) fn echo_reply_in_place(&mut self, d: Desc, hl: usize, total: usize) {
+    fn echo_reply_in_place(&mut self, d: Desc, hl: usize, total: usize) {
         let me = self.iface.addr;
         let mymac = self.iface.mac;
         let ttl = self.iface.ttl;

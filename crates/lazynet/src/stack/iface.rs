@@ -47,7 +47,7 @@ pub(in crate::stack) struct Iface<N: Nic> {
     /// ([`Nic::cross_core_buffers`]): request/response p50 −8% on the wire
     /// (`lazynet-lab bench tcp-rr`, alternated; docs/PERFORMANCE.md).
     pub(in crate::stack) warm_spare: bool,
-    /// Segments of the output call in progress (`tcp.rs`), empty between
+    /// Segments of the output call in progress (`tcp::output`), empty between
     /// calls.
     pub(in crate::stack) batch: tcp::TxBatch,
     /// Keep or evict consumed receive buffers' lines (`handback`).
@@ -292,7 +292,7 @@ pub(in crate::stack) fn emit_eth_ipv4(
 }
 
 /// Copies bytes `off..off + out.len()` of the concatenation of `parts`.
-pub(in crate::stack) fn copy_range(parts: [&[u8]; 2], off: usize, out: &mut [u8]) {
+fn copy_range(parts: [&[u8]; 2], off: usize, out: &mut [u8]) {
     let a = parts[0];
     let mut pos = 0;
     if off < a.len() {

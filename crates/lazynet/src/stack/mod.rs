@@ -214,7 +214,7 @@ impl<N: Nic> Stack<N> {
                 stats: IfaceStats::default(),
             },
             demux,
-            store: DgramStore::new(cfg.reasm_store, reasm.config().byte_budget),
+            store: DgramStore::new(cfg.reasm_store, reasm.max_datagram()),
             reasm,
             sockets: Vec::new(),
             free_sockets: Vec::new(),
@@ -427,7 +427,7 @@ impl<N: Nic> Stack<N> {
     /// runs the IP and UDP checks now. With `early_drop`, a full channel
     /// drops the frame before the checks; otherwise after them.
     #[inline(never)]
-    pub(in crate::stack) fn rx_checked(&mut self, d: Desc, early_drop: bool) {
+    fn rx_checked(&mut self, d: Desc, early_drop: bool) {
         let Some(f) = self.iface.nic.buffers().frame(d) else {
             self.drop_rx(StackDrop::BadDescriptor);
             return;
@@ -465,6 +465,22 @@ impl<N: Nic> Stack<N> {
         if self.demux.deliver_classified(tagged, v).is_err() {
             self.stats.udp_dropped_after_work += 1;
             self.iface.release(d);
+        }
+    }
+
+    /// Releases one entry of a closing socket's channel, counting it: a
+    /// reassembled datagram's store slot or a NIC frame (its checked tag
+    /// stripped).
+    pub(in crate::stack) fn drop_queued(&mut self, d: Desc) {
+        self.stats.drops[StackDrop::SocketClosed as usize] += 1;
+        if d.buf & REASM_TAG != 0 {
+            self.store.free(d.buf & !REASM_TAG);
+        } else {
+            self.stats.rx_frame_drops += 1;
+            self.iface.release(Desc {
+                buf: d.buf & !CHECKED_TAG,
+                ..d
+            });
         }
     }
 

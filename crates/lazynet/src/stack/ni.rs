@@ -450,27 +450,13 @@ impl<N: Nic> Stack<N> {
                 let Some(d) = self.demux.channel_mut(c).and_then(|ch| ch.pop()) else {
                     break;
                 };
-                self.ni_drop_queued(d);
+                self.drop_queued(d);
             }
         }
         // Every earlier unbind was applied before the quiesce (FIFO).
         self.ni_retire();
         self.iface.flush_release();
         true
-    }
-
-    /// Releases one queued channel entry at shutdown, counting it.
-    fn ni_drop_queued(&mut self, d: Desc) {
-        self.stats.drops[StackDrop::SocketClosed as usize] += 1;
-        if d.buf & super::REASM_TAG != 0 {
-            self.store.free(d.buf & !super::REASM_TAG);
-        } else {
-            self.stats.rx_frame_drops += 1;
-            self.iface.release(Desc {
-                buf: d.buf & !super::CHECKED_TAG,
-                ..d
-            });
-        }
     }
 }
 

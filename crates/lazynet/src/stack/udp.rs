@@ -12,6 +12,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 
 use rand::RngCore;
 
+use super::control::checked_ipv4;
 use super::{ni, SocketError, Stack, StackDrop, CHECKED_TAG, REASM_TAG};
 use crate::demux::{BindError, ChannelId};
 use crate::mem::Desc;
@@ -37,23 +38,21 @@ pub(in crate::stack) struct UdpEntry {
 
 /// Reassembled datagrams waiting in socket channels. Fixed memory: slots
 /// allocated at start-up, each as large as the largest datagram the
-/// reassembler can complete (64 KiB, or its byte budget if smaller); a
-/// channel entry names a slot by index.
+/// reassembler can complete (an IPv4 payload, or its byte budget if
+/// smaller); a channel entry names a slot by index.
 pub(in crate::stack) struct DgramStore {
-    pub(in crate::stack) data: Box<[u8]>,
-    pub(in crate::stack) slot: usize,
-    pub(in crate::stack) len: Box<[u32]>,
-    pub(in crate::stack) from: Box<[(Ipv4Addr, Ipv4Addr)]>,
-    pub(in crate::stack) free: Vec<u32>,
+    data: Box<[u8]>,
+    slot: usize,
+    len: Box<[u32]>,
+    from: Box<[(Ipv4Addr, Ipv4Addr)]>,
+    free: Vec<u32>,
 }
 
-/// The largest slot: an IPv4 datagram's payload.
-pub(in crate::stack) const DGRAM_SLOT: usize = 65536;
-
 impl DgramStore {
-    /// `slots` slots of `slot_bytes` bytes (at most [`DGRAM_SLOT`]).
+    /// `slots` slots of `slot_bytes` bytes (at least 1): the reassembler's
+    /// [`Reassembler::max_datagram`](crate::proto::ip::Reassembler::max_datagram).
     pub(in crate::stack) fn new(slots: usize, slot_bytes: usize) -> Self {
-        let slot = slot_bytes.clamp(1, DGRAM_SLOT);
+        let slot = slot_bytes.max(1);
         DgramStore {
             data: vec![0; slots * slot].into_boxed_slice(),
             slot,
@@ -95,6 +94,17 @@ impl DgramStore {
     }
 }
 
+/// The addresses and the datagram (up to the IPv4 total length) of a
+/// packet whose lengths `Ipv4Packet::new_checked` has checked.
+#[inline]
+fn ip_datagram(ip: Ipv4Packet<&[u8]>) -> (Ipv4Addr, Ipv4Addr, &[u8]) {
+    let (src, dst) = (ip.src(), ip.dst());
+    let bytes = ip.into_inner();
+    let ihl = ((bytes[0] & 0x0f) as usize) * 4;
+    let total = u16::from_be_bytes([bytes[2], bytes[3]]) as usize;
+    (src, dst, &bytes[ihl..total])
+}
+
 /// Parses a received Ethernet/IPv4/UDP frame lazily: header checksum, UDP
 /// length and checksum (RFC 768; a zero checksum means none, RFC 1122
 /// §4.1.3.4). Returns (source, destination address, payload).
@@ -102,42 +112,24 @@ impl DgramStore {
 pub(in crate::stack) fn parse_udp_frame(
     frame: &[u8],
 ) -> Result<(SocketAddrV4, Ipv4Addr, &[u8]), StackDrop> {
-    let ip = Ipv4Packet::new_checked(frame.get(ETH_LEN..).unwrap_or(&[]))
-        .map_err(|_| StackDrop::IpHeader)?;
-    if !ip.verify_checksum() {
-        return Err(StackDrop::IpChecksum);
-    }
-    let (src, dst) = (ip.src(), ip.dst());
-    let bytes = ip.into_inner();
-    let ihl = ((bytes[0] & 0x0f) as usize) * 4;
-    let total = u16::from_be_bytes([bytes[2], bytes[3]]) as usize;
-    parse_udp(&bytes[ihl..total], src, dst)
+    let (src, dst, dgram) = ip_datagram(checked_ipv4(frame)?);
+    parse_udp(dgram, src, dst)
 }
 
 /// [`parse_udp_frame`] for a frame whose checks already ran (the eager
 /// modes): lengths only, no checksums.
 #[inline]
-pub(in crate::stack) fn parse_udp_frame_checked(
-    frame: &[u8],
-) -> Result<(SocketAddrV4, Ipv4Addr, &[u8]), StackDrop> {
+fn parse_udp_frame_checked(frame: &[u8]) -> Result<(SocketAddrV4, Ipv4Addr, &[u8]), StackDrop> {
     let ip = Ipv4Packet::new_checked(frame.get(ETH_LEN..).unwrap_or(&[]))
         .map_err(|_| StackDrop::IpHeader)?;
-    let (src, dst) = (ip.src(), ip.dst());
-    let bytes = ip.into_inner();
-    let ihl = ((bytes[0] & 0x0f) as usize) * 4;
-    let total = u16::from_be_bytes([bytes[2], bytes[3]]) as usize;
-    let udp = UdpPacket::new_checked(&bytes[ihl..total]).map_err(|_| StackDrop::UdpHeader)?;
-    let sport = udp.src_port();
+    let (src, dst, dgram) = ip_datagram(ip);
+    let udp = UdpPacket::new_checked(dgram).map_err(|_| StackDrop::UdpHeader)?;
     let len = udp.len() as usize;
-    Ok((
-        SocketAddrV4::new(src, sport),
-        dst,
-        &bytes[ihl + 8..ihl + len],
-    ))
+    Ok((SocketAddrV4::new(src, udp.src_port()), dst, &dgram[8..len]))
 }
 
 #[inline]
-pub(in crate::stack) fn parse_udp(
+fn parse_udp(
     dgram: &[u8],
     src: Ipv4Addr,
     dst: Ipv4Addr,
@@ -152,7 +144,7 @@ pub(in crate::stack) fn parse_udp(
 }
 
 impl<N: Nic> Stack<N> {
-    pub(in crate::stack) fn sock(&self, h: UdpHandle) -> Result<UdpEntry, SocketError> {
+    fn sock(&self, h: UdpHandle) -> Result<UdpEntry, SocketError> {
         self.sockets
             .get(h.0 as usize)
             .copied()
@@ -207,13 +199,12 @@ impl<N: Nic> Stack<N> {
         Ok(UdpHandle(idx))
     }
 
-    /// Local address of a socket.
+    /// The body of `UdpSock::local_addr`.
     pub(crate) fn udp_local_addr(&self, h: UdpHandle) -> Result<SocketAddrV4, SocketError> {
         Ok(self.sock(h)?.local)
     }
 
-    /// Sets (or clears) the peer of a socket: `send` goes there and only its
-    /// datagrams are received.
+    /// The body of `UdpSock::connect`.
     pub(crate) fn udp_connect(
         &mut self,
         h: UdpHandle,
@@ -226,18 +217,18 @@ impl<N: Nic> Stack<N> {
         Ok(())
     }
 
-    /// The connected peer, if any.
+    /// The body of `UdpSock::peer`.
     pub(crate) fn udp_peer(&self, h: UdpHandle) -> Result<Option<SocketAddrV4>, SocketError> {
         Ok(self.sock(h)?.peer)
     }
 
-    /// Frames waiting in a socket's channel (not yet processed).
+    /// The body of `UdpSock::pending`.
     pub(crate) fn udp_pending(&self, h: UdpHandle) -> Result<usize, SocketError> {
         let s = self.sock(h)?;
         Ok(self.demux.queued(s.chan))
     }
 
-    /// Closes a socket; frames still queued are released and counted.
+    /// The body of `UdpSock::close`.
     pub(crate) fn udp_close(&mut self, h: UdpHandle) -> Result<(), SocketError> {
         let s = self.sock(h)?;
         let mut left = Vec::new();
@@ -246,16 +237,7 @@ impl<N: Nic> Stack<N> {
             .unbind_udp(*s.local.ip(), s.local.port(), &mut left);
         self.ni_unbind(ni::BindKind::Udp(*s.local.ip(), s.local.port()));
         for d in left {
-            self.stats.drops[StackDrop::SocketClosed as usize] += 1;
-            if d.buf & REASM_TAG != 0 {
-                self.store.free(d.buf & !REASM_TAG);
-            } else {
-                self.stats.rx_frame_drops += 1;
-                self.iface.release(Desc {
-                    buf: d.buf & !CHECKED_TAG,
-                    ..d
-                });
-            }
+            self.drop_queued(d);
         }
         self.iface.flush_release();
         self.sockets[h.0 as usize] = None;
@@ -263,11 +245,7 @@ impl<N: Nic> Stack<N> {
         Ok(())
     }
 
-    /// Receives one datagram, doing its protocol processing now, in the
-    /// caller's context (LRP §3.3): IP header checksum, UDP length and
-    /// checksum, peer filter. Frames that fail are dropped and counted, and
-    /// the next is tried; at most the frames queued at entry are examined.
-    /// `f` sees the payload in place (no copy) and the source.
+    /// The body of `UdpSock::recv_with`.
     pub(crate) fn udp_recv_with<R>(
         &mut self,
         h: UdpHandle,
@@ -341,10 +319,9 @@ impl<N: Nic> Stack<N> {
         Err(SocketError::WouldBlock)
     }
 
-    /// Runs the IP and UDP checks of at most `max` queued, not yet checked
-    /// frames of socket `h` ahead of `recv`, leaving them queued, in order,
-    /// marked as checked (so `recv` does not repeat the work); frames that
-    /// fail are dropped and counted. Returns the frames checked. LRP §3.3:
+    /// The body of `UdpSock::prepare`: frames stay queued in order, marked
+    /// as checked (so `recv` does not repeat the work); frames that fail
+    /// are dropped and counted. LRP §3.3:
     /// "an otherwise idle CPU should always perform protocol processing for
     /// any received packets" — the caller is an idle-priority task that
     /// charges the work to the socket's owner. O(queued) (the channel is
@@ -385,8 +362,7 @@ impl<N: Nic> Stack<N> {
         Ok(checked)
     }
 
-    /// Sends `payload` from socket `h` to `dst` (UDP over IPv4, fragmented if
-    /// larger than the MTU). Runs in the caller's context.
+    /// The body of `UdpSock::send_to`.
     pub(crate) fn udp_send_to(
         &mut self,
         h: UdpHandle,

@@ -7,7 +7,8 @@
 //! queued segments, bounded, in the caller's context (LRP §3.4), then does
 //! what it was asked; receive places predicted text directly (`direct`).
 //!
-//! **May not touch:** other connections' channels.
+//! **May not touch:** other connections' channels (an accept moves a
+//! listener's segments to their connection through `input`).
 
 use std::net::SocketAddrV4;
 
@@ -18,7 +19,7 @@ use crate::nic::Nic;
 use crate::proto::tcp::{Config, ConnError, Connection, ListenConfig, Listener, State, TwKey};
 use crate::stack::{SocketError, Stack, StackDrop, MAX_BATCH};
 
-pub(in crate::stack) fn conn_error(e: ConnError) -> SocketError {
+fn conn_error(e: ConnError) -> SocketError {
     match e {
         ConnError::Refused => SocketError::ConnectionRefused,
         ConnError::Reset => SocketError::ConnectionReset,
@@ -99,8 +100,7 @@ impl<N: Nic> Stack<N> {
         Ok(ListenHandle { idx, gen })
     }
 
-    /// Accepts one established connection, after processing the listener's
-    /// queued segments in the caller's context. `WouldBlock` if none.
+    /// The body of `TcpListen::accept`.
     pub(crate) fn tcp_accept(
         &mut self,
         h: ListenHandle,
@@ -130,25 +130,23 @@ impl<N: Nic> Stack<N> {
         Ok(c)
     }
 
-    /// True if listener `h` is stalled: it will not read its channel until
-    /// `accept` (full accept queue) or its timer (full SYN queue without
-    /// cookies, lazy modes) makes room.
+    /// The body of `TcpListen::stalled`.
     pub(crate) fn tcp_listen_stalled(&self, h: ListenHandle) -> Result<bool, SocketError> {
         let s = self.tcp.listener(h)?;
         Ok(listener_stalled(&s.l, !self.mode.eager_protocol()))
     }
 
-    /// Half-open connections (SYN-RECEIVED) of a listener.
+    /// The body of `TcpListen::syn_queue_len`.
     pub(crate) fn tcp_syn_queue_len(&self, h: ListenHandle) -> Result<usize, SocketError> {
         Ok(self.tcp.listener(h)?.l.syn_queue_len())
     }
 
-    /// Connections waiting in a listener's accept queue.
+    /// The body of `TcpListen::accept_queue_len`.
     pub(crate) fn tcp_accept_queue_len(&self, h: ListenHandle) -> Result<usize, SocketError> {
         Ok(self.tcp.listener(h)?.l.accept_queue_len())
     }
 
-    /// The listener's counters.
+    /// The body of `TcpListen::counters`.
     pub(crate) fn tcp_listener_counters(
         &self,
         h: ListenHandle,
@@ -156,21 +154,20 @@ impl<N: Nic> Stack<N> {
         Ok(*self.tcp.listener(h)?.l.counters())
     }
 
-    /// Frames waiting in a listener's channel (not yet processed).
+    /// The body of `TcpListen::pending`.
     pub(crate) fn tcp_listen_pending(&self, h: ListenHandle) -> Result<usize, SocketError> {
         let s = self.tcp.listener(h)?;
         Ok(self.demux.queued(s.chan))
     }
 
-    /// The address a listener was bound to.
+    /// The body of `TcpListen::addr`.
     pub(crate) fn tcp_listen_addr(&self, h: ListenHandle) -> Result<SocketAddrV4, SocketError> {
         Ok(self.tcp.listener(h)?.bound)
     }
 
-    /// Closes a listener: its queued frames are released; every half-open
-    /// entry and every connection not yet accepted is reset (RFC 9293
-    /// §3.10.5 ABORT, see [`Listener::poll_close`]) and dropped, so nothing of
-    /// the listener is left. Work: at most `syn_queue + backlog` RSTs, sent
+    /// The body of `TcpListen::close`: nothing of the listener is left
+    /// (RFC 9293 §3.10.5 ABORT for every entry, see
+    /// [`Listener::poll_close`]). Work: at most `syn_queue + backlog` RSTs, sent
     /// in batches; one that finds no transmit buffer is counted
     /// (`TxNoBuffer`) and not retried. Not rate limited: the RSTs answer
     /// our own close, not a peer's segments, and are bounded by the queues.
@@ -248,11 +245,7 @@ impl<N: Nic> Stack<N> {
 
     /// Processes the connection's queued segments (bounded by what is
     /// queued at entry and [`MAX_BATCH`]) in the caller's context.
-    pub(in crate::stack) fn conn_catch_up(
-        &mut self,
-        h: TcpHandle,
-        now: u64,
-    ) -> Result<(), SocketError> {
+    fn conn_catch_up(&mut self, h: TcpHandle, now: u64) -> Result<(), SocketError> {
         let chan = self.tcp.conn(h)?.chan;
         let queued = self.demux.queued(chan);
         if queued > 0 {
@@ -262,10 +255,7 @@ impl<N: Nic> Stack<N> {
         Ok(())
     }
 
-    /// Reads received bytes into `buf`. `Ok(0)` is end of stream (the peer
-    /// sent FIN and everything was read); `WouldBlock` if nothing is there.
-    ///
-    /// The connection's queued segments are processed here, in the
+    /// The body of `TcpConn::recv`. The connection's queued segments are processed here, in the
     /// caller's context (LRP §3.4), in-order text going straight into `buf`
     /// where it can (direct placement). Once `buf` is full, segments
     /// still queued wait for the next read or for the connection's
@@ -327,8 +317,7 @@ impl<N: Nic> Stack<N> {
         }
     }
 
-    /// Queues bytes for sending; returns how many fit in the send buffer.
-    /// `WouldBlock` if none fit now.
+    /// The body of `TcpConn::send`.
     pub(crate) fn tcp_send(
         &mut self,
         h: TcpHandle,
@@ -359,23 +348,23 @@ impl<N: Nic> Stack<N> {
         }
     }
 
-    /// Bytes that fit in the send buffer now.
+    /// The body of `TcpConn::send_space`.
     pub(crate) fn tcp_send_space(&self, h: TcpHandle) -> Result<usize, SocketError> {
         let s = self.tcp.conn(h)?;
         Ok(s.conn.send_space())
     }
 
-    /// Bytes sent but not yet acknowledged, plus bytes not yet sent.
+    /// The body of `TcpConn::send_queue`.
     pub(crate) fn tcp_send_queue(&self, h: TcpHandle) -> Result<usize, SocketError> {
         Ok(self.tcp.conn(h)?.conn.send_queue())
     }
 
-    /// Bytes received and not yet read.
+    /// The body of `TcpConn::recv_queue`.
     pub(crate) fn tcp_recv_queue(&self, h: TcpHandle) -> Result<usize, SocketError> {
         Ok(self.tcp.conn(h)?.conn.recv_queue())
     }
 
-    /// Half-close: send FIN after the queued data (RFC 9293 §3.10.4).
+    /// The body of `TcpConn::shutdown`.
     pub(crate) fn tcp_shutdown(&mut self, h: TcpHandle, now: u64) -> Result<(), SocketError> {
         let s = self.tcp.conn_mut(h)?;
         s.conn.close();
@@ -385,9 +374,7 @@ impl<N: Nic> Stack<N> {
         Ok(())
     }
 
-    /// Closes the handle. The connection finishes in the background (FIN,
-    /// TIME-WAIT); if received data was left unread it is reset instead
-    /// (RFC 9293 §3.10.4, RFC 2525 §2.17), as Linux does.
+    /// The body of `TcpConn::close`.
     pub(crate) fn tcp_close(&mut self, h: TcpHandle, now: u64) -> Result<(), SocketError> {
         self.conn_catch_up(h, now)?;
         let s = self.tcp.conn_mut(h)?;
@@ -403,7 +390,7 @@ impl<N: Nic> Stack<N> {
         Ok(())
     }
 
-    /// Resets the connection and closes the handle.
+    /// The body of `TcpConn::abort`.
     pub(crate) fn tcp_abort(&mut self, h: TcpHandle, now: u64) -> Result<(), SocketError> {
         let s = self.tcp.conn_mut(h)?;
         s.conn.abort();
@@ -414,23 +401,23 @@ impl<N: Nic> Stack<N> {
         Ok(())
     }
 
-    /// Processes queued input and reports the state.
+    /// The body of `TcpConn::state`.
     pub(crate) fn tcp_state(&mut self, h: TcpHandle, now: u64) -> Result<State, SocketError> {
         self.conn_catch_up(h, now)?;
         Ok(self.tcp.conn(h)?.conn.state())
     }
 
-    /// The error that ended the connection, if any.
+    /// The body of `TcpConn::error`.
     pub(crate) fn tcp_error(&self, h: TcpHandle) -> Result<Option<SocketError>, SocketError> {
         Ok(self.tcp.conn(h)?.conn.error().map(conn_error))
     }
 
-    /// True once the peer's FIN was received and all data read.
+    /// The body of `TcpConn::recv_finished`.
     pub(crate) fn tcp_recv_finished(&self, h: TcpHandle) -> Result<bool, SocketError> {
         Ok(self.tcp.conn(h)?.conn.recv_finished())
     }
 
-    /// Local and remote address.
+    /// The body of `TcpConn::addrs`.
     pub(crate) fn tcp_addrs(
         &self,
         h: TcpHandle,
@@ -439,13 +426,13 @@ impl<N: Nic> Stack<N> {
         Ok((s.conn.local(), s.conn.remote()))
     }
 
-    /// Switches Nagle's algorithm off (`true`) or on.
+    /// The body of `TcpConn::set_nodelay`.
     pub(crate) fn tcp_set_nodelay(&mut self, h: TcpHandle, on: bool) -> Result<(), SocketError> {
         self.tcp.conn_mut(h)?.conn.set_nodelay(on);
         Ok(())
     }
 
-    /// The connection's counters.
+    /// The body of `TcpConn::counters`.
     pub(crate) fn tcp_counters(
         &self,
         h: TcpHandle,
@@ -453,13 +440,13 @@ impl<N: Nic> Stack<N> {
         Ok(*self.tcp.conn(h)?.conn.counters())
     }
 
-    /// Frames waiting in a connection's channel (not yet processed).
+    /// The body of `TcpConn::pending`.
     pub(crate) fn tcp_pending(&self, h: TcpHandle) -> Result<usize, SocketError> {
         let s = self.tcp.conn(h)?;
         Ok(self.demux.queued(s.chan))
     }
 
-    /// Runs `f` on the connection (read-only), for tests and tools.
+    /// The body of `TcpConn::inspect`.
     pub(crate) fn tcp_inspect<R>(
         &self,
         h: TcpHandle,

@@ -15,7 +15,7 @@ use crate::stack::{Stack, StackDrop, MAX_BATCH};
 use super::input::{parse_tcp_frame, pop_ahead};
 
 /// Segments per round of direct placement (`Stack::conn_direct`).
-pub(in crate::stack) const DIRECT_ROUND: usize = 32;
+const DIRECT_ROUND: usize = 32;
 
 impl<N: Nic> Stack<N> {
     /// Direct placement (`Connection::direct_ok`, LRP §3.4): while the

@@ -9,8 +9,11 @@
 //! segments to a connection accepted meanwhile, the TIME-WAIT table's
 //! answers and RSTs for closed ports (rate limited).
 //!
-//! **May not touch:** output decisions (see `service`), other connections'
-//! channels.
+//! **May not touch:** when a connection sends: `conn_after` (`service`)
+//! decides, except for the immediate duplicate ACK of an out-of-order
+//! segment (RFC 5681 §4.2) and the replies for closed ports and TIME-WAIT,
+//! sent from here; other connections' channels, except to move a
+//! listener's segments to the connection they belong to.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 
@@ -113,7 +116,7 @@ impl<N: Nic> Stack<N> {
     }
 
     /// Processes frame `d`, just taken from connection `idx`'s channel.
-    pub(in crate::stack) fn conn_input_frame(&mut self, idx: u32, d: Desc, now: u64) {
+    fn conn_input_frame(&mut self, idx: u32, d: Desc, now: u64) {
         let Some(frame) = self.iface.nic.buffers().frame(d) else {
             self.drop_rx(StackDrop::BadDescriptor);
             return;
@@ -288,7 +291,7 @@ impl<N: Nic> Stack<N> {
     }
 
     /// Sends the ACK the TIME-WAIT table asked for, if any.
-    pub(in crate::stack) fn tw_reply(&mut self, key: &TwKey, a: TwAction, now: u64) {
+    fn tw_reply(&mut self, key: &TwKey, a: TwAction, now: u64) {
         if let TwAction::SendAck(r) = a {
             let Some(b) = self.iface.take_tx_buf() else {
                 self.iface.drop_tx(StackDrop::TxNoBuffer);

@@ -19,13 +19,9 @@
 //!   per process in the embedded placement; with owner tags,
 //!   [`Stack::tcp_service_tag`], one per owner, as `host` runs them).
 //!
-//! When the reader's own [`Stack::tcp_recv`] finds its connection's
-//! segments still queued and its receive buffer empty, predicted in-order
-//! text is placed directly into the reader's buffer (`conn_direct`,
-//! [`Connection::direct_commit`]): one copy, from the NIC buffer, instead of
-//! two through the receive buffer. It works in rounds: checksums and TCB
-//! updates, then the ACK, then the copies, so the sender's credit does not
-//! wait for the copying.
+//! When the reader's own `recv` finds its connection's segments still
+//! queued and its receive buffer empty, predicted in-order text is placed
+//! directly into the reader's buffer (`direct`).
 //!
 //! A listener whose accept queue is full is not processed at all: its
 //! channel fills and further SYNs are dropped there, early, before any
@@ -51,19 +47,10 @@
 //! (`eager`, `early-demux`) keep 4.4BSD's behaviour: every SYN is processed
 //! and dropped after the work.
 //!
-//! **Output.** A segment is built in place in one NIC buffer: the payload is
-//! copied once, from the connection's send buffer to a fixed offset
-//! ([`TX_PAYLOAD_AT`]) leaving room for the largest header, and the headers
-//! are written in front of it; the descriptor's offset names where the
-//! frame starts. TCP segments carry DF (RFC 9293 §3.7.1: the MSS is derived
-//! from the MTU; we never fragment TCP). Runs of full segments of new data
-//! ([`Connection::burst_plan`]) are built from the first one's headers,
-//! patched per segment (`conn_burst`): the same frames, decided once.
-//!
-//! **Timers.** A binary heap of (deadline, slot, generation) with lazy
-//! deletion: a slot remembers the deadline it armed; an entry that does not
-//! match is stale and skipped. A deadline that moves later is not pushed
-//! again until the earlier entry fires.
+//! The files: `input` (segments in, once parsed), `direct` (direct
+//! placement), `output` (segments built in place in NIC buffers, bursts),
+//! `timers` (the heap), `service` (the protocol handler and the step after
+//! any work), `calls` (the bodies of the socket calls).
 //!
 //! **May not touch:** the connection internals (only `proto::tcp`'s API),
 //! wire bytes other than through `wire` views.

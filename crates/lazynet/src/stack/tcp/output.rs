@@ -47,7 +47,7 @@ impl<N: Nic> Iface<N> {
     /// released frames, so that the output that follows can take them as
     /// the slow path would.
     #[cold]
-    pub(in crate::stack) fn release_ahead(&mut self, ahead: &mut Ahead) {
+    fn release_ahead(&mut self, ahead: &mut Ahead) {
         while let Some(b) = ahead.pop() {
             self.nic.release(&[Desc::new(b, 0)]);
         }
@@ -154,7 +154,6 @@ impl<N: Nic> Iface<N> {
     }
 
     /// Sends what `conn` has to send: at most [`MAX_TX_PER_CALL`] segments.
-    /// Sends what `conn` has to send: at most [`MAX_TX_PER_CALL`] segments.
     /// Returns the segments handed on, and whether it stopped for want of a
     /// transmit buffer with output still pending (the caller retries soon).
     pub(in crate::stack) fn conn_output(
@@ -240,7 +239,7 @@ impl<N: Nic> Iface<N> {
     /// if the next hop is not resolved or a buffer cannot hold an MSS:
     /// the slow path then handles the segment (and queues it for ARP).
     #[allow(clippy::too_many_arguments)]
-    pub(in crate::stack) fn conn_burst(
+    fn conn_burst(
         &mut self,
         conn: &mut Connection,
         plan: &Burst,
@@ -385,7 +384,7 @@ impl<N: Nic> Iface<N> {
 
     /// Adds `d` to the output batch, sending the batch first if full.
     #[inline]
-    pub(in crate::stack) fn batch_push(&mut self, d: Desc) {
+    fn batch_push(&mut self, d: Desc) {
         if self.batch.n == self.batch.d.len() {
             self.send_batch();
         }
@@ -459,25 +458,25 @@ impl<N: Nic> Iface<N> {
 /// than building one segment; of 0, 1, 2 and 4 ahead, four measured best,
 /// by a small margin over two (`lazynet-lab bench tcp-bulk`, alternated;
 /// docs/PERFORMANCE.md).
-pub(in crate::stack) const TX_AHEAD: usize = 4;
+const TX_AHEAD: usize = 4;
 
 /// A burst's buffers taken ahead, in the order they are filled.
 #[derive(Default)]
-pub(in crate::stack) struct Ahead {
-    pub(in crate::stack) bufs: [u32; TX_AHEAD],
-    pub(in crate::stack) head: usize,
-    pub(in crate::stack) len: usize,
+struct Ahead {
+    bufs: [u32; TX_AHEAD],
+    head: usize,
+    len: usize,
 }
 
 impl Ahead {
     #[inline]
-    pub(in crate::stack) fn push(&mut self, b: u32) {
+    fn push(&mut self, b: u32) {
         self.bufs[(self.head + self.len) % TX_AHEAD] = b;
         self.len += 1;
     }
 
     #[inline]
-    pub(in crate::stack) fn pop(&mut self) -> Option<u32> {
+    fn pop(&mut self) -> Option<u32> {
         if self.len == 0 {
             return None;
         }
@@ -496,10 +495,10 @@ pub(in crate::stack) struct TxBatch {
 }
 
 /// Segments handed to the NIC per call on the output path.
-pub(in crate::stack) const TX_BATCH: usize = 16;
+const TX_BATCH: usize = 16;
 
 impl TxBatch {
-    /// An empty batch. `Out` keeps one and reuses it: building one per
+    /// An empty batch. `Iface` keeps one and reuses it: building one per
     /// output call cost ~40 instructions (callgrind), most calls on
     /// request/response traffic sending one segment or none.
     pub(in crate::stack) fn new() -> Self {

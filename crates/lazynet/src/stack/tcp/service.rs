@@ -17,15 +17,13 @@ use crate::nic::Nic;
 use crate::proto::tcp::State;
 use crate::stack::{SocketError, Stack};
 
-use super::timers::TIMER_HEAP_SLACK;
-
 /// Frames one [`Stack::tcp_service`] processes for one channel before
 /// moving to the next ready channel (fairness between connections).
 pub const SERVICE_PER_CHANNEL: usize = 32;
 
 /// When output stopped for want of a transmit buffer, the connection is
 /// tried again after this long (buffers come back as the NIC sends).
-pub(in crate::stack) const TX_RETRY_NS: u64 = 1_000_000;
+const TX_RETRY_NS: u64 = 1_000_000;
 
 impl<N: Nic> Stack<N> {
     /// After input, a timer or an application call on connection `idx`:
@@ -98,8 +96,8 @@ impl<N: Nic> Stack<N> {
     }
 
     /// [`Stack::tcp_service`] restricted to the connections and listeners
-    /// tagged `tag` ([`Stack::tcp_set_tag`]): the protocol handler of one
-    /// owner (LRP §3.4: TCP input at the owner's priority, charged to it).
+    /// tagged `tag` ([`TcpConn::set_tag`](crate::socket::TcpConn::set_tag)):
+    /// the protocol handler of one owner (LRP §3.4: TCP input at the owner's priority, charged to it).
     /// Ready channels and expired timers of other tags are left for their
     /// own handlers; the TIME-WAIT table is swept only by tag 0 (and by
     /// `tcp_service`). Same work bound.
@@ -107,15 +105,19 @@ impl<N: Nic> Stack<N> {
         self.service(now, budget, Some(tag))
     }
 
-    /// Tags a connection for [`Stack::tcp_service_tag`] (0: untagged).
-    pub fn tcp_set_tag(&mut self, h: TcpHandle, tag: u16) -> Result<(), SocketError> {
+    /// The body of `TcpConn::set_tag`.
+    pub(crate) fn tcp_set_tag(&mut self, h: TcpHandle, tag: u16) -> Result<(), SocketError> {
         let c = self.tcp.conn(h)?.chan.0 as usize;
         self.tcp.tags[c] = tag;
         Ok(())
     }
 
-    /// Tags a listener; connections it accepts inherit the tag.
-    pub fn tcp_listen_set_tag(&mut self, h: ListenHandle, tag: u16) -> Result<(), SocketError> {
+    /// The body of `TcpListen::set_tag`.
+    pub(crate) fn tcp_listen_set_tag(
+        &mut self,
+        h: ListenHandle,
+        tag: u16,
+    ) -> Result<(), SocketError> {
         let c = self.tcp.listener(h)?.chan.0 as usize;
         self.tcp.tags[c] = tag;
         Ok(())
@@ -159,10 +161,7 @@ impl<N: Nic> Stack<N> {
         let mine = |tag: u16| only.is_none_or(|o| o == tag);
         let lazy = !self.mode.eager_protocol();
         let mut work = 0;
-        let live = self.tcp.conns.len() + self.tcp.listeners.len();
-        if self.tcp.timers.len() > TIMER_HEAP_SLACK * live + 1024 {
-            self.compact_timers();
-        }
+        self.compact_timers_if_stale();
         if mine(0) && self.tcp.tw.poll_timeout().is_some_and(|t| t <= now) {
             work += self.tcp.tw.poll_expired(now, budget);
         }

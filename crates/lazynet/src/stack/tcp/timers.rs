@@ -18,13 +18,22 @@ use crate::stack::{Stack, MAX_BATCH};
 /// The timer heap is rebuilt without stale entries when it holds more
 /// than this many per live slot (plus a constant): lazy deletion stays
 /// bounded whatever the churn.
-pub(in crate::stack) const TIMER_HEAP_SLACK: usize = 4;
+const TIMER_HEAP_SLACK: usize = 4;
 
 impl<N: Nic> Stack<N> {
+    /// Rebuilds the timer heap if it holds more than [`TIMER_HEAP_SLACK`]
+    /// entries per live slot (plus a constant).
+    pub(in crate::stack) fn compact_timers_if_stale(&mut self) {
+        let live = self.tcp.conns.len() + self.tcp.listeners.len();
+        if self.tcp.timers.len() > TIMER_HEAP_SLACK * live + 1024 {
+            self.compact_timers();
+        }
+    }
+
     /// Rebuilds the timer heap with only the entries a slot still has armed
     /// (control path: O(entries), amortized over the pushes that made them
     /// stale).
-    pub(in crate::stack) fn compact_timers(&mut self) {
+    fn compact_timers(&mut self) {
         let tcp = &mut self.tcp;
         let (conns, listeners) = (&tcp.conns, &tcp.listeners);
         let live = |&Reverse((t, id, gen)): &Reverse<(u64, u32, u32)>| {
