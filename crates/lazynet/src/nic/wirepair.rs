@@ -298,7 +298,7 @@ impl WirePair {
     #[allow(clippy::new_ret_no_self)]
     pub fn new(cfg: WireConfig) -> io::Result<(WireEnd, WireEnd)> {
         let (a, region) = Self::create(cfg)?;
-        let b = WireEnd::from_region(region, Side::B, None)?;
+        let b = WireEnd::from_region(region, Side::B)?;
         Ok((a, b))
     }
 
@@ -326,10 +326,7 @@ impl WirePair {
         );
         let len = usize::try_from(total).map_err(|_| invalid("wire too large"))?;
         let region = Region::create("lazynet-wirepair", len)?;
-        Ring::<Desc>::init(&region, ring_off[RING_AB] as usize, cfg.ring_capacity)?;
-        Ring::<Desc>::init(&region, ring_off[RING_BA] as usize, cfg.ring_capacity)?;
-        Ring::<u32>::init(&region, ring_off[RET_A] as usize, ret_cap)?;
-        Ring::<u32>::init(&region, ring_off[RET_B] as usize, ret_cap)?;
+        init_rings(&region, &ring_off, cfg.ring_capacity, ret_cap)?;
         let mut mac_a = [0u8; 8];
         mac_a[..6].copy_from_slice(&cfg.mac_a);
         let mut mac_b = [0u8; 8];
@@ -354,7 +351,7 @@ impl WirePair {
         // SAFETY: the region is at least `total` > size_of::<WireHeader>()
         // bytes, page-aligned (mmap), and not yet shared with anyone.
         unsafe { std::ptr::write_volatile(region.as_ptr().cast::<WireHeader>(), hdr) };
-        let a = WireEnd::from_region(region.clone(), Side::A, None)?;
+        let a = WireEnd::from_region(region.clone(), Side::A)?;
         Ok((a, region))
     }
 
@@ -366,32 +363,52 @@ impl WirePair {
     /// it touches; a reset touches only the rings.
     ///
     /// Refused unless `a` and `b` are the two ends of one wire and nothing
-    /// else in this process holds its region. A wire another process has
-    /// attached to must not be reset: it would see its rings change under
-    /// it.
-    pub fn reset(mut a: WireEnd, mut b: WireEnd) -> io::Result<(WireEnd, WireEnd)> {
+    /// else in this process holds its region; a refused reset consumes the
+    /// ends. A wire another process has attached to must not be reset: it
+    /// would see its rings change under it.
+    pub fn reset(a: WireEnd, b: WireEnd) -> io::Result<(WireEnd, WireEnd)> {
         if a.side != Side::A || b.side != Side::B || !Arc::ptr_eq(a.region(), b.region()) {
             return Err(invalid("not the two ends of one wire"));
         }
         let region = a.region().clone();
-        // Keep the ends' bookkeeping vectors: a reset allocates nothing.
-        let spare_a = (std::mem::take(&mut a.free), std::mem::take(&mut a.state));
-        let spare_b = (std::mem::take(&mut b.free), std::mem::take(&mut b.state));
         drop((a, b));
         if Arc::strong_count(&region) != 1 {
             return Err(invalid("the wire's region is still in use"));
         }
-        // SAFETY: the region holds at least a header (its ends were built
-        // from it); WireHeader is plain integers. We copy it once.
-        let h = unsafe { std::ptr::read_volatile(region.as_ptr().cast::<WireHeader>()) };
-        Ring::<Desc>::init(&region, h.ring_off[RING_AB] as usize, h.ring_cap)?;
-        Ring::<Desc>::init(&region, h.ring_off[RING_BA] as usize, h.ring_cap)?;
-        Ring::<u32>::init(&region, h.ring_off[RET_A] as usize, h.ret_cap)?;
-        Ring::<u32>::init(&region, h.ring_off[RET_B] as usize, h.ret_cap)?;
-        let a = WireEnd::from_region(region.clone(), Side::A, Some(spare_a))?;
-        let b = WireEnd::from_region(region, Side::B, Some(spare_b))?;
+        // The header was validated when the ends were built from it.
+        let h = read_header(&region)?;
+        init_rings(&region, &h.ring_off, h.ring_cap, h.ret_cap)?;
+        let a = WireEnd::from_region(region.clone(), Side::A)?;
+        let b = WireEnd::from_region(region, Side::B)?;
         Ok((a, b))
     }
+}
+
+/// Initialises the wire's four rings (both directions and both return
+/// rings) empty. Only while no ring handle on them exists.
+fn init_rings(
+    region: &Arc<Region>,
+    ring_off: &[u64; 4],
+    ring_cap: u32,
+    ret_cap: u32,
+) -> io::Result<()> {
+    Ring::<Desc>::init(region, ring_off[RING_AB] as usize, ring_cap)?;
+    Ring::<Desc>::init(region, ring_off[RING_BA] as usize, ring_cap)?;
+    Ring::<u32>::init(region, ring_off[RET_A] as usize, ret_cap)?;
+    Ring::<u32>::init(region, ring_off[RET_B] as usize, ret_cap)?;
+    Ok(())
+}
+
+/// A copy of the region's header (not yet validated).
+fn read_header(region: &Region) -> io::Result<WireHeader> {
+    if region.len() < size_of::<WireHeader>() {
+        return Err(invalid("wire region too small"));
+    }
+    // SAFETY: the region holds at least a header; it is page-aligned
+    // (mmap), so the pointer is aligned for WireHeader, and WireHeader is
+    // plain integers, so any bytes are a valid value. We copy it once and
+    // only use the copy.
+    Ok(unsafe { std::ptr::read_volatile(region.as_ptr().cast::<WireHeader>()) })
 }
 
 /// Ownership state of one of our own buffers.
@@ -442,24 +459,11 @@ impl WireEnd {
     /// Attaches to a wire created by [`WirePair::create`] in another process,
     /// validating its header and rings.
     pub fn attach(region_fd: OwnedFd, side: Side) -> io::Result<WireEnd> {
-        Self::from_region(Region::open(region_fd)?, side, None)
+        Self::from_region(Region::open(region_fd)?, side)
     }
 
-    /// Builds an end on `region`; `spare` lends the free list and state
-    /// vectors of an end of the same wire, to be refilled instead of
-    /// allocated.
-    fn from_region(
-        region: Arc<Region>,
-        side: Side,
-        spare: Option<(Vec<u32>, Vec<u8>)>,
-    ) -> io::Result<WireEnd> {
-        if region.len() < size_of::<WireHeader>() {
-            return Err(invalid("wire region too small"));
-        }
-        // SAFETY: the region holds at least a header; it is page-aligned, and
-        // WireHeader is plain integers, so any bytes are a valid value. We copy
-        // it once and only use the copy.
-        let h = unsafe { std::ptr::read_volatile(region.as_ptr().cast::<WireHeader>()) };
+    fn from_region(region: Arc<Region>, side: Side) -> io::Result<WireEnd> {
+        let h = read_header(&region)?;
         if h.magic != WIRE_MAGIC || h.version != WIRE_VERSION {
             return Err(invalid("not a lazynet wire region"));
         }
@@ -504,12 +508,8 @@ impl WireEnd {
             Side::A => (0, half),
             Side::B => (half, h.buf_count),
         };
-        let (mut free, mut state) = spare.unwrap_or_default();
-        free.clear();
-        free.reserve_exact(half as usize);
+        let mut free = Vec::with_capacity(half as usize);
         free.extend((own_lo..own_hi).rev());
-        state.clear();
-        state.resize(half as usize, FREE);
         let mut mac = [0u8; 6];
         mac.copy_from_slice(match side {
             Side::A => &h.mac_a[..6],
@@ -525,7 +525,7 @@ impl WireEnd {
             own_lo,
             own_hi,
             free,
-            state,
+            state: vec![FREE; half as usize],
             mac,
             mtu: h.mtu as usize,
             stats: WireStats::default(),
@@ -1154,13 +1154,19 @@ mod tests {
         assert_eq!(a.send(&fa), 10);
         let fb = frame(&mut b, 1, 60);
         assert_eq!(b.send(&[fb]), 1);
+        // Two of a's frames read and released by b: on a's return ring.
+        let mut rx = [Desc::default(); 32];
+        assert_eq!(b.recv(&mut rx[..2]), 2);
+        b.release(&rx[..2]);
         let mut held = [0u32; 5];
         assert_eq!(a.alloc(&mut held), 5);
         let (mut a, mut b) = WirePair::reset(a, b).unwrap();
         assert_eq!(Arc::as_ptr(a.region()), region, "the same region");
-        let mut rx = [Desc::default(); 32];
         assert_eq!((a.recv(&mut rx), b.recv(&mut rx)), (0, 0));
+        a.reclaim();
+        b.reclaim();
         assert_eq!((a.free_buffers(), b.free_buffers()), (512, 512));
+        assert_eq!(a.stats().ret_bad + b.stats().ret_bad, 0, "stale returns");
         assert_eq!(a.stats().tx_frames + b.stats().rx_frames, 0);
         // And it works as new.
         let f = frame(&mut a, 7, 300);
