@@ -128,6 +128,23 @@ pub fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
+/// Whether a test or tool step that needs root may run: true as root;
+/// otherwise it prints "skipped: needs root" and returns false, except
+/// under `CI=true`, where root-only tests must run and a missing root
+/// panics.
+pub fn root_or_skip() -> bool {
+    if is_root() {
+        return true;
+    }
+    assert_ne!(
+        std::env::var("CI").as_deref(),
+        Ok("true"),
+        "under CI=true root tests must run"
+    );
+    println!("skipped: needs root");
+    false
+}
+
 /// Sends signal `sig` (e.g. `libc::SIGTERM`) to process `pid`; false if the
 /// kernel refused or `pid` is not a valid process id.
 pub fn signal(pid: u32, sig: i32) -> bool {

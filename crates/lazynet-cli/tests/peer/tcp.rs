@@ -131,7 +131,7 @@ fn sh_in_ns(ns: &str, script: &str) -> String {
 
 #[test]
 fn curl_downloads_and_uploads_over_a_lossy_reordering_link() {
-    if needs_root() {
+    if !lazynet::sys::root_or_skip() {
         return;
     }
     let names = Names::new();
@@ -225,7 +225,7 @@ fn counter(report: &str, name: &str) -> u64 {
 
 #[test]
 fn lazynet_get_downloads_from_linux_over_a_lossy_link() {
-    if needs_root() {
+    if !lazynet::sys::root_or_skip() {
         return;
     }
     let names = Names::new();
@@ -384,7 +384,7 @@ print("concurrent 200")
 
 #[test]
 fn thousand_sequential_and_two_hundred_concurrent_connections() {
-    if needs_root() {
+    if !lazynet::sys::root_or_skip() {
         return;
     }
     let names = Names::new();
@@ -431,7 +431,7 @@ print("echoed", len(got), bytes(got) == data)
 
 #[test]
 fn tcp_echo_with_the_kernel_both_directions_at_once() {
-    if needs_root() {
+    if !lazynet::sys::root_or_skip() {
         return;
     }
     let names = Names::new();
@@ -473,7 +473,7 @@ print("options %d snd_wscale %d rcv_wscale %d body %d sha256 %s" % (opts, snd_ws
 /// falls back to MSS only. Both downloads are byte-exact.
 #[test]
 fn syn_cookies_keep_window_scaling_sack_and_timestamps_with_the_kernel() {
-    if needs_root() {
+    if !lazynet::sys::root_or_skip() {
         return;
     }
     let names = Names::new();

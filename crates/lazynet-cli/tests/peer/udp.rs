@@ -7,6 +7,7 @@ use std::io::BufReader;
 use std::process::{Command, Stdio};
 
 use crate::util::*;
+use lazynet::nic::netns::list_netns;
 
 const UDP_CLIENT: &str = r#"
 import socket, sys
@@ -33,7 +34,7 @@ sys.exit(0 if ok == len(sizes) else 1)
 
 #[test]
 fn kernel_pings_and_exchanges_udp_over_tap() {
-    if needs_root() {
+    if !lazynet::sys::root_or_skip() {
         return;
     }
     let names = Names::new();
@@ -82,7 +83,10 @@ fn kernel_pings_and_exchanges_udp_over_tap() {
         rest.contains("udp_delivered_reassembled") && rest.contains("icmp_echo_replies"),
         "{rest}"
     );
-    assert!(!netns_list().contains(&names.ns), "namespace left behind");
+    assert!(
+        !list_netns().unwrap().contains(&names.ns),
+        "namespace left behind"
+    );
     let link = Command::new("ip")
         .args(["link", "show", &names.ns])
         .output()
@@ -123,7 +127,7 @@ fn kernel_pings_and_exchanges_udp_over_tap() {
 
 #[test]
 fn netns_up_then_serve_attaches_and_leaves_it_in_place() {
-    if needs_root() {
+    if !lazynet::sys::root_or_skip() {
         return;
     }
     let names = Names::new();
@@ -142,7 +146,7 @@ fn netns_up_then_serve_attaches_and_leaves_it_in_place() {
         "{}",
         String::from_utf8_lossy(&up.stderr)
     );
-    assert!(netns_list().contains(&names.ns));
+    assert!(list_netns().unwrap().contains(&names.ns));
     for round in 0..2 {
         let mut child = Command::new(BIN)
             .args(["serve", "udp-echo", "--nic", "tap"])
@@ -164,7 +168,7 @@ fn netns_up_then_serve_attaches_and_leaves_it_in_place() {
         signal(&child, libc::SIGINT);
         assert!(child.wait().unwrap().success());
         assert!(
-            netns_list().contains(&names.ns),
+            list_netns().unwrap().contains(&names.ns),
             "attached server must leave the namespace"
         );
     }
@@ -174,7 +178,7 @@ fn netns_up_then_serve_attaches_and_leaves_it_in_place() {
         .output()
         .unwrap();
     assert!(down.status.success());
-    assert!(!netns_list().contains(&names.ns));
+    assert!(!list_netns().unwrap().contains(&names.ns));
 }
 
 #[test]

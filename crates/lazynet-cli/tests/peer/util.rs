@@ -9,19 +9,6 @@ use std::time::{Duration, Instant};
 pub const BIN: &str = env!("CARGO_BIN_EXE_lazynet");
 pub static N: AtomicU32 = AtomicU32::new(0);
 
-pub fn needs_root() -> bool {
-    let root = lazynet::sys::is_root();
-    if !root {
-        assert_ne!(
-            std::env::var("CI").as_deref(),
-            Ok("true"),
-            "under CI=true root tests must run"
-        );
-        println!("skipped: needs root");
-    }
-    !root
-}
-
 /// Unique names and a /24 inside 10.201.0.0/16 for one test.
 pub struct Names {
     pub ns: String,
@@ -107,15 +94,4 @@ pub fn in_ns(ns: &str, args: &[&str]) -> std::process::Output {
         .args(args)
         .output()
         .expect("ip netns exec")
-}
-
-pub fn netns_list() -> String {
-    String::from_utf8_lossy(
-        &Command::new("ip")
-            .args(["netns", "list"])
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .to_string()
 }

@@ -31,27 +31,3 @@ pub fn exclusive() -> MutexGuard<'static, ()> {
     static ONE: Mutex<()> = Mutex::new(());
     ONE.lock().unwrap_or_else(|e| e.into_inner())
 }
-
-/// True (and prints "skipped: needs root") if not root; under `CI=true` a
-/// missing root fails instead.
-pub fn needs_root() -> bool {
-    let root = lazynet::sys::is_root();
-    if !root {
-        assert_ne!(
-            std::env::var("CI").as_deref(),
-            Ok("true"),
-            "under CI=true root tests must run"
-        );
-        println!("skipped: needs root");
-    }
-    !root
-}
-
-/// `ip netns list`.
-pub fn netns_list() -> String {
-    let o = std::process::Command::new("ip")
-        .args(["netns", "list"])
-        .output()
-        .expect("ip netns list");
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}

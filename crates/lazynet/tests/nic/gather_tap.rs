@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::util::{may_run, Down};
+use crate::util::Down;
 use lazynet::mem::Desc;
 use lazynet::nic::netns::{PeerNs, PeerNsConfig};
 use lazynet::nic::tap::TapConfig;
@@ -15,7 +15,7 @@ use lazynet::nic::{ExtRef, Nic};
 
 #[test]
 fn tap_gather_arp_via_writev() {
-    if !may_run() {
+    if !lazynet::sys::root_or_skip() {
         return;
     }
     let cfg = PeerNsConfig::unique(17);

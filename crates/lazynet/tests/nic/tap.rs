@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::util::{may_run, Down};
+use crate::util::Down;
 use lazynet::mem::Desc;
 use lazynet::nic::netns::{list_netns, netns_exists, Ownership, PeerNs, PeerNsConfig};
 use lazynet::nic::tap::TapConfig;
@@ -79,7 +79,7 @@ impl TapLike for lazynet::nic::tap::TapNic {
 
 #[test]
 fn tap_create_in_fresh_namespace_arp() {
-    if !may_run() {
+    if !lazynet::sys::root_or_skip() {
         return;
     }
     let cfg = PeerNsConfig::unique(11);
@@ -111,7 +111,7 @@ fn tap_create_in_fresh_namespace_arp() {
 
 #[test]
 fn tap_attach_to_persistent_device() {
-    if !may_run() {
+    if !lazynet::sys::root_or_skip() {
         return;
     }
     let cfg = PeerNsConfig::unique(12);
@@ -145,7 +145,7 @@ fn tap_attach_to_persistent_device() {
 
 #[test]
 fn tap_nic_rejects_bad_descriptors_without_panicking() {
-    if !may_run() {
+    if !lazynet::sys::root_or_skip() {
         return;
     }
     let cfg = PeerNsConfig::unique(13);
@@ -174,7 +174,7 @@ fn tap_nic_rejects_bad_descriptors_without_panicking() {
 
 #[test]
 fn tap_oversized_frame_is_dropped_and_counted() {
-    if !may_run() {
+    if !lazynet::sys::root_or_skip() {
         return;
     }
     let cfg = PeerNsConfig::unique(14);
@@ -233,7 +233,7 @@ fn tap_oversized_frame_is_dropped_and_counted() {
 /// starved every other task of the core).
 #[test]
 fn tap_rx_ready_reports_waiting_frames_without_consuming() {
-    if !may_run() {
+    if !lazynet::sys::root_or_skip() {
         return;
     }
     let cfg = PeerNsConfig::unique(12);

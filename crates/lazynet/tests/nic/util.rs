@@ -90,17 +90,6 @@ impl Nic for Mock {
     }
 }
 
-/// True if a test that needs root may run: as root, or under `CI=true`
-/// (where a missing root must fail the test, not skip it). Otherwise it
-/// prints "skipped: needs root".
-pub fn may_run() -> bool {
-    if !lazynet::sys::is_root() && std::env::var("CI").as_deref() != Ok("true") {
-        println!("skipped: needs root");
-        return false;
-    }
-    true
-}
-
 /// Removes the peer namespace on drop, even if the test fails.
 pub struct Down(pub lazynet::nic::netns::PeerNs);
 

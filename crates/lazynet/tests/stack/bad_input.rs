@@ -15,10 +15,7 @@ use lazynet::wire::checksum;
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
-const B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
-const MAC_A: [u8; 6] = [2, 0, 0, 0, 0, 1];
-const MAC_B: [u8; 6] = [2, 0, 0, 0, 0, 2];
+use crate::util::{inject, A, B, MAC_A, MAC_B};
 
 fn frames_total() -> usize {
     if cfg!(debug_assertions) {
@@ -202,20 +199,6 @@ fn frame(rng: &mut ChaCha8Rng) -> Vec<u8> {
     }
     f.truncate(2048);
     f
-}
-
-fn inject(end: &mut WireEnd, f: &[u8]) -> bool {
-    let mut b = [0u32];
-    if end.alloc(&mut b) == 0 {
-        return false;
-    }
-    end.buffers_mut().buf_mut(b[0]).unwrap()[..f.len()].copy_from_slice(f);
-    if end.send(&[Desc::new(b[0], f.len() as u16)]) == 1 {
-        true
-    } else {
-        end.release(&[Desc::new(b[0], 0)]);
-        false
-    }
 }
 
 fn drain(end: &mut WireEnd) -> usize {

@@ -8,3 +8,4 @@ mod tcp;
 mod tcp_bad_input;
 mod tcp_burst;
 mod tcp_netsim;
+mod util;

@@ -6,7 +6,7 @@
 //! in fragments), ARP and reassembly recover, nothing leaks, and every frame
 //! is accounted for.
 
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::SocketAddrV4;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -15,8 +15,7 @@ use lazynet::nic::wirepair::{WireConfig, WireEnd, WirePair};
 use lazynet::socket::UdpSocket;
 use lazynet::stack::{Stack, StackConfig};
 
-const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
-const B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+use crate::util::{A, B};
 
 fn faulty(end: WireEnd, seed: u64, p: f64, clock: &Arc<AtomicU64>) -> FaultNic<WireEnd> {
     let spec = FaultSpec {

@@ -3,7 +3,7 @@
 //! transfer both ways, once with the NI engine stepped on the test's thread
 //! (deterministic, virtual time) and once on its own thread (real time).
 
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::SocketAddrV4;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,9 +12,7 @@ use lazynet::nic::wirepair::{WireConfig, WireEnd, WirePair};
 use lazynet::nic::Nic;
 use lazynet::stack::{NiEngine, NiNic, ReceiveMode, Stack, StackConfig, TcpHandle};
 
-const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
-const B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
-const MS: u64 = 1_000_000;
+use crate::util::{data, A, B, MS};
 
 fn pair() -> (Stack<WireEnd>, Stack<NiNic>, NiEngine<WireEnd>) {
     let (a, b) = WirePair::new(WireConfig {
@@ -204,10 +202,6 @@ fn udp_echo_ni_lrp_stepped() {
 #[test]
 fn udp_echo_ni_lrp_threaded() {
     udp_echo(true);
-}
-
-fn data(off: usize, len: usize, salt: u8) -> Vec<u8> {
-    (off..off + len).map(|i| (i % 251) as u8 ^ salt).collect()
 }
 
 fn establish(

@@ -18,9 +18,7 @@ use lazynet::wire::ethernet::EthernetFrame;
 use lazynet::wire::ipv4::Ipv4Packet;
 use lazynet::wire::tcp::{TcpFlags, TcpPacket, TcpRepr};
 
-const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
-const B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
-const MS: u64 = 1_000_000;
+use crate::util::{data, A, B, MS};
 
 fn pair() -> (Stack<WireEnd>, Stack<WireEnd>) {
     pair_receiving(HandbackMode::Adaptive)
@@ -54,10 +52,6 @@ fn pump<N: Nic>(sa: &mut Stack<WireEnd>, sb: &mut Stack<N>, now: u64) {
     sa.tcp_service(now, 1024);
     sb.poll(now);
     sb.tcp_service(now, 1024);
-}
-
-fn data(off: usize, len: usize, salt: u8) -> Vec<u8> {
-    (off..off + len).map(|i| (i % 251) as u8 ^ salt).collect()
 }
 
 /// Connects A → B:80 in virtual time; returns (client, server) handles.

@@ -11,19 +11,14 @@
 use std::net::{Ipv4Addr, SocketAddrV4};
 
 use lazynet::demux::{CONTROL, FRAGMENT};
-use lazynet::mem::Desc;
 use lazynet::nic::wirepair::{WireConfig, WireEnd, WirePair};
-use lazynet::nic::Nic;
 use lazynet::stack::{ListenHandle, Stack, StackConfig, TcpHandle};
 use lazynet::wire::checksum;
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
-const B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
-const MAC_A: [u8; 6] = [2, 0, 0, 0, 0, 1];
-const MAC_B: [u8; 6] = [2, 0, 0, 0, 0, 2];
-const MS: u64 = 1_000_000;
+use crate::util::{inject, A, B, MAC_A, MAC_B, MS};
+
 const SEC: u64 = 1_000_000_000;
 const PORT: u16 = 80;
 const CHAN_CAP: usize = 64;
@@ -241,20 +236,6 @@ fn hostile(rng: &mut ChaCha8Rng, tuples: &[Tuple]) -> Vec<u8> {
         _ => {}
     }
     f
-}
-
-fn inject(end: &mut WireEnd, f: &[u8]) -> bool {
-    let mut b = [0u32];
-    if end.alloc(&mut b) == 0 {
-        return false;
-    }
-    end.buffers_mut().buf_mut(b[0]).unwrap()[..f.len()].copy_from_slice(f);
-    if end.send(&[Desc::new(b[0], f.len() as u16)]) == 1 {
-        true
-    } else {
-        end.release(&[Desc::new(b[0], 0)]);
-        false
-    }
 }
 
 fn pump(sa: &mut Stack<WireEnd>, sb: &mut Stack<WireEnd>, now: u64) {

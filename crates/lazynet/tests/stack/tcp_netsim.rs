@@ -23,10 +23,9 @@ use lazynet::stack::{Stack, StackConfig, StackDrop, TcpHandle};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
-const B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+use crate::util::{A, B, MS};
+
 const US: u64 = 1_000;
-const MS: u64 = 1_000_000;
 const SEC: u64 = 1_000_000_000;
 
 /// Bytes each side sends (and reads) per cell.
