@@ -3,12 +3,13 @@
 //! the wire kept between runs.
 
 use std::cell::RefCell;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddrV4};
 
 use lazynet::mem::Desc;
 use lazynet::nic::wirepair::{WireConfig, WireEnd, WirePair};
 use lazynet::nic::Nic;
-use lazynet::stack::StackConfig;
+use lazynet::socket::UdpSocket;
+use lazynet::stack::{ListenHandle, Stack, StackConfig};
 use lazynet::wire::checksum::{checksum, fold, partial, pseudo_header_ipv4};
 
 thread_local! {
@@ -159,15 +160,57 @@ pub fn inject(
     }
 }
 
-/// Reads and releases everything waiting at `end`, unread.
-#[allow(dead_code, reason = "each target includes this file; stack_conn has no raw end")]
-pub fn drain(end: &mut WireEnd) {
-    let mut got = [Desc::default(); 64];
-    loop {
-        let n = end.recv(&mut got);
-        if n == 0 {
-            break;
+/// The stack under test: UDP sockets on port 7 (its address) and 9 (any
+/// address), and a TCP listener on port 80 (any address).
+pub struct Server {
+    pub stack: Stack<WireEnd>,
+    pub listener: ListenHandle,
+    s7: UdpSocket,
+    s9: UdpSocket,
+}
+
+impl Server {
+    pub fn new(end: WireEnd, addr: Ipv4Addr) -> Self {
+        let mut stack = Stack::new(end, config(addr, 1));
+        let s7 = UdpSocket::bind(&mut stack, SocketAddrV4::new(addr, 7)).unwrap();
+        let s9 = UdpSocket::bind(&mut stack, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 9)).unwrap();
+        let listener = stack
+            .tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), None, None)
+            .unwrap();
+        Server {
+            stack,
+            listener,
+            s7,
+            s9,
         }
-        end.release(&got[..n]);
     }
+
+    /// One datagram from each UDP socket, if any.
+    pub fn read_udp(&mut self, buf: &mut [u8]) {
+        let _ = self.s7.recv_from(&mut self.stack, buf);
+        let _ = self.s9.recv_from(&mut self.stack, buf);
+    }
+
+    /// Reads the UDP sockets empty, checks that every frame the stack
+    /// received is accounted for, and closes the sockets.
+    pub fn close_udp(self, buf: &mut [u8]) -> Stack<WireEnd> {
+        let Server {
+            mut stack, s7, s9, ..
+        } = self;
+        while s7.recv_from(&mut stack, buf).is_ok() || s9.recv_from(&mut stack, buf).is_ok() {}
+        check_accounting(&stack);
+        s7.close(&mut stack).unwrap();
+        s9.close(&mut stack).unwrap();
+        stack
+    }
+}
+
+/// Every frame the stack received is counted as handled, dropped or still
+/// queued.
+pub fn check_accounting(stack: &Stack<WireEnd>) {
+    let st = stack.stats();
+    assert_eq!(
+        st.frames_accounted() + stack.queued_frames() as u64,
+        st.rx_frames
+    );
 }

@@ -18,10 +18,11 @@
 //! fuzzes an established connection.
 #![no_main]
 
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::Ipv4Addr;
 
-use lazynet::socket::UdpSocket;
-use lazynet::stack::Stack;
+use lazynet::mem::Desc;
+use lazynet::nic::wirepair::WireEnd;
+use lazynet::nic::Nic;
 use libfuzzer_sys::fuzz_target;
 
 #[path = "common.rs"]
@@ -33,42 +34,29 @@ const B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
 fuzz_target!(|data: &[u8]| {
     let (mut raw, b) = common::wire();
     let (a0, b0) = (raw.free_buffers(), b.free_buffers());
-    let mut stack = Stack::new(b, common::config(B, 1));
-    let s7 = UdpSocket::bind(&mut stack, SocketAddrV4::new(B, 7)).unwrap();
-    let s9 = UdpSocket::bind(&mut stack, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 9)).unwrap();
-    let l = stack
-        .tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), None, None)
-        .unwrap();
+    let mut srv = common::Server::new(b, B);
+    let l = srv.listener;
     let mut now = 1_000_000_000u64;
     let mut buf = [0u8; 2048];
     for (steer, frame) in common::frames(data) {
         common::inject(&mut raw, frame, steer, A, B, None);
         now += 7_000_000;
-        stack.poll(now);
-        stack.tcp_service(now, 256);
-        let _ = s7.recv_from(&mut stack, &mut buf);
-        let _ = s9.recv_from(&mut stack, &mut buf);
-        if let Ok(h) = stack.listener_mut(l).accept(now) {
-            let _ = stack.tcp_mut(h).abort(now);
+        srv.stack.poll(now);
+        srv.stack.tcp_service(now, 256);
+        srv.read_udp(&mut buf);
+        if let Ok(h) = srv.stack.listener_mut(l).accept(now) {
+            let _ = srv.stack.tcp_mut(h).abort(now);
         }
         // What the stack sent (replies, SYN-ACKs, RSTs) goes back unread.
-        common::drain(&mut raw);
+        drain(&mut raw);
     }
-    stack.listener_mut(l).close(now).unwrap();
-    while s7.recv_from(&mut stack, &mut buf).is_ok() || s9.recv_from(&mut stack, &mut buf).is_ok() {
-    }
-    let st = stack.stats();
-    assert_eq!(
-        st.frames_accounted() + stack.queued_frames() as u64,
-        st.rx_frames
-    );
-    assert_eq!(stack.tcp_connections(), 0, "connections left");
-    s7.close(&mut stack).unwrap();
-    s9.close(&mut stack).unwrap();
+    srv.stack.listener_mut(l).close(now).unwrap();
+    assert_eq!(srv.stack.tcp_connections(), 0, "connections left");
+    let mut stack = srv.close_udp(&mut buf);
     // Frames waiting for ARP are given up after its retries (a few
     // seconds); most runs have none and stop at once.
     for _ in 0..8 {
-        common::drain(&mut raw);
+        drain(&mut raw);
         raw.reclaim();
         stack.nic_mut().reclaim();
         if (raw.free_buffers(), stack.nic().free_buffers()) == (a0, b0) {
@@ -84,3 +72,15 @@ fuzz_target!(|data: &[u8]| {
     );
     common::keep_wire(raw, stack.into_nic());
 });
+
+/// Reads and releases everything waiting at `end`, unread.
+fn drain(end: &mut WireEnd) {
+    let mut got = [Desc::default(); 64];
+    loop {
+        let n = end.recv(&mut got);
+        if n == 0 {
+            break;
+        }
+        end.release(&got[..n]);
+    }
+}
