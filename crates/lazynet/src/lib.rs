@@ -9,7 +9,7 @@
 //!
 //! | module   | owns |
 //! |----------|------|
-//! | [`sys`]    | OS helpers that need `unsafe`: pinning, thread CPU time, scheduling class, TSC |
+//! | [`sys`]    | OS helpers that need `unsafe`: pinning, CPU count, thread CPU time, scheduling class and nice, TSC, root check, signals |
 //! | [`wire`]   | zero-copy views and builders, Internet checksum |
 //! | [`mem`]    | the communication area: memfd regions, buffers, descriptors, SPSC rings |
 //! | [`sched`]  | the per-core executor: tasks, owners, priorities, CPU accounting (knows nothing about networking) |

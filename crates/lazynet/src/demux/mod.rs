@@ -44,12 +44,11 @@
 //!
 //! Before the 4-tuple table, `classify` compares the tuple with the last
 //! connection it found (a memo holding only what the table holds, cleared
-//! when a connection is unbound): a flow's segments come in runs. Same
-//! bench (`cargo bench --bench classifier`), same run (2026-11-21): one connection's run
-//! ("tcp_hot") 6.2 ns per frame; "tcp_spread", where every frame misses
-//! the memo, 11.6 ns over 10 and 12.1 over 10,000 connections (12.1 and
-//! 13.8 without the memo: no cost from the miss beyond this host's noise).
-//! Per bulk segment, callgrind counts 150 → 107 instructions in `classify`.
+//! when a connection is unbound): a flow's segments come in runs. The
+//! same bench's `tcp_hot` (one connection's run) and `tcp_spread` (every
+//! frame misses the memo) cases measure both; a miss costs nothing beyond
+//! noise (docs/PERFORMANCE.md). Per bulk segment, callgrind counts
+//! 150 → 107 instructions in `classify` with the memo.
 //!
 //! **Across threads (`ni-lrp`).** A channel may carry a [`Link`]: on the NI's
 //! classifier an *outbound* link makes every frame go onto an SPSC ring

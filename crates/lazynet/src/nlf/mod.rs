@@ -25,8 +25,8 @@
 //! the demux or a protocol state machine. [`stream`] asks the `stack` for the
 //! next hop's MAC and hands finished frames to its NIC — never running IP or
 //! UDP code. No `unsafe` (files are mapped through [`crate::mem::MappedFile`];
-//! `mem`, `nic` and FFI are where unsafe code lives). No input panics: every bad file, size or buffer is a
-//! typed [`NlfError`]. The send paths `v1`–`v3` never read or write payload
+//! unsafe code lives in `mem`, `nic` and `sys`). No input panics: every
+//! bad file, size or buffer is a typed [`NlfError`]. The send paths `v1`–`v3` never read or write payload
 //! bytes (the payload goes by reference) and never allocate.
 
 #![forbid(unsafe_code)]

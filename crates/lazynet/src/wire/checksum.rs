@@ -140,10 +140,10 @@ const WIDE_MIN: usize = 256;
 /// AVX-512BW and for AVX2 besides the baseline,
 /// the best chosen once at run time (the `multiversion` crate: feature
 /// detection and dispatch without `unsafe` here). The same loop
-/// autovectorizes to 2–3× the baseline's speed on a payload
-/// (`cargo bench --bench checksum`: 20–24 GB/s baseline, 39–60 GB/s with
-/// AVX-512, 59 GiB/s at 1500 B), and both ends of a
-/// bulk transfer spend much of their time here.
+/// autovectorizes to 2–3× the baseline's speed on a payload (AVX-512
+/// against the baseline loop: docs/PERFORMANCE.md; `cargo bench --bench
+/// checksum` measures the version chosen here), and both ends of a bulk
+/// transfer spend much of their time here.
 #[inline(never)]
 fn sum_native_wide(data: &[u8]) -> u16 {
     sum_native_with(data, sum_block_wide)

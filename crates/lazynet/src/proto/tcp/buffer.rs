@@ -4,8 +4,8 @@
 //! Both allocate only in their constructors.
 //!
 //! **Owns:** the bytes of the send and receive buffers and the intervals
-//! of out-of-order text. **May not touch:** sequence numbers or windows:
-//! offsets come from the connection.
+//! of out-of-order text. **May not touch:** windows or the TCB: offsets
+//! and sequence numbers come from the connection.
 
 use crate::wire::checksum;
 use crate::wire::tcp::SeqNumber;
