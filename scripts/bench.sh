@@ -8,6 +8,10 @@
 #   scripts/bench.sh udp      UDP echo, lazynet against Linux
 #   scripts/bench.sh tcp      TCP against smoltcp: tcp-bulk, tcp-rr, tcp-instructions
 #
+# TCP_BULK_SECONDS and TCP_BULK_RUNS (default 2 s, 20 runs) and
+# TCP_RR_SECONDS and TCP_RR_RUNS (default 1 s, 15 runs) set the length and
+# number of the tcp-bulk and tcp-rr runs.
+#
 # The experiments have a command each (docs/EXPERIMENTS.md); the downloads
 # over TAP against the Linux kernel are scripts/bench_curl.sh (root).
 # Comparisons are measured side by side in one run, alternated; as root the

@@ -12,6 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SIZE=${SIZE:-209715200}   # 200 MiB
 RUNS=${RUNS:-5}
+if [ $((SIZE % 1048576)) -eq 0 ]; then size_name="$((SIZE / 1048576)) MiB"; else size_name="$SIZE bytes"; fi
 BIN="${CARGO_TARGET_DIR:-target}/release/lazynet"
 LAB="${CARGO_TARGET_DIR:-target}/release/lazynet-lab"
 cargo build --release -q -p lazynet-cli -p lazynet-lab
@@ -115,4 +116,4 @@ mn=$(median "${gn[@]}"); mf=$(median "${gf[@]}")
 } >"$out/curl.csv"
 $LAB report bars --name curl --out "$out" --command "scripts/bench_curl.sh" --notes "$www/notes" \
   --category case --series server --value mb_s \
-  --title "Downloads over TAP against the kernel's TCP (200 MiB)" --unit "MB/s"
+  --title "Downloads over TAP against the kernel's TCP ($size_name)" --unit "MB/s"

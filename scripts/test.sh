@@ -31,6 +31,7 @@ RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p lazynet --rele
 # qualitative shape (LRP flat, eager collapsing, ...) is not there. The Linux
 # series needs root; under CI=true it must run.
 cargo build --release -q -p lazynet-lab
+lab="${CARGO_TARGET_DIR:-target}/release/lazynet-lab"
 exp_out="$(mktemp -d)"
 trap 'rm -rf "$exp_out"' EXIT
 linux_flag=()
@@ -44,7 +45,7 @@ if [ "$(id -u)" != 0 ]; then
 fi
 for e in livelock latency-under-load fairness syn-flood; do
   echo "lazynet-lab $e --quick"
-  ./target/release/lazynet-lab "$e" --quick "${linux_flag[@]}" --out "$exp_out/$e" >"$exp_out/$e.log" 2>&1 || {
+  "$lab" "$e" --quick "${linux_flag[@]}" --out "$exp_out/$e" >"$exp_out/$e.log" 2>&1 || {
     cat "$exp_out/$e.log"
     exit 1
   }

@@ -2,6 +2,7 @@
 //! echo, HTTP, media), a downloader, the peer namespace, and the NLF
 //! prebuilder. Experiments, comparisons and load generators are in the lab
 //! (`lazynet-lab`).
+#![deny(unsafe_code)]
 
 use std::net::SocketAddrV4;
 use std::path::PathBuf;

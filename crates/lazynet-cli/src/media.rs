@@ -200,6 +200,20 @@ fn spawn_sink(
     })
 }
 
+/// `len` pseudo-random bytes (xorshift, fixed seed): media content that
+/// neither compresses nor checksums trivially, the same in every run.
+pub fn noise(len: usize) -> Vec<u8> {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
 /// Writes `len` bytes of a synthetic MPEG-TS-like stream (188-byte packets
 /// with a PCR every 40 ms of a 3 Mbit/s stream) to `path`.
 pub fn synthetic_ts(path: &Path, len: usize) -> anyhow::Result<()> {
@@ -241,8 +255,9 @@ pub fn synthetic_ts(path: &Path, len: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The demo's media part: a 2-second synthetic stream to 200 clients on the
-/// in-memory wire, paced in real time; the receiver checks every byte.
+/// The demo's media part: a synthetic stream of `seconds` (clamped to 1–10 s)
+/// to 200 clients on the in-memory wire, paced in real time; the receiver
+/// checks every byte.
 pub fn demo(seconds: f64) -> anyhow::Result<()> {
     let dir = std::env::temp_dir().join(format!("lazynet-demo-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;

@@ -49,6 +49,27 @@ pub fn tap_nic(net: &NetArgs, ext_bytes: usize) -> anyhow::Result<(DynNic, Owner
     Ok((Box::new(tap), own))
 }
 
+/// Opens the NIC `net` names, with its faults and capture ([`with_pcap`]).
+/// For `wire`, prints the path another process attaches to (as side B,
+/// through `/proc/PID/fd/N`). The namespace we created, if any, comes back
+/// for cleanup.
+pub fn open_nic(net: &NetArgs) -> anyhow::Result<(DynNic, Option<Ownership>)> {
+    let (nic, own): (DynNic, _) = match net.nic {
+        NicKind::Wire => {
+            let (a, b) = WirePair::new(WireConfig::default())?;
+            let fd = a.region().fd().as_raw_fd();
+            println!("wire /proc/{}/fd/{fd}", std::process::id());
+            drop(b);
+            (Box::new(a), None)
+        }
+        NicKind::Tap => {
+            let (tap, own) = tap_nic(net, 0)?;
+            (tap, Some(own))
+        }
+    };
+    Ok((with_pcap(nic, net)?, own))
+}
+
 /// `nic`, with faults from `--fault SPEC` injected and recording to
 /// `--pcap FILE`, if given (the capture sees what the stack sees).
 pub fn with_pcap(nic: DynNic, net: &NetArgs) -> anyhow::Result<DynNic> {
@@ -118,24 +139,7 @@ pub fn udp_echo(port: u16, net: &NetArgs) -> anyhow::Result<()> {
         seed: seed_from_os(),
         ..StackConfig::default()
     };
-    // The namespace we created, if any: removed on exit.
-    let mut owned_ns = None;
-    let nic: DynNic = match net.nic {
-        NicKind::Wire => {
-            let (a, b) = WirePair::new(WireConfig::default())?;
-            // Another process attaches as side B through /proc/PID/fd/N.
-            let fd = a.region().fd().as_raw_fd();
-            println!("wire /proc/{}/fd/{fd}", std::process::id());
-            drop(b);
-            Box::new(a)
-        }
-        NicKind::Tap => {
-            let (tap, own) = tap_nic(net, 0)?;
-            owned_ns = Some(own);
-            tap
-        }
-    };
-    let nic = with_pcap(nic, net)?;
+    let (nic, owned_ns) = open_nic(net)?;
     struct Echo {
         addr: std::net::Ipv4Addr,
         port: u16,

@@ -16,7 +16,6 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use hdrhistogram::Histogram;
 use lazynet::nic::netns::Ownership;
 use lazynet::nic::wirepair::{WireConfig, WirePair};
 use lazynet::nic::Nic;
@@ -24,7 +23,8 @@ use lazynet::proto::tcp::ListenConfig;
 use lazynet::socket::{SocketError, TcpListener, TcpStream};
 use lazynet::stack::{Stack, StackConfig, TcpEvent, TcpHandle};
 
-use crate::args::{parse_cidr, NetArgs, NicKind};
+use crate::args::{parse_cidr, NetArgs};
+use crate::http::pattern_byte;
 
 /// Staging buffer sizes of an app (input and output).
 const STAGE: usize = 64 * 1024;
@@ -237,26 +237,6 @@ pub fn serve_conns<N: Nic, S: ConnApp>(
     (served, open)
 }
 
-/// Opens the NIC `net` names. For `wire`, prints the path another process
-/// attaches to. The namespace we created, if any, comes back for cleanup.
-pub fn open_nic(net: &NetArgs) -> anyhow::Result<(crate::serve::DynNic, Option<Ownership>)> {
-    let (nic, own): (crate::serve::DynNic, _) = match net.nic {
-        NicKind::Wire => {
-            use std::os::fd::AsRawFd;
-            let (a, b) = WirePair::new(WireConfig::default())?;
-            let fd = a.region().fd().as_raw_fd();
-            println!("wire /proc/{}/fd/{fd}", std::process::id());
-            drop(b);
-            (Box::new(a), None)
-        }
-        NicKind::Tap => {
-            let (tap, own) = crate::serve::tap_nic(net, 0)?;
-            (tap, Some(own))
-        }
-    };
-    Ok((crate::serve::with_pcap(nic, net)?, own))
-}
-
 fn stack_config(net: &NetArgs) -> anyhow::Result<StackConfig> {
     let (addr, prefix_len) = parse_cidr(&net.addr)?;
     let mut cfg = StackConfig {
@@ -284,7 +264,7 @@ pub fn serve<S: ConnApp>(
     let cfg = stack_config(net)?;
     let addr = cfg.addr;
     let stop = crate::util::stop_flag()?;
-    let (nic, owned_ns) = open_nic(net)?;
+    let (nic, owned_ns) = crate::serve::open_nic(net)?;
     struct Serve<'a, M> {
         what: &'a str,
         addr: Ipv4Addr,
@@ -387,7 +367,7 @@ pub fn demo(seconds: f64, verbose: bool) -> anyhow::Result<()> {
                 buf[..n]
                     .iter()
                     .enumerate()
-                    .all(|(i, &x)| x == pattern(got + i as u64)),
+                    .all(|(i, &x)| x == pattern_byte(got + i as u64)),
                 "bulk data corrupted at {got}"
             );
             got += n as u64;
@@ -415,7 +395,7 @@ pub fn demo(seconds: f64, verbose: bool) -> anyhow::Result<()> {
     let mut st = Stack::new(a, cfg(CLIENT));
     let dst = SocketAddrV4::new(SERVER, 5001);
     let c = TcpStream::connect(&mut st, dst, t)?;
-    let chunk: Vec<u8> = (0..65536).map(pattern).collect();
+    let chunk: Vec<u8> = (0..65536).map(pattern_byte).collect();
     let start = Instant::now();
     let mut sent = 0u64;
     while start.elapsed().as_secs_f64() < secs / 2.0 {
@@ -437,7 +417,7 @@ pub fn demo(seconds: f64, verbose: bool) -> anyhow::Result<()> {
     c.close(&mut st)?;
     let r = TcpStream::connect(&mut st, dst, t)?;
     r.set_nodelay(&mut st, true)?;
-    let mut h = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)?;
+    let mut h = crate::echo::hist();
     let start = Instant::now();
     let mut one = [7u8; 1];
     while start.elapsed().as_secs_f64() < secs / 2.0 {
@@ -489,12 +469,6 @@ pub fn demo(seconds: f64, verbose: bool) -> anyhow::Result<()> {
         println!("{s}");
     }
     Ok(())
-}
-
-/// The demo's byte pattern: the one of `/bytes/N` (period 251, so offset
-/// errors show).
-fn pattern(i: u64) -> u8 {
-    crate::http::pattern_byte(i)
 }
 
 // ----- HTTP -----
@@ -549,7 +523,7 @@ pub fn get(
 ) -> anyhow::Result<()> {
     let url = crate::http::parse_url(url)?;
     let cfg = stack_config(net)?;
-    let (nic, owned_ns) = open_nic(net)?;
+    let (nic, owned_ns) = crate::serve::open_nic(net)?;
     let mut stack = Stack::new(nic, cfg);
     let r = get_on(&mut stack, &url, out, timeout_s);
     if let (Err(_), Some(p)) = (&r, out) {

@@ -21,14 +21,34 @@ struct Series {
     stack: &'static str,
     fast_path: bool,
     units: u64,
-    ir: (u64, u64),
+    /// Instructions of the runs of `units` and of twice as many.
+    ir: [u64; 2],
 }
 
 impl Series {
     fn per_unit(&self) -> f64 {
-        self.ir.1.saturating_sub(self.ir.0) as f64 / self.units as f64
+        self.ir[1].saturating_sub(self.ir[0]) as f64 / self.units as f64
     }
 }
+
+/// What one unit of a workload is, and the single-thread command doing it.
+struct Workload {
+    /// The unit ("round-trip", "byte").
+    name: &'static str,
+    /// The `bench` subcommand.
+    cmd: &'static str,
+    /// Its option for the number of units.
+    flag: &'static str,
+    /// Units of the smaller run.
+    units: u64,
+}
+
+/// The series of every workload: (stack, fast path, label in the figure).
+const STACKS: [(&str, bool, &str); 3] = [
+    ("lazynet", true, "lazynet"),
+    ("lazynet", false, "lazynet, fast path off"),
+    ("smoltcp", true, "smoltcp"),
+];
 
 /// Instructions callgrind counted for one run of `args` (this program).
 fn callgrind(args: &[String]) -> anyhow::Result<u64> {
@@ -67,50 +87,53 @@ fn callgrind(args: &[String]) -> anyhow::Result<u64> {
 /// Measures every series and writes `tcp-instructions.{csv,txt,png}`.
 pub fn run(round_trips: u64, bytes: u64, out: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(out)?;
-    let plan: [(&'static str, &'static str, bool); 6] = [
-        ("round-trip", "lazynet", true),
-        ("round-trip", "lazynet", false),
-        ("round-trip", "smoltcp", true),
-        ("byte", "lazynet", true),
-        ("byte", "lazynet", false),
-        ("byte", "smoltcp", true),
+    let workloads = [
+        Workload {
+            name: "round-trip",
+            cmd: "tcp-rr-single",
+            flag: "--count",
+            units: round_trips,
+        },
+        Workload {
+            name: "byte",
+            cmd: "tcp-bulk-single",
+            flag: "--bytes",
+            units: bytes,
+        },
     ];
     let mut series = Vec::new();
-    for (workload, stack, fast_path) in plan {
-        let (cmd, flag, units) = match workload {
-            "round-trip" => ("tcp-rr-single", "--count", round_trips),
-            _ => ("tcp-bulk-single", "--bytes", bytes),
-        };
-        let mut ir = [0u64; 2];
-        for (k, n) in [units, 2 * units].into_iter().enumerate() {
-            let args: Vec<String> = [
-                "bench",
-                cmd,
-                flag,
-                &n.to_string(),
-                "--stack",
+    for w in &workloads {
+        for &(stack, fast_path, _) in &STACKS {
+            let args = |n: u64| -> Vec<String> {
+                [
+                    "bench",
+                    w.cmd,
+                    w.flag,
+                    &n.to_string(),
+                    "--stack",
+                    stack,
+                    "--fast-path",
+                    if fast_path { "on" } else { "off" },
+                ]
+                .map(String::from)
+                .into()
+            };
+            let s = Series {
+                workload: w.name,
                 stack,
-                "--fast-path",
+                fast_path,
+                units: w.units,
+                ir: [callgrind(&args(w.units))?, callgrind(&args(2 * w.units))?],
+            };
+            println!(
+                "{} {stack} fast path {}: {:.3} instructions per {}",
+                w.name,
                 if fast_path { "on" } else { "off" },
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-            ir[k] = callgrind(&args)?;
+                s.per_unit(),
+                w.name
+            );
+            series.push(s);
         }
-        let s = Series {
-            workload,
-            stack,
-            fast_path,
-            units,
-            ir: (ir[0], ir[1]),
-        };
-        println!(
-            "{workload} {stack} fast path {}: {:.3} instructions per {workload}",
-            if fast_path { "on" } else { "off" },
-            s.per_unit()
-        );
-        series.push(s);
     }
     let mut csv =
         String::from("workload,stack,fast_path,units,instructions_n,instructions_2n,per_unit\n");
@@ -122,8 +145,8 @@ pub fn run(round_trips: u64, bytes: u64, out: &Path) -> anyhow::Result<()> {
             s.stack,
             if s.fast_path { "on" } else { "off" },
             s.units,
-            s.ir.0,
-            s.ir.1,
+            s.ir[0],
+            s.ir[1],
             s.per_unit()
         )?;
     }
@@ -134,10 +157,7 @@ pub fn run(round_trips: u64, bytes: u64, out: &Path) -> anyhow::Result<()> {
             .find(|s| s.workload == w && s.stack == st && s.fast_path == f)
             .map_or(f64::NAN, Series::per_unit)
     };
-    let mut txt = format!(
-        "command: lazynet-lab bench tcp-instructions --round-trips {round_trips} --bytes {bytes}\n{}",
-        crate::report::machine_line()
-    );
+    let mut txt = crate::report::txt_head(&crate::report::command_line());
     writeln!(
         txt,
         "method: valgrind --tool=callgrind on `lazynet-lab bench tcp-rr-single --count N` and `tcp-bulk-single --bytes B`, N and 2N (B and 2B); (Ir(2N) - Ir(N)) / N"
@@ -158,13 +178,8 @@ pub fn run(round_trips: u64, bytes: u64, out: &Path) -> anyhow::Result<()> {
     )?;
     print!("{txt}");
     std::fs::write(out.join("tcp-instructions.txt"), &txt)?;
-    let names = [
-        ("lazynet", true, "lazynet"),
-        ("lazynet", false, "lazynet, fast path off"),
-        ("smoltcp", true, "smoltcp"),
-    ];
     let bars = |w: &str| -> Vec<(String, Vec<f64>)> {
-        names
+        STACKS
             .iter()
             .map(|&(st, f, label)| (label.to_string(), vec![get(w, st, f)]))
             .collect()

@@ -53,12 +53,12 @@
 //! super-packet instead of segmenting and checksumming in software. The
 //! default ([`measure`]) is *no* offload: the CPU pays for everything, as
 //! lazynet does when it writes frames to a TAP device.
-
-// The `nlf` experiment command (merged by the lead) is the caller.
+//!
+//! The caller is `lazynet-lab nlf` ([`crate::nlf`]).
 
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddrV4};
-use std::os::fd::{AsFd, OwnedFd};
+use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -286,18 +286,10 @@ impl Media {
 }
 
 /// MPEG-TS-shaped bytes: 188-byte packets with sync byte 0x47, a PID and a
-/// continuity counter, pseudo-random payload (so nothing compresses or
-/// checksums trivially).
+/// continuity counter, pseudo-random payload ([`lazynet_cli::media::noise`]).
 fn synthetic_ts(len: usize) -> Vec<u8> {
-    let mut b = vec![0u8; len];
-    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut b = lazynet_cli::media::noise(len);
     for (i, pkt) in b.chunks_mut(188).enumerate() {
-        for byte in pkt.iter_mut() {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            *byte = x as u8;
-        }
         pkt[0] = 0x47;
         if pkt.len() >= 4 {
             pkt[1] = 0x01; // PID 0x100
@@ -311,15 +303,17 @@ fn synthetic_ts(len: usize) -> Vec<u8> {
 /// In the calling thread: a new network namespace holding a TAP device
 /// (up, NOARP, MTU 9000, 10.201.0.1/24) and a UDP socket connected to
 /// 10.201.0.2:9 through it. Returns (TAP fd, socket).
-fn tap_in_private_netns(offload: bool) -> anyhow::Result<(OwnedFd, OwnedFd)> {
+fn tap_in_private_netns(offload: bool) -> anyhow::Result<(OwnedFd, UdpSocket)> {
     sys::unshare_net().context("unshare(CLONE_NEWNET)")?;
     let name = "lnzsend0";
-    let tap = sys::tap_open(
-        name,
-        offload.then_some(libc::TUN_F_CSUM | libc::TUN_F_USO4 | libc::TUN_F_USO6),
-    )
-    .context("open TAP")?;
-    let ctl = sys::udp_socket()?;
+    // Nobody reads it, so a non-blocking descriptor is as good as any.
+    let (tap, _) = lazynet::nic::tap::open_tap_fd(name, false).context("open TAP")?;
+    if offload {
+        let flags = libc::TUN_F_CSUM | libc::TUN_F_USO4 | libc::TUN_F_USO6;
+        lazynet::nic::tap::set_offload(tap.as_raw_fd(), flags.into()).context("TUNSETOFFLOAD")?;
+    }
+    // Interface ioctls take any socket.
+    let ctl = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))?;
     // A one-frame ring: after warm-up every frame is freed in the driver
     // at once, so each skb's free (a real NIC's TX completion) is charged
     // to the sender, and the drop counter counts every frame.
@@ -335,20 +329,20 @@ fn tap_in_private_netns(offload: bool) -> anyhow::Result<(OwnedFd, OwnedFd)> {
     ] {
         sys::if_set(ctl.as_fd(), name, setting).with_context(|| format!("{name}: {what}"))?;
     }
-    let sock = sys::udp_socket()?;
-    sys::connect(sock.as_fd(), SocketAddrV4::new(TAP_PEER, DISCARD_PORT)).context("connect")?;
+    let sock = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))?;
+    sock.connect(SocketAddrV4::new(TAP_PEER, DISCARD_PORT))
+        .context("connect")?;
     Ok((tap, sock))
 }
 
 /// A bound loopback UDP socket with a minimal receive buffer that is never
 /// read, and a socket connected to it. Returns (receiver, sender).
-fn loopback_unread() -> anyhow::Result<(OwnedFd, OwnedFd)> {
-    let rx = sys::udp_socket()?;
+fn loopback_unread() -> anyhow::Result<(UdpSocket, UdpSocket)> {
+    let rx = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).context("bind")?;
     // SO_RCVBUF is clamped to the kernel's minimum.
     sys::set_int_option(rx.as_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, 1)?;
-    let at = sys::bind(rx.as_fd(), SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0)).context("bind")?;
-    let tx = sys::udp_socket()?;
-    sys::connect(tx.as_fd(), at).context("connect")?;
+    let tx = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?;
+    tx.connect(rx.local_addr()?).context("connect")?;
     Ok((rx, tx))
 }
 
@@ -394,7 +388,7 @@ impl Tally {
 fn run(
     cfg: &LinuxSendConfig,
     media: &Media,
-    sock: &OwnedFd,
+    sock: &UdpSocket,
     dest: LinuxDest,
 ) -> anyhow::Result<LinuxSendResult> {
     if cfg.method == LinuxMethod::SendfileUdpSegment {
@@ -444,7 +438,7 @@ fn run(
 }
 
 /// Sends `count` datagrams (gives up after `count` failed calls).
-fn send_loop(cfg: &LinuxSendConfig, media: &Media, sock: &OwnedFd, count: u64) -> Tally {
+fn send_loop(cfg: &LinuxSendConfig, media: &Media, sock: &UdpSocket, count: u64) -> Tally {
     let fd = sock.as_fd();
     let p = cfg.payload;
     let m = &media.bytes;
@@ -457,7 +451,7 @@ fn send_loop(cfg: &LinuxSendConfig, media: &Media, sock: &OwnedFd, count: u64) -
                     off = 0;
                 }
                 t.calls += 1;
-                match sys::send(fd, &m[off..off + p]) {
+                match sock.send(&m[off..off + p]) {
                     Ok(n) => {
                         t.datagrams += 1;
                         t.bytes += n as u64;

@@ -37,12 +37,13 @@
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 use lazynet::mem::Desc;
 use lazynet::nic::wirepair::WireEnd;
 use lazynet::nic::Nic;
+use lazynet::sched::clock::{Clock, InstantClock};
 use lazynet::wire::checksum;
 
 use lazynet::sys::pin_thread;
@@ -52,48 +53,20 @@ pub const MAX_BATCH: usize = 32;
 
 // ---------------------------------------------------------------- clock
 
-/// Monotonic time in ns since an arbitrary start, and a way to wait.
-pub trait Clock {
-    /// Now, in ns.
-    fn now_ns(&mut self) -> u64;
-    /// Returns when `now_ns() >= t` (or a little before: callers re-check).
-    fn wait_until(&mut self, t: u64);
-}
-
-/// The real clock: [`Instant`] since creation. Waits by sleeping while the
-/// deadline is far (> 200 µs) and spinning close to it.
-pub struct MonoClock(Instant);
-
-impl MonoClock {
-    /// Starts at 0 now.
-    pub fn new() -> Self {
-        MonoClock(Instant::now())
-    }
-}
-
-impl Default for MonoClock {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Clock for MonoClock {
-    #[inline]
-    fn now_ns(&mut self) -> u64 {
-        self.0.elapsed().as_nanos() as u64
-    }
-    fn wait_until(&mut self, t: u64) {
-        loop {
-            let now = self.now_ns();
-            if now >= t {
-                return;
-            }
-            let left = t - now;
-            if left > 200_000 {
-                std::thread::sleep(Duration::from_nanos(left - 100_000));
-            } else {
-                std::hint::spin_loop();
-            }
+/// Returns when `clock` reads at least `t` ns, or a little before (callers
+/// re-check): sleeps while the deadline is far (> 200 µs), spins close to
+/// it.
+pub fn wait_until(clock: &impl Clock, t: u64) {
+    loop {
+        let now = clock.now_ns();
+        if now >= t {
+            return;
+        }
+        let left = t - now;
+        if left > 200_000 {
+            std::thread::sleep(Duration::from_nanos(left - 100_000));
+        } else {
+            std::hint::spin_loop();
         }
     }
 }
@@ -624,9 +597,9 @@ pub fn udp_linux(cfg: &LinuxUdpConfig, stop: &AtomicBool) -> anyhow::Result<Blas
     if let Some(cpu) = cfg.cpu {
         pin_thread(cpu);
     }
-    let sock = crate::sys::udp_socket().context("socket")?;
+    let sock = std::net::UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).context("socket")?;
     let mut pacer = Pacer::new(cfg.pacer);
-    let mut clock = MonoClock::new();
+    let clock = InstantClock::new();
     let mut st = BlastStats {
         rate_pps: cfg.pacer.rate_pps,
         ..BlastStats::default()
@@ -646,7 +619,7 @@ pub fn udp_linux(cfg: &LinuxUdpConfig, stop: &AtomicBool) -> anyhow::Result<Blas
         let n = match pacer.poll(now) {
             Due::Done => break,
             Due::WaitUntil(t) => {
-                clock.wait_until(t);
+                wait_until(&clock, t);
                 continue;
             }
             Due::Send(n) => n,
@@ -1035,7 +1008,7 @@ mod tests {
         let gen = UdpTemplate::new(&e, 18).unwrap();
         // 20 kpps for 0.2 s on the real clock, the receiver drained in between.
         let mut s = BlastStepper::new(gen, PacerConfig::new(20_000, 0.2));
-        let mut clock = MonoClock::new();
+        let clock = InstantClock::new();
         let mut rx = [Desc::default(); 64];
         let mut got = 0u64;
         let mut last: Option<u32> = None;
@@ -1058,7 +1031,7 @@ mod tests {
         loop {
             match s.step(&mut a, clock.now_ns()) {
                 Due::Done => break,
-                Due::WaitUntil(t) => clock.wait_until(t),
+                Due::WaitUntil(t) => wait_until(&clock, t),
                 Due::Send(_) => {}
             }
             drain(&mut b, &mut got);

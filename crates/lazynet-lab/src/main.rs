@@ -1,7 +1,10 @@
 //! `lazynet-lab`: lazynet's laboratory. The experiments that reproduce the
 //! papers' figures, the benchmarks that compare lazynet with Linux and
-//! smoltcp side by side, and the load generators they use. Each command
-//! writes `results/NAME/NAME.{csv,txt,png}`.
+//! smoltcp side by side, and the load generators they use. The experiments
+//! and benchmarks write `results/NAME/NAME.{csv,txt,png}` (or into
+//! `--out`), as `report` does for a benchmark a script runs; the
+//! single-thread runs that profiles and instruction counts use
+//! (`bench tcp-*-single`) and `loadgen` only print.
 //!
 //! **Owns:** everything that measures; nothing a user of lazynet runs in
 //! production. The servers measured are the `lazynet` program's own
@@ -224,7 +227,7 @@ enum BenchCmd {
         /// Payload bytes.
         #[arg(long, default_value_t = 64)]
         size: usize,
-        /// Directory for the CSV.
+        /// Directory for udp-echo.csv, udp-echo.txt and udp-echo.png.
         #[arg(long, default_value = "results/udp-echo")]
         out: PathBuf,
     },
@@ -270,7 +273,7 @@ enum BenchCmd {
         /// checksums of a stack with copy semantics) and no protocol.
         #[arg(long)]
         wire: bool,
-        /// Directory for tcp-bulk.csv and tcp-bulk.txt.
+        /// Directory for tcp-bulk.csv, tcp-bulk.txt and tcp-bulk.png.
         #[arg(long, default_value = "results/tcp-bulk")]
         out: PathBuf,
     },
@@ -290,7 +293,7 @@ enum BenchCmd {
         /// everything else while it runs).
         #[arg(long)]
         fifo: bool,
-        /// Directory for tcp-rr.csv and tcp-rr.txt.
+        /// Directory for tcp-rr.csv, tcp-rr.txt and tcp-rr.png.
         #[arg(long, default_value = "results/tcp-rr")]
         out: PathBuf,
     },
@@ -432,27 +435,28 @@ fn main() -> anyhow::Result<()> {
                     handback,
                     out,
                 },
-        } => {
-            tcp_bench::set_fifo(fifo);
-            tcp_bench::set_eager_receiver(eager_receiver);
-            tcp_bench::set_handback(match handback {
-                Handback::Off => lazynet::stack::HandbackMode::Off,
-                Handback::Adaptive => lazynet::stack::HandbackMode::Adaptive,
-                Handback::Always => lazynet::stack::HandbackMode::Always,
-            });
-            tcp_bench::bench_bulk(
-                &tcp_bench::BulkOpts {
-                    seconds,
-                    runs,
-                    which: stack,
+        } => tcp_bench::bench_bulk(
+            &tcp_bench::BulkOpts {
+                seconds,
+                runs,
+                which: stack,
+                wire,
+                setup: tcp_bench::Setup {
+                    send_buf: send_buf.max(4) * 1024,
+                    recv_buf: recv_buf.max(4) * 1024,
                     nodelay,
-                    send_kib: send_buf,
-                    recv_kib: recv_buf,
-                    wire,
+                    fast_path: true,
+                    eager_receiver,
+                    handback: match handback {
+                        Handback::Off => lazynet::stack::HandbackMode::Off,
+                        Handback::Adaptive => lazynet::stack::HandbackMode::Adaptive,
+                        Handback::Always => lazynet::stack::HandbackMode::Always,
+                    },
+                    fifo,
                 },
-                &out,
-            )
-        }
+            },
+            &out,
+        ),
         Cmd::Bench {
             what:
                 BenchCmd::TcpRr {
@@ -462,10 +466,7 @@ fn main() -> anyhow::Result<()> {
                     fifo,
                     out,
                 },
-        } => {
-            tcp_bench::set_fifo(fifo);
-            tcp_bench::bench_rr(seconds, runs, stack, &out)
-        }
+        } => tcp_bench::bench_rr(seconds, runs, stack, fifo, &out),
         Cmd::Bench {
             what:
                 BenchCmd::TcpBulkSingle {
@@ -474,10 +475,7 @@ fn main() -> anyhow::Result<()> {
                     runs,
                     fast_path,
                 },
-        } => {
-            tcp_bench::set_fast_path(fast_path == OnOff::On);
-            tcp_bench::bench_bulk_single(bytes, stack, runs)
-        }
+        } => tcp_bench::bench_bulk_single(bytes, stack, runs, fast_path == OnOff::On),
         Cmd::Bench {
             what:
                 BenchCmd::TcpRrSingle {
@@ -486,9 +484,6 @@ fn main() -> anyhow::Result<()> {
                     runs,
                     fast_path,
                 },
-        } => {
-            tcp_bench::set_fast_path(fast_path == OnOff::On);
-            tcp_bench::bench_rr_single(count, stack, runs)
-        }
+        } => tcp_bench::bench_rr_single(count, stack, runs, fast_path == OnOff::On),
     }
 }

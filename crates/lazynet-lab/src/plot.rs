@@ -11,6 +11,7 @@ use std::path::Path;
 use std::sync::Once;
 
 use anyhow::{anyhow, bail};
+use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -172,73 +173,85 @@ fn tick(v: &f64) -> String {
     format!("{t}{s}")
 }
 
-macro_rules! draw_lines {
-    ($root:expr, $title:expr, $xl:expr, $yl:expr, $series:expr, $xr:expr, $yr:expr, $log_x:expr, $log_y:expr) => {{
-        let mut chart = ChartBuilder::on($root)
-            .caption($title, (FONT, 26))
-            .margin(16)
-            .x_label_area_size(56)
-            .y_label_area_size(80)
-            .build_cartesian_2d($xr, $yr)
-            .map_err(err)?;
+/// Draws a line chart on `root` over the axes `x` and `y` (linear or
+/// logarithmic): one line per series with a marker at every point, a
+/// legend, labelled axes. Points a logarithmic axis cannot show (`log`:
+/// x, y) are left out.
+fn draw_lines<DB, X, Y>(
+    root: &DrawingArea<DB, Shift>,
+    (title, x_label, y_label): (&str, &str, &str),
+    series: &[(String, Vec<(f64, f64)>)],
+    (x, y): (X, Y),
+    (log_x, log_y): (bool, bool),
+) -> anyhow::Result<()>
+where
+    DB: DrawingBackend,
+    X: AsRangedCoord<Value = f64>,
+    Y: AsRangedCoord<Value = f64>,
+    X::CoordDescType: ValueFormatter<f64>,
+    Y::CoordDescType: ValueFormatter<f64>,
+{
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, (FONT, 26))
+        .margin(16)
+        .x_label_area_size(56)
+        .y_label_area_size(80)
+        .build_cartesian_2d(x, y)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc(x_label)
+        .y_desc(y_label)
+        .x_label_formatter(&tick)
+        .y_label_formatter(&tick)
+        .label_style((FONT, 16))
+        .axis_desc_style((FONT, 18))
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()
+        .map_err(err)?;
+    for (i, (name, pts)) in series.iter().enumerate() {
+        let c = colour(i);
+        let pts: Vec<(f64, f64)> = pts
+            .iter()
+            .copied()
+            .filter(|(x, y)| {
+                x.is_finite() && y.is_finite() && (!log_x || *x > 0.0) && (!log_y || *y > 0.0)
+            })
+            .collect();
         chart
-            .configure_mesh()
-            .x_desc($xl)
-            .y_desc($yl)
-            .x_label_formatter(&tick)
-            .y_label_formatter(&tick)
-            .label_style((FONT, 16))
-            .axis_desc_style((FONT, 18))
-            .light_line_style(RGBColor(235, 235, 235))
-            .draw()
-            .map_err(err)?;
-        for (i, (name, pts)) in $series.iter().enumerate() {
-            let c = colour(i);
-            let pts: Vec<(f64, f64)> = pts
-                .iter()
-                .copied()
-                .filter(|(x, y)| {
-                    x.is_finite() && y.is_finite() && (!$log_x || *x > 0.0) && (!$log_y || *y > 0.0)
-                })
-                .collect();
-            chart
-                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
-                .map_err(err)?
-                .label(name.as_str())
-                .legend(move |(x, y)| {
-                    EmptyElement::at((x, y))
-                        + PathElement::new(vec![(0, 0), (24, 0)], c.stroke_width(2))
-                        + Circle::new((12, 0), 4, c.filled())
-                });
-            chart
-                .draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled())))
-                .map_err(err)?;
-        }
+            .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
+            .map_err(err)?
+            .label(name.as_str())
+            .legend(move |(x, y)| {
+                EmptyElement::at((x, y))
+                    + PathElement::new(vec![(0, 0), (24, 0)], c.stroke_width(2))
+                    + Circle::new((12, 0), 4, c.filled())
+            });
         chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .label_font((FONT, 16))
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
+            .draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled())))
             .map_err(err)?;
-    }};
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .label_font((FONT, 16))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(err)?;
+    Ok(())
 }
 
-/// Draws a line chart on `root`: one line per series with a marker at every
-/// point, a legend, labelled axes. On a logarithmic axis, non-positive
-/// values are left out.
-#[allow(clippy::too_many_arguments)]
+/// A line chart on `root` ([`draw_lines`]), each axis linear or
+/// logarithmic.
 fn line_panel<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
-    title: &str,
-    x_label: &str,
-    y_label: &str,
+    labels: (&str, &str, &str),
     series: &[(String, Vec<(f64, f64)>)],
     log_x: bool,
     log_y: bool,
 ) -> anyhow::Result<()> {
-    register_font();
+    let title = labels.0;
     let all = || series.iter().flat_map(|(_, p)| p.iter().copied());
     let Some((x0, x1)) = range(all().map(|p| p.0), log_x, false) else {
         bail!("line chart {title:?}: no points to plot");
@@ -246,67 +259,25 @@ fn line_panel<DB: DrawingBackend>(
     let Some((y0, y1)) = range(all().map(|p| p.1), log_y, true) else {
         bail!("line chart {title:?}: no points to plot");
     };
-    let (xt, yt) = (log_ticks(x0, x1), log_ticks(y0, y1));
-    let (xm, ym) = (log_minor(x0, x1), log_minor(y0, y1));
-    match (log_x, log_y) {
-        (false, false) => draw_lines!(
+    let log_axis = |lo: f64, hi: f64| {
+        (lo..hi)
+            .log_scale()
+            .with_key_points(log_ticks(lo, hi))
+            .with_light_points(log_minor(lo, hi))
+    };
+    let logs = (log_x, log_y);
+    match logs {
+        (false, false) => draw_lines(root, labels, series, (x0..x1, y0..y1), logs),
+        (true, false) => draw_lines(root, labels, series, (log_axis(x0, x1), y0..y1), logs),
+        (false, true) => draw_lines(root, labels, series, (x0..x1, log_axis(y0, y1)), logs),
+        (true, true) => draw_lines(
             root,
-            title,
-            x_label,
-            y_label,
+            labels,
             series,
-            x0..x1,
-            y0..y1,
-            false,
-            false
-        ),
-        (true, false) => draw_lines!(
-            root,
-            title,
-            x_label,
-            y_label,
-            series,
-            (x0..x1)
-                .log_scale()
-                .with_key_points(xt)
-                .with_light_points(xm),
-            y0..y1,
-            true,
-            false
-        ),
-        (false, true) => draw_lines!(
-            root,
-            title,
-            x_label,
-            y_label,
-            series,
-            x0..x1,
-            (y0..y1)
-                .log_scale()
-                .with_key_points(yt)
-                .with_light_points(ym),
-            false,
-            true
-        ),
-        (true, true) => draw_lines!(
-            root,
-            title,
-            x_label,
-            y_label,
-            series,
-            (x0..x1)
-                .log_scale()
-                .with_key_points(xt)
-                .with_light_points(xm),
-            (y0..y1)
-                .log_scale()
-                .with_key_points(yt)
-                .with_light_points(ym),
-            true,
-            true
+            (log_axis(x0, x1), log_axis(y0, y1)),
+            logs,
         ),
     }
-    Ok(())
 }
 
 /// Draws a grouped bar chart on `root`: one group per category along x, one
@@ -321,7 +292,6 @@ fn bar_panel<DB: DrawingBackend>(
     categories: &[String],
     series: &[(String, Vec<f64>)],
 ) -> anyhow::Result<()> {
-    register_font();
     if categories.is_empty() || series.is_empty() {
         bail!("bar chart {title:?}: nothing to plot");
     }
@@ -417,7 +387,7 @@ pub fn figure(path: &Path, panels: &[Panel<'_>]) -> anyhow::Result<()> {
                 series,
                 log_x,
                 log_y,
-            } => line_panel(area, title, x_label, y_label, series, log_x, log_y)?,
+            } => line_panel(area, (title, x_label, y_label), series, log_x, log_y)?,
             Panel::Bars {
                 title,
                 x_label,

@@ -69,10 +69,24 @@ pub fn median(v: &[f64]) -> f64 {
     s[s.len() / 2]
 }
 
-/// Writes `NAME.txt`: the command, the machine, the commit, the date, then
-/// `notes`.
+/// This run's command: the program by its name (not the path it was
+/// started from) and its arguments.
+pub fn command_line() -> String {
+    std::iter::once("lazynet-lab".to_string())
+        .chain(std::env::args().skip(1))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The head of every `NAME.txt`: `command: COMMAND`, then
+/// [`machine_line`] (machine, commit, date).
+pub fn txt_head(command: &str) -> String {
+    format!("command: {command}\n{}", machine_line())
+}
+
+/// Writes `NAME.txt`: [`txt_head`], then `notes`.
 fn write_txt(out: &Path, name: &str, command: &str, notes: &str) -> anyhow::Result<()> {
-    let txt = format!("command: {command}\n{}\n{notes}", machine_line());
+    let txt = format!("{}\n{notes}", txt_head(command));
     std::fs::write(out.join(format!("{name}.txt")), txt)?;
     Ok(())
 }
@@ -147,6 +161,10 @@ fn parse_criterion(text: &str) -> Vec<Estimate> {
     out
 }
 
+/// Criterion's throughput units that count elements, and the ns per
+/// element of 1 unit/s.
+const PER_ELEM_NS: [(&str, f64); 3] = [("Melem/s", 1e3), ("Kelem/s", 1e6), ("elem/s", 1e9)];
+
 /// `lazynet-lab report criterion`: criterion's output in `raw` becomes
 /// `NAME.csv` (one row per benchmark), `NAME.txt` and `NAME.png` (time per
 /// benchmark; throughput beside it when the bench reports one).
@@ -160,88 +178,48 @@ pub fn criterion(name: &str, raw: &Path, command: &str, out: &Path) -> anyhow::R
     let mut csv = String::from("benchmark,time_ns,throughput,throughput_unit\n");
     let mut notes = String::new();
     for e in &est {
-        let (t, u) = e.thrpt.clone().unwrap_or((f64::NAN, String::new()));
-        writeln!(
-            csv,
-            "{},{:.4},{},{}",
-            e.id,
-            e.ns,
-            if t.is_nan() {
-                String::new()
-            } else {
-                t.to_string()
-            },
-            u
-        )?;
-        writeln!(
-            notes,
-            "{:<40} {:>12.3} ns{}",
-            e.id,
-            e.ns,
-            if u.is_empty() {
-                String::new()
-            } else {
-                format!("   {t} {u}")
-            }
-        )?;
+        let (csv_thrpt, note_thrpt) = match &e.thrpt {
+            Some((t, u)) => (format!("{t},{u}"), format!("   {t} {u}")),
+            None => (",".to_string(), String::new()),
+        };
+        writeln!(csv, "{},{:.4},{csv_thrpt}", e.id, e.ns)?;
+        writeln!(notes, "{:<40} {:>12.3} ns{note_thrpt}", e.id, e.ns)?;
     }
     std::fs::write(out.join(format!("{name}.csv")), csv)?;
     write_txt(out, name, command, &notes)?;
-    // Group ids `group/impl/param` by param (x) and impl (series).
-    let parts: Vec<Vec<&str>> = est.iter().map(|e| e.id.split('/').collect()).collect();
-    let key = |p: &Vec<&str>| -> (String, String) {
+    // Ids `group/impl/param` are grouped by param (x) and impl (series).
+    let key = |id: &str| -> (String, String) {
+        let p: Vec<&str> = id.split('/').collect();
         match p.len() {
             0 | 1 => (String::new(), p.join("/")),
             2 => (p[1].to_string(), p[0].to_string()),
             _ => (p[p.len() - 1].to_string(), p[1..p.len() - 1].join("/")),
         }
     };
-    let mut cats: Vec<String> = Vec::new();
-    let mut names: Vec<String> = Vec::new();
-    for p in &parts {
-        let (c, n) = key(p);
-        if !cats.contains(&c) {
-            cats.push(c);
-        }
-        if !names.contains(&n) {
-            names.push(n);
-        }
-    }
-    let series = |f: &dyn Fn(&Estimate) -> f64| -> Vec<(String, Vec<f64>)> {
-        names
+    let grid_of = |f: &dyn Fn(&Estimate) -> f64| {
+        let rows: Vec<(String, String, f64)> = est
             .iter()
-            .map(|n| {
-                let v = cats
-                    .iter()
-                    .map(|c| {
-                        est.iter()
-                            .zip(&parts)
-                            .find(|(_, p)| key(p) == (c.clone(), n.clone()))
-                            .map_or(f64::NAN, |(e, _)| f(e))
-                    })
-                    .collect();
-                (n.clone(), v)
+            .map(|e| {
+                let (c, n) = key(&e.id);
+                (c, n, f(e))
             })
-            .collect()
+            .collect();
+        grid(&rows)
     };
-    let thrpt = series(&|e| e.thrpt.as_ref().map_or(f64::NAN, |t| t.0));
-    let unit = est
-        .iter()
-        .find_map(|e| e.thrpt.as_ref().map(|t| t.1.clone()));
     // Benchmarks that count elements differ in how many an iteration
     // handles: compare the time per element, not per iteration.
-    let per_elem = |e: &Estimate| match &e.thrpt {
-        Some((v, u)) if u == "Melem/s" && *v > 0.0 => Some(1e3 / v),
-        Some((v, u)) if u == "Kelem/s" && *v > 0.0 => Some(1e6 / v),
-        Some((v, u)) if u == "elem/s" && *v > 0.0 => Some(1e9 / v),
-        _ => None,
+    let per_elem = |e: &Estimate| {
+        let (v, u) = e.thrpt.as_ref()?;
+        let (_, ns) = PER_ELEM_NS.iter().find(|(unit, _)| unit == u)?;
+        (*v > 0.0).then(|| ns / v)
     };
     let elems = est.iter().all(|e| per_elem(e).is_some());
-    let time = if elems {
-        series(&|e| per_elem(e).unwrap_or(f64::NAN))
+    let (cats, time) = if elems {
+        grid_of(&|e| per_elem(e).unwrap_or(f64::NAN))
     } else {
-        series(&|e| e.ns)
+        grid_of(&|e| e.ns)
     };
+    let (_, thrpt) = grid_of(&|e| e.thrpt.as_ref().map_or(f64::NAN, |t| t.0));
     let t_title = if elems {
         format!("{name}: time per element")
     } else {
@@ -255,7 +233,10 @@ pub fn criterion(name: &str, raw: &Path, command: &str, out: &Path) -> anyhow::R
         categories: &cats,
         series: &time,
     }];
-    let unit = unit.unwrap_or_default();
+    let unit = est
+        .iter()
+        .find_map(|e| e.thrpt.as_ref().map(|t| t.1.clone()))
+        .unwrap_or_default();
     if !unit.is_empty() {
         panels.push(crate::plot::Panel::Bars {
             title: &h_title,
@@ -266,6 +247,40 @@ pub fn criterion(name: &str, raw: &Path, command: &str, out: &Path) -> anyhow::R
         });
     }
     crate::plot::figure(&out.join(format!("{name}.png")), &panels)
+}
+
+/// Grouped bars from `(category, series, value)` rows: the categories and
+/// the series in the order they first appear, and per series the median of
+/// its values in each category (NaN, no bar, where it has none).
+fn grid(rows: &[(String, String, f64)]) -> (Vec<String>, Vec<(String, Vec<f64>)>) {
+    let mut cats: Vec<String> = Vec::new();
+    let mut names: Vec<String> = Vec::new();
+    for (c, n, _) in rows {
+        if !cats.contains(c) {
+            cats.push(c.clone());
+        }
+        if !names.contains(n) {
+            names.push(n.clone());
+        }
+    }
+    let series = names
+        .into_iter()
+        .map(|n| {
+            let v = cats
+                .iter()
+                .map(|c| {
+                    let xs: Vec<f64> = rows
+                        .iter()
+                        .filter(|(rc, rn, _)| rc == c && *rn == n)
+                        .map(|r| r.2)
+                        .collect();
+                    median(&xs)
+                })
+                .collect();
+            (n, v)
+        })
+        .collect();
+    (cats, series)
 }
 
 /// `lazynet-lab report bars`: a CSV a script wrote, `NAME.csv` in `out`,
@@ -291,43 +306,19 @@ pub fn bars(
             .with_context(|| format!("no column {c:?} in {}", path.display()))
     };
     let (ci, si, vi) = (col(category)?, col(series_col)?, col(value)?);
-    let mut cats: Vec<String> = Vec::new();
-    let mut names: Vec<String> = Vec::new();
-    let mut vals: Vec<(String, String, f64)> = Vec::new();
+    let mut rows: Vec<(String, String, f64)> = Vec::new();
     for l in lines {
         let f: Vec<&str> = l.split(',').collect();
         let (Some(c), Some(s), Some(v)) = (f.get(ci), f.get(si), f.get(vi)) else {
             continue;
         };
         let Ok(v) = v.parse::<f64>() else { continue };
-        if !cats.iter().any(|x| x == c) {
-            cats.push(c.to_string());
-        }
-        if !names.iter().any(|x| x == s) {
-            names.push(s.to_string());
-        }
-        vals.push((c.to_string(), s.to_string(), v));
+        rows.push((c.to_string(), s.to_string(), v));
     }
-    if vals.is_empty() {
+    if rows.is_empty() {
         bail!("no values in column {value:?} of {}", path.display());
     }
-    let series: Vec<(String, Vec<f64>)> = names
-        .iter()
-        .map(|n| {
-            let v = cats
-                .iter()
-                .map(|c| {
-                    let xs: Vec<f64> = vals
-                        .iter()
-                        .filter(|(vc, vs, _)| vc == c && vs == n)
-                        .map(|x| x.2)
-                        .collect();
-                    median(&xs)
-                })
-                .collect();
-            (n.clone(), v)
-        })
-        .collect();
+    let (cats, series) = grid(&rows);
     let notes = match notes {
         Some(p) => std::fs::read_to_string(p).with_context(|| format!("{}", p.display()))?,
         None => String::new(),
@@ -369,6 +360,22 @@ classify/spread/10      time:   [35.496 µs 35.551 µs 35.626 µs]
         assert_eq!(e[2].id, "classify/spread/10");
         assert_eq!(e[2].ns, 35_551.0);
         assert_eq!(e[2].thrpt, Some((115.21, "Melem/s".to_string())));
+    }
+
+    #[test]
+    fn grid_keeps_first_appearance_order_and_takes_medians() {
+        let row = |c: &str, s: &str, v: f64| (c.to_string(), s.to_string(), v);
+        let (cats, series) = grid(&[
+            row("64", "b", 1.0),
+            row("64", "a", 5.0),
+            row("64", "a", 3.0),
+            row("1500", "a", 7.0),
+        ]);
+        assert_eq!(cats, ["64", "1500"]);
+        assert_eq!(series[0].0, "b");
+        assert_eq!(series[0].1[0], 1.0);
+        assert!(series[0].1[1].is_nan());
+        assert_eq!(series[1], ("a".to_string(), vec![5.0, 7.0]));
     }
 
     #[test]

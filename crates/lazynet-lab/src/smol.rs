@@ -17,7 +17,7 @@ use smoltcp::socket::tcp;
 use smoltcp::time::Instant as SInstant;
 use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr};
 
-use crate::tcp_bench::{recv_buf, send_buf, Endpoint, CLIENT_ADDR, PORT, SERVER_ADDR};
+use crate::tcp_bench::{Endpoint, Setup, CLIENT_ADDR, PORT, SERVER_ADDR};
 
 const BATCH: usize = 32;
 
@@ -203,7 +203,7 @@ pub struct Smol {
     h: SocketHandle,
 }
 
-fn build(end: WireEnd, addr: std::net::Ipv4Addr, seed: u64, nodelay: bool) -> Smol {
+fn build(end: WireEnd, addr: std::net::Ipv4Addr, seed: u64, setup: &Setup) -> Smol {
     let mut dev = WireDev::new(end);
     let mut cfg = IfConfig::new(HardwareAddress::Ethernet(EthernetAddress(dev.nic.mac())));
     cfg.random_seed = seed;
@@ -213,10 +213,10 @@ fn build(end: WireEnd, addr: std::net::Ipv4Addr, seed: u64, nodelay: bool) -> Sm
             .expect("one address");
     });
     let mut s = tcp::Socket::new(
-        tcp::SocketBuffer::new(vec![0; recv_buf()]),
-        tcp::SocketBuffer::new(vec![0; send_buf()]),
+        tcp::SocketBuffer::new(vec![0; setup.recv_buf]),
+        tcp::SocketBuffer::new(vec![0; setup.send_buf]),
     );
-    s.set_nagle_enabled(!nodelay);
+    s.set_nagle_enabled(!setup.nodelay);
     s.set_tsval_generator(Some(tsval));
     let mut sockets = SocketSet::new(Vec::new());
     let h = sockets.add(s);
@@ -237,14 +237,14 @@ impl Smol {
 impl Endpoint for Smol {
     const NAME: &'static str = "smoltcp";
 
-    fn server(end: WireEnd, nodelay: bool) -> Self {
-        let mut s = build(end, SERVER_ADDR, 2, nodelay);
+    fn server(end: WireEnd, setup: &Setup) -> Self {
+        let mut s = build(end, SERVER_ADDR, 2, setup);
         s.sock().listen(PORT).expect("listen");
         s
     }
 
-    fn client(end: WireEnd, nodelay: bool) -> Self {
-        let mut s = build(end, CLIENT_ADDR, 1, nodelay);
+    fn client(end: WireEnd, setup: &Setup) -> Self {
+        let mut s = build(end, CLIENT_ADDR, 1, setup);
         let cx = s.iface.context();
         s.sockets
             .get_mut::<tcp::Socket>(s.h)

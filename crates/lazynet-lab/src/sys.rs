@@ -1,8 +1,10 @@
 //! The Linux system calls the lab's baselines need and `std` lacks:
 //! batched UDP send and receive (`sendmmsg`, `recvmmsg`), `sendfile` with
-//! `UDP_SEGMENT`, socket options, and a TAP device in a private network
-//! namespace configured with `ioctl`s. Linux at its best is what lazynet is
-//! compared with, so the baselines use these calls directly.
+//! `UDP_SEGMENT`, socket options, a private network namespace, and the
+//! `ioctl`s that configure an interface in it (the TAP device is opened by
+//! `lazynet::nic::tap::open_tap_fd`). Linux at its best is what lazynet is
+//! compared with, so the baselines use these calls directly; plain sockets
+//! are `std::net::UdpSocket`.
 //!
 //! **Owns:** every `unsafe` block of the lab (the crate denies `unsafe_code`
 //! elsewhere). Each wrapper is safe to call: it checks lengths, keeps the
@@ -11,10 +13,9 @@
 //! library (pinning, thread CPU time, scheduling class, TSC, signals) are
 //! in `lazynet::sys`.
 
-use std::ffi::CString;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd};
 
 fn check(r: libc::c_int) -> io::Result<()> {
     if r == 0 {
@@ -37,59 +38,6 @@ fn sockaddr(a: SocketAddrV4) -> libc::sockaddr_in {
 
 const SOCKADDR_LEN: libc::socklen_t = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
 
-/// A new IPv4 UDP socket (close-on-exec).
-pub fn udp_socket() -> io::Result<OwnedFd> {
-    // SAFETY: plain system call; on success the descriptor is new and ours.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` is a fresh descriptor nobody else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-/// Connects `fd` to `to`.
-pub fn connect(fd: BorrowedFd<'_>, to: SocketAddrV4) -> io::Result<()> {
-    let sa = sockaddr(to);
-    // SAFETY: `sa` is a valid sockaddr_in of SOCKADDR_LEN bytes, read only.
-    check(unsafe {
-        libc::connect(
-            fd.as_raw_fd(),
-            (&sa as *const libc::sockaddr_in).cast(),
-            SOCKADDR_LEN,
-        )
-    })
-}
-
-/// Binds `fd` to `at` and returns the address it got (the port, if `at`'s
-/// was 0).
-pub fn bind(fd: BorrowedFd<'_>, at: SocketAddrV4) -> io::Result<SocketAddrV4> {
-    let sa = sockaddr(at);
-    // SAFETY: `sa` is a valid sockaddr_in of SOCKADDR_LEN bytes, read only.
-    check(unsafe {
-        libc::bind(
-            fd.as_raw_fd(),
-            (&sa as *const libc::sockaddr_in).cast(),
-            SOCKADDR_LEN,
-        )
-    })?;
-    let mut got = sa;
-    let mut len = SOCKADDR_LEN;
-    // SAFETY: `got` has room for a sockaddr_in and `len` says so; the kernel
-    // writes at most `len` bytes.
-    check(unsafe {
-        libc::getsockname(
-            fd.as_raw_fd(),
-            (&mut got as *mut libc::sockaddr_in).cast(),
-            &mut len,
-        )
-    })?;
-    Ok(SocketAddrV4::new(
-        Ipv4Addr::from(u32::from_be(got.sin_addr.s_addr)),
-        u16::from_be(got.sin_port),
-    ))
-}
-
 /// Sets an integer socket option (`SO_RCVBUF`, `UDP_SEGMENT`, …).
 pub fn set_int_option(
     fd: BorrowedFd<'_>,
@@ -107,13 +55,6 @@ pub fn set_int_option(
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
     })
-}
-
-/// `send(2)` of one datagram on a connected socket.
-pub fn send(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
-    // SAFETY: the kernel reads at most `buf.len()` bytes of `buf`.
-    let r = unsafe { libc::send(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len(), 0) };
-    usize::try_from(r).map_err(|_| io::Error::last_os_error())
 }
 
 /// `sendfile(2)`: up to `len` bytes of `file` from `*offset` to `out`;
@@ -300,33 +241,6 @@ fn ioctl_ifreq(fd: BorrowedFd<'_>, req: libc::Ioctl, ifr: &mut libc::ifreq) -> i
     check(unsafe { libc::ioctl(fd.as_raw_fd(), req, ifr as *mut libc::ifreq) })
 }
 
-/// Opens a TAP device `name` (`IFF_TAP | IFF_NO_PI`) in the current
-/// namespace; with `offload`, asks the kernel for these `TUN_F_*` offloads.
-pub fn tap_open(name: &str, offload: Option<libc::c_uint>) -> io::Result<OwnedFd> {
-    let path = CString::new("/dev/net/tun").map_err(io::Error::other)?;
-    // SAFETY: `path` is NUL-terminated; on success the descriptor is ours.
-    let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` is a fresh descriptor nobody else owns.
-    let tap = unsafe { OwnedFd::from_raw_fd(fd) };
-    let mut ifr = ifreq(name)?;
-    ifr.ifr_ifru.ifru_flags = (libc::IFF_TAP | libc::IFF_NO_PI) as libc::c_short;
-    ioctl_ifreq(tap.as_fd(), libc::TUNSETIFF, &mut ifr)?;
-    if let Some(flags) = offload {
-        // SAFETY: TUNSETOFFLOAD takes its argument by value; no memory.
-        check(unsafe {
-            libc::ioctl(
-                tap.as_raw_fd(),
-                libc::TUNSETOFFLOAD,
-                libc::c_ulong::from(flags),
-            )
-        })?;
-    }
-    Ok(tap)
-}
-
 /// Interface settings made with `ioctl`s on any socket (`ctl`).
 pub enum IfSetting {
     /// `SIOCSIFMTU`.
@@ -354,24 +268,8 @@ pub fn if_set(ctl: BorrowedFd<'_>, name: &str, setting: IfSetting) -> io::Result
             ifr.ifr_ifru.ifru_metric = q;
             ioctl_ifreq(ctl, libc::SIOCSIFTXQLEN, &mut ifr)
         }
-        IfSetting::Addr(a) | IfSetting::Netmask(a) => {
-            let req = if matches!(setting, IfSetting::Addr(_)) {
-                libc::SIOCSIFADDR
-            } else {
-                libc::SIOCSIFNETMASK
-            };
-            let sa = sockaddr(SocketAddrV4::new(a, 0));
-            // SAFETY: a sockaddr_in (16 bytes) fits the union's sockaddr
-            // slot (16 bytes); write_unaligned needs no alignment.
-            unsafe {
-                std::ptr::write_unaligned(
-                    (&mut ifr.ifr_ifru.ifru_addr as *mut libc::sockaddr)
-                        .cast::<libc::sockaddr_in>(),
-                    sa,
-                )
-            };
-            ioctl_ifreq(ctl, req, &mut ifr)
-        }
+        IfSetting::Addr(a) => set_addr(ctl, libc::SIOCSIFADDR, &mut ifr, a),
+        IfSetting::Netmask(a) => set_addr(ctl, libc::SIOCSIFNETMASK, &mut ifr, a),
         IfSetting::Flags(add) => {
             ioctl_ifreq(ctl, libc::SIOCGIFFLAGS, &mut ifr)?;
             // SAFETY: SIOCGIFFLAGS filled the flags member of the union.
@@ -382,17 +280,36 @@ pub fn if_set(ctl: BorrowedFd<'_>, name: &str, setting: IfSetting) -> io::Result
     }
 }
 
+/// An address setting (`req`: `SIOCSIFADDR`, `SIOCSIFNETMASK`) of `a`.
+fn set_addr(
+    ctl: BorrowedFd<'_>,
+    req: libc::Ioctl,
+    ifr: &mut libc::ifreq,
+    a: Ipv4Addr,
+) -> io::Result<()> {
+    let sa = sockaddr(SocketAddrV4::new(a, 0));
+    // SAFETY: a sockaddr_in (16 bytes) fits the union's sockaddr
+    // slot (16 bytes); write_unaligned needs no alignment.
+    unsafe {
+        std::ptr::write_unaligned(
+            (&mut ifr.ifr_ifru.ifru_addr as *mut libc::sockaddr).cast::<libc::sockaddr_in>(),
+            sa,
+        )
+    };
+    ioctl_ifreq(ctl, req, ifr)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn mmsg_batches_go_round_loopback() {
-        let rx = udp_socket().unwrap();
-        let at = bind(rx.as_fd(), SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0)).unwrap();
-        assert_ne!(at.port(), 0);
-        let tx = udp_socket().unwrap();
-        connect(tx.as_fd(), at).unwrap();
+        use std::net::UdpSocket;
+        use std::os::fd::AsFd;
+        let rx = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let tx = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        tx.connect(rx.local_addr().unwrap()).unwrap();
         let mut s = MmsgSender::new(4, None);
         let bufs: [&[u8]; 3] = [b"one", b"two!", b"three"];
         assert_eq!(s.send(tx.as_fd(), &bufs, 0).unwrap(), 3);

@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
@@ -26,101 +26,62 @@ use lazynet::socket::SocketError;
 use lazynet::stack::{HandbackMode, ListenHandle, Stack, StackConfig, TcpHandle, RX_AHEAD};
 use lazynet::wire::checksum;
 
-use lazynet::sys::{cpus_online, pin_thread};
+use lazynet::sys::pin_thread;
+use lazynet_cli::echo::{cpu_pair, hist};
 
 use crate::report::median;
 
 pub const CLIENT_ADDR: Ipv4Addr = Ipv4Addr::new(10, 202, 0, 1);
 pub const SERVER_ADDR: Ipv4Addr = Ipv4Addr::new(10, 202, 0, 2);
 pub const PORT: u16 = 5001;
-/// Receive buffer of each connection, both stacks (and the default send
-/// buffer).
+/// Send and receive buffer of each connection, both stacks, by default.
 pub const BUF: usize = 256 * 1024;
-/// Send buffer of each connection, both stacks (`tcp-bulk --send-buf`).
-static SEND_BUF: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(BUF);
-/// Receive buffer of both stacks (`bench tcp-bulk --recv-buf`).
-static RECV_BUF: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(BUF);
 
-pub fn recv_buf() -> usize {
-    RECV_BUF.load(Ordering::Relaxed)
+/// How a benchmark sets up its stacks and runs its threads (the options of
+/// `bench tcp-*`).
+#[derive(Clone, Copy, Debug)]
+pub struct Setup {
+    /// Send buffer of each connection, both stacks (bytes).
+    pub send_buf: usize,
+    /// Receive buffer of each connection, both stacks (bytes).
+    pub recv_buf: usize,
+    /// Nagle off in both stacks.
+    pub nodelay: bool,
+    /// lazynet's TCP fast paths (`Config::fast_path`).
+    pub fast_path: bool,
+    /// lazynet's bulk receiver runs its protocol handler in every poll,
+    /// before reading, as smoltcp's poll does (no direct placement).
+    pub eager_receiver: bool,
+    /// lazynet's `StackConfig::rx_handback`.
+    pub handback: HandbackMode,
+    /// Both benchmark threads SCHED_FIFO.
+    pub fifo: bool,
 }
 
-/// Run the benchmark threads SCHED_FIFO (`--fifo`).
-static FIFO: AtomicBool = AtomicBool::new(false);
+impl Default for Setup {
+    fn default() -> Self {
+        Setup {
+            send_buf: BUF,
+            recv_buf: BUF,
+            nodelay: false,
+            fast_path: true,
+            eager_receiver: false,
+            handback: HandbackMode::Adaptive,
+            fifo: false,
+        }
+    }
+}
 
-/// Pins the calling benchmark thread to `cpu`, SCHED_FIFO if asked.
-fn bench_thread(cpu: usize) {
+/// Pins the calling benchmark thread to `cpu`, SCHED_FIFO if `fifo`.
+fn bench_thread(cpu: usize, fifo: bool) {
     pin_thread(cpu);
-    if FIFO.load(Ordering::Relaxed) {
+    if fifo {
         if let Err(e) = lazynet::sys::set_sched_class(lazynet::sys::SchedClass::Fifo(10)) {
             eprintln!("SCHED_FIFO refused: {e}");
         }
     }
 }
 
-/// `bench tcp-bulk --eager-receiver`: the lazynet receiver runs its
-/// protocol handler in every poll, before reading, as smoltcp's poll does
-/// (no direct placement).
-static EAGER_RECEIVER: AtomicBool = AtomicBool::new(false);
-
-/// Sets [`EAGER_RECEIVER`].
-pub fn set_eager_receiver(on: bool) {
-    EAGER_RECEIVER.store(on, Ordering::Relaxed);
-}
-
-fn eager_flag() -> &'static str {
-    if EAGER_RECEIVER.load(Ordering::Relaxed) {
-        " --eager-receiver"
-    } else {
-        ""
-    }
-}
-
-/// `bench tcp-bulk --handback`: lazynet's `StackConfig::rx_handback`.
-static HANDBACK: Mutex<HandbackMode> = Mutex::new(HandbackMode::Adaptive);
-
-/// Sets [`HANDBACK`].
-pub fn set_handback(mode: HandbackMode) {
-    *HANDBACK.lock().unwrap_or_else(|e| e.into_inner()) = mode;
-}
-
-fn handback() -> HandbackMode {
-    *HANDBACK.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn handback_flag() -> &'static str {
-    match handback() {
-        HandbackMode::Off => " --handback off",
-        HandbackMode::Always => " --handback always",
-        HandbackMode::Adaptive => "",
-    }
-}
-
-/// Sets whether benchmark threads run SCHED_FIFO.
-pub fn set_fifo(on: bool) {
-    FIFO.store(on, Ordering::Relaxed);
-}
-
-/// lazynet's header-predicted fast path (`Config::fast_path`), for on/off
-/// comparisons (`tcp-rr-single --fast-path off`).
-static FAST_PATH: AtomicBool = AtomicBool::new(true);
-
-/// Switches lazynet's TCP fast path for the connections made from now on.
-pub fn set_fast_path(on: bool) {
-    FAST_PATH.store(on, Ordering::Relaxed);
-}
-
-fn fifo_flag() -> &'static str {
-    if FIFO.load(Ordering::Relaxed) {
-        " --fifo"
-    } else {
-        ""
-    }
-}
-
-pub fn send_buf() -> usize {
-    SEND_BUF.load(Ordering::Relaxed)
-}
 /// Warm-up before each measured interval.
 const WARMUP: Duration = Duration::from_millis(300);
 /// Setup (ARP, handshake) must finish within this.
@@ -139,9 +100,9 @@ pub fn wire_config() -> WireConfig {
 pub trait Endpoint: Sized {
     const NAME: &'static str;
     /// A stack on `end` listening on [`SERVER_ADDR`]:[`PORT`].
-    fn server(end: WireEnd, nodelay: bool) -> Self;
+    fn server(end: WireEnd, setup: &Setup) -> Self;
     /// A stack on `end` connecting to the server.
-    fn client(end: WireEnd, nodelay: bool) -> Self;
+    fn client(end: WireEnd, setup: &Setup) -> Self;
     /// Receives, runs protocol work and timers, transmits. True if it
     /// received anything (the bulk loops' idle-time diagnostics).
     fn poll(&mut self) -> bool;
@@ -173,9 +134,11 @@ pub struct Lazy {
     c: Option<TcpHandle>,
     /// See [`Endpoint::reader`].
     reader: bool,
+    /// [`Setup::eager_receiver`]: `reader` is never set.
+    eager: bool,
 }
 
-fn lazy_stack(end: WireEnd, addr: Ipv4Addr, seed: u64, nodelay: bool) -> Stack<WireEnd> {
+fn lazy_stack(end: WireEnd, addr: Ipv4Addr, seed: u64, setup: &Setup) -> Stack<WireEnd> {
     Stack::new(
         end,
         StackConfig {
@@ -183,13 +146,13 @@ fn lazy_stack(end: WireEnd, addr: Ipv4Addr, seed: u64, nodelay: bool) -> Stack<W
             prefix_len: 24,
             seed,
             tcp: Config {
-                send_buf: send_buf(),
-                fast_path: FAST_PATH.load(Ordering::Relaxed),
-                recv_buf: recv_buf(),
-                nodelay,
+                send_buf: setup.send_buf,
+                fast_path: setup.fast_path,
+                recv_buf: setup.recv_buf,
+                nodelay: setup.nodelay,
                 ..Config::default()
             },
-            rx_handback: handback(),
+            rx_handback: setup.handback,
             ..StackConfig::default()
         },
     )
@@ -198,8 +161,8 @@ fn lazy_stack(end: WireEnd, addr: Ipv4Addr, seed: u64, nodelay: bool) -> Stack<W
 impl Endpoint for Lazy {
     const NAME: &'static str = "lazynet";
 
-    fn server(end: WireEnd, nodelay: bool) -> Self {
-        let mut stack = lazy_stack(end, SERVER_ADDR, 2, nodelay);
+    fn server(end: WireEnd, setup: &Setup) -> Self {
+        let mut stack = lazy_stack(end, SERVER_ADDR, 2, setup);
         let l = stack
             .tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT), None, None)
             .expect("listen");
@@ -209,11 +172,12 @@ impl Endpoint for Lazy {
             l: Some(l),
             c: None,
             reader: false,
+            eager: setup.eager_receiver,
         }
     }
 
-    fn client(end: WireEnd, nodelay: bool) -> Self {
-        let mut stack = lazy_stack(end, CLIENT_ADDR, 1, nodelay);
+    fn client(end: WireEnd, setup: &Setup) -> Self {
+        let mut stack = lazy_stack(end, CLIENT_ADDR, 1, setup);
         let now = stack.now();
         let c = stack
             .tcp_connect(SocketAddrV4::new(SERVER_ADDR, PORT), None, now)
@@ -224,6 +188,7 @@ impl Endpoint for Lazy {
             l: None,
             c: Some(c),
             reader: false,
+            eager: setup.eager_receiver,
         }
     }
 
@@ -276,7 +241,7 @@ impl Endpoint for Lazy {
     }
 
     fn reader(&mut self) {
-        self.reader = !EAGER_RECEIVER.load(Ordering::Relaxed);
+        self.reader = !self.eager;
     }
 }
 
@@ -309,11 +274,43 @@ pub enum Which {
     Both,
 }
 
-fn cpu_pair() -> (usize, usize) {
-    if cpus_online() >= 2 {
-        (0, 1)
-    } else {
-        (0, 0)
+impl Which {
+    /// The series of the stacks chosen, lazynet first.
+    fn series(self) -> Vec<Series> {
+        match self {
+            Which::Lazynet => vec![Series::Lazynet],
+            Which::Smoltcp => vec![Series::Smoltcp],
+            Which::Both => vec![Series::Lazynet, Series::Smoltcp],
+        }
+    }
+}
+
+/// One series of a benchmark: a stack, or the wire reference of
+/// `tcp-bulk --wire` ([`wire_run`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Series {
+    Lazynet,
+    Smoltcp,
+    Wire,
+}
+
+impl Series {
+    /// Its name in the CSV, the summary and the figure.
+    fn name(self) -> &'static str {
+        match self {
+            Series::Lazynet => Lazy::NAME,
+            Series::Smoltcp => crate::smol::Smol::NAME,
+            Series::Wire => "wire",
+        }
+    }
+
+    fn names(series: &[Series]) -> Vec<&'static str> {
+        series.iter().map(|s| s.name()).collect()
+    }
+
+    /// The error of a benchmark that has no such series.
+    fn unsupported(self, bench: &str) -> anyhow::Error {
+        anyhow::anyhow!("{bench} has no {} series", self.name())
     }
 }
 
@@ -339,16 +336,17 @@ impl BulkResult {
 }
 
 /// One bulk run: server (receiver) on cpu 1, client (sender) on cpu 0.
-pub fn bulk_run<E: Endpoint>(duration: Duration, nodelay: bool) -> anyhow::Result<BulkResult> {
+pub fn bulk_run<E: Endpoint>(duration: Duration, setup: &Setup) -> anyhow::Result<BulkResult> {
     let (a, b) = WirePair::new(wire_config())?;
     let cp = cpu_pair();
+    let setup = *setup;
     let stop = Arc::new(AtomicBool::new(false));
     let deadline = Instant::now() + SETUP + WARMUP + duration + Duration::from_secs(5);
     let stop2 = stop.clone();
     let server = std::thread::spawn(move || -> anyhow::Result<BulkResult> {
-        bench_thread(cp.1);
+        bench_thread(cp.1, setup.fifo);
         let r = (|| {
-            let mut e = E::server(b, nodelay);
+            let mut e = E::server(b, &setup);
             establish(&mut e, deadline)?;
             e.reader();
             let mut buf = vec![0u8; 65536];
@@ -418,8 +416,8 @@ pub fn bulk_run<E: Endpoint>(duration: Duration, nodelay: bool) -> anyhow::Resul
         r
     });
     let client = std::thread::spawn(move || -> anyhow::Result<()> {
-        bench_thread(cp.0);
-        let mut e = E::client(a, nodelay);
+        bench_thread(cp.0, setup.fifo);
+        let mut e = E::client(a, &setup);
         establish(&mut e, deadline)?;
         let data = vec![0x5au8; 65536];
         let mut turn = 0u32;
@@ -510,7 +508,7 @@ impl IdleTime {
 /// costs. lazynet's receiver places in-order text straight into the
 /// reader's buffer (one copy where this series makes two), so it can pass
 /// the reference; smoltcp cannot.
-pub fn wire_run(duration: Duration) -> anyhow::Result<BulkResult> {
+pub fn wire_run(duration: Duration, fifo: bool) -> anyhow::Result<BulkResult> {
     const PAY: usize = 1448;
     const HDR: usize = 66;
     const RING: usize = 256 * 1024;
@@ -521,7 +519,7 @@ pub fn wire_run(duration: Duration) -> anyhow::Result<BulkResult> {
     let deadline = Instant::now() + WARMUP + duration + Duration::from_secs(5);
     let stop2 = stop.clone();
     let server = std::thread::spawn(move || -> anyhow::Result<BulkResult> {
-        bench_thread(cp.1);
+        bench_thread(cp.1, fifo);
         let mut ring = vec![0u8; RING];
         let mut app = vec![0u8; APP];
         let (mut wpos, mut fill, mut total) = (0usize, 0usize, 0u64);
@@ -584,7 +582,7 @@ pub fn wire_run(duration: Duration) -> anyhow::Result<BulkResult> {
         r
     });
     let client = std::thread::spawn(move || {
-        bench_thread(cp.0);
+        bench_thread(cp.0, fifo);
         let src = vec![0x5au8; APP];
         let mut sbuf = vec![0u8; RING];
         let (mut spos, mut rpos) = (0usize, 0usize);
@@ -662,16 +660,21 @@ impl RrResult {
     }
 }
 
-/// One request/response run: server (echo) on cpu 1, client on cpu 0.
-pub fn rr_run<E: Endpoint>(duration: Duration) -> anyhow::Result<RrResult> {
+/// One request/response run: server (echo) on cpu 1, client on cpu 0;
+/// Nagle off whatever `setup` says.
+pub fn rr_run<E: Endpoint>(duration: Duration, setup: &Setup) -> anyhow::Result<RrResult> {
     let (a, b) = WirePair::new(wire_config())?;
     let cp = cpu_pair();
+    let setup = Setup {
+        nodelay: true,
+        ..*setup
+    };
     let stop = Arc::new(AtomicBool::new(false));
     let deadline = Instant::now() + SETUP + WARMUP + duration + Duration::from_secs(5);
     let stop2 = stop.clone();
     let server = std::thread::spawn(move || -> anyhow::Result<()> {
-        bench_thread(cp.1);
-        let mut e = E::server(b, true);
+        bench_thread(cp.1, setup.fifo);
+        let mut e = E::server(b, &setup);
         establish(&mut e, deadline)?;
         let mut buf = [0u8; 64];
         let mut turn = 0u32;
@@ -697,11 +700,11 @@ pub fn rr_run<E: Endpoint>(duration: Duration) -> anyhow::Result<RrResult> {
         Ok(())
     });
     let client = std::thread::spawn(move || -> anyhow::Result<RrResult> {
-        bench_thread(cp.0);
+        bench_thread(cp.0, setup.fifo);
         let r = (|| {
-            let mut e = E::client(a, true);
+            let mut e = E::client(a, &setup);
             establish(&mut e, deadline)?;
-            let mut h = Histogram::new_with_bounds(1, 60_000_000_000, 3)?;
+            let mut h = hist();
             let mut buf = [0u8; 64];
             let t_start = Instant::now();
             let mut measuring: Option<Instant> = None;
@@ -750,12 +753,16 @@ pub fn rr_run<E: Endpoint>(duration: Duration) -> anyhow::Result<RrResult> {
 }
 
 /// `count` round trips with both stacks in the calling thread, ping-pong
-/// (deterministic work for instruction counts). Returns the round trips
-/// done and the polls they took.
-pub fn rr_single<E: Endpoint>(count: u64) -> anyhow::Result<(u64, u64)> {
+/// (deterministic work for instruction counts), Nagle off whatever `setup`
+/// says. Returns the round trips done and the polls they took.
+pub fn rr_single<E: Endpoint>(count: u64, setup: &Setup) -> anyhow::Result<(u64, u64)> {
     let (a, b) = WirePair::new(wire_config())?;
-    let mut s = E::server(b, true);
-    let mut c = E::client(a, true);
+    let setup = Setup {
+        nodelay: true,
+        ..*setup
+    };
+    let mut s = E::server(b, &setup);
+    let mut c = E::client(a, &setup);
     let mut polls = 0u64;
     let mut up = (false, false);
     for _ in 0..1_000_000 {
@@ -800,10 +807,10 @@ pub fn rr_single<E: Endpoint>(count: u64) -> anyhow::Result<(u64, u64)> {
 
 /// Moves `bytes` from client to server with both stacks in the calling
 /// thread (for profiles). Returns the polls it took.
-pub fn bulk_single<E: Endpoint>(bytes: u64) -> anyhow::Result<u64> {
+pub fn bulk_single<E: Endpoint>(bytes: u64, setup: &Setup) -> anyhow::Result<u64> {
     let (a, b) = WirePair::new(wire_config())?;
-    let mut s = E::server(b, false);
-    let mut c = E::client(a, false);
+    let mut s = E::server(b, setup);
+    let mut c = E::client(a, setup);
     let mut up = (false, false);
     for _ in 0..1_000_000 {
         c.poll();
@@ -838,22 +845,21 @@ pub fn bulk_single<E: Endpoint>(bytes: u64) -> anyhow::Result<u64> {
     Ok(polls)
 }
 
-// ----- dispatch by name -----
+// ----- dispatch by series -----
 
-fn bulk_by(stack: &str, d: Duration, nodelay: bool) -> anyhow::Result<BulkResult> {
-    match stack {
-        "lazynet" => bulk_run::<Lazy>(d, nodelay),
-        "wire" => wire_run(d),
-        "smoltcp" => bulk_run::<crate::smol::Smol>(d, nodelay),
-        other => Err(unknown_stack(other)),
+fn bulk_by(series: Series, d: Duration, setup: &Setup) -> anyhow::Result<BulkResult> {
+    match series {
+        Series::Lazynet => bulk_run::<Lazy>(d, setup),
+        Series::Smoltcp => bulk_run::<crate::smol::Smol>(d, setup),
+        Series::Wire => wire_run(d, setup.fifo),
     }
 }
 
-fn rr_by(stack: &str, d: Duration) -> anyhow::Result<RrResult> {
-    match stack {
-        "lazynet" => rr_run::<Lazy>(d),
-        "smoltcp" => rr_run::<crate::smol::Smol>(d),
-        other => Err(unknown_stack(other)),
+fn rr_by(series: Series, d: Duration, setup: &Setup) -> anyhow::Result<RrResult> {
+    match series {
+        Series::Lazynet => rr_run::<Lazy>(d, setup),
+        Series::Smoltcp => rr_run::<crate::smol::Smol>(d, setup),
+        Series::Wire => Err(series.unsupported("tcp-rr")),
     }
 }
 
@@ -1021,18 +1027,6 @@ fn placement_summary(
 const CSV_HEADER: &str =
     "bench,stack,run,seconds,bytes,gbit_s,p50_us,p99_us,round_trips,probe_ns,placement\n";
 
-fn unknown_stack(name: &str) -> anyhow::Error {
-    anyhow::anyhow!("unknown stack {name:?}")
-}
-
-fn stacks(which: Which) -> Vec<&'static str> {
-    match which {
-        Which::Lazynet => vec!["lazynet"],
-        Which::Smoltcp => vec!["smoltcp"],
-        Which::Both => vec!["lazynet", "smoltcp"],
-    }
-}
-
 /// Per-run ratio of series `a` to series `b` (same run index), median.
 fn run_ratio(a: &[f64], b: &[f64]) -> f64 {
     let r: Vec<f64> = a.iter().zip(b).map(|(x, y)| x / y).collect();
@@ -1045,7 +1039,7 @@ fn order(n: usize, run: usize) -> impl Iterator<Item = usize> {
     (0..n).map(move |i| (i + run) % n)
 }
 
-fn settings() -> String {
+fn settings(setup: &Setup) -> String {
     format!(
         "settings: in-memory wire ({} buffers of {} B, ring {}, MTU {}), MSS 1460 (1448 with timestamps), \
          send buffer {} KiB, receive buffer {} KiB, window scaling and timestamps on in both stacks, software checksums \
@@ -1054,15 +1048,15 @@ fn settings() -> String {
         wire_config().buf_size,
         wire_config().ring_capacity,
         wire_config().mtu,
-        send_buf() / 1024,
-        recv_buf() / 1024,
+        setup.send_buf / 1024,
+        setup.recv_buf / 1024,
         cpu_pair(),
-        if EAGER_RECEIVER.load(Ordering::Relaxed) {
+        if setup.eager_receiver {
             "runs its protocol handler in every poll, before reading (--eager-receiver)"
         } else {
             "lets its reads process its segments (LRP; in-order text placed directly into the reader's buffer) and runs its protocol handler when a read finds nothing"
         },
-        match handback() {
+        match setup.handback {
             HandbackMode::Off => "never (--handback off)",
             HandbackMode::Always => "always (--handback always)",
             HandbackMode::Adaptive => "where measured faster (stack::handback)",
@@ -1070,14 +1064,19 @@ fn settings() -> String {
     )
 }
 
-fn write_out(out: &Path, name: &str, cmd: &str, csv: &str, summary: &str) -> anyhow::Result<()> {
+fn write_out(
+    out: &Path,
+    name: &str,
+    setup: &Setup,
+    csv: &str,
+    summary: &str,
+) -> anyhow::Result<()> {
     std::fs::create_dir_all(out)?;
     std::fs::write(out.join(format!("{name}.csv")), csv)?;
     let txt = format!(
-        "command: {cmd}\n{}uname: {}\n{}\n{summary}",
-        crate::report::machine_line(),
-        uname(),
-        settings()
+        "{}{}\n{summary}",
+        crate::report::txt_head(&crate::report::command_line()),
+        settings(setup)
     );
     std::fs::write(out.join(format!("{name}.txt")), txt)?;
     Ok(())
@@ -1090,10 +1089,11 @@ fn plot_runs(
     out: &Path,
     name: &str,
     what: &str,
-    names: &[&str],
+    series: &[Series],
     vals: &[Vec<f64>],
     places: &[Vec<Placement>],
 ) -> anyhow::Result<()> {
+    let names = Series::names(series);
     let runs = vals.iter().map(Vec::len).max().unwrap_or(0);
     let cats: Vec<String> = (1..=runs).map(|r| r.to_string()).collect();
     let bars: Vec<(String, Vec<f64>)> = names
@@ -1110,7 +1110,8 @@ fn plot_runs(
         series: &bars,
     };
     let png = out.join(format!("{name}.png"));
-    if names.len() < 2 || names[1] == "wire" && names.len() == 2 {
+    // The ratio panel compares two stacks: not with one stack and the wire.
+    if series.len() < 2 || series.len() == 2 && series[1] == Series::Wire {
         return crate::plot::figure(&png, &[left]);
     }
     let mut ratios: Vec<(String, Vec<(f64, f64)>)> = ["shared", "apart", "mixed"]
@@ -1139,52 +1140,32 @@ fn plot_runs(
     crate::plot::figure(&png, &[left, right])
 }
 
-fn uname() -> String {
-    std::process::Command::new("uname")
-        .arg("-a")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default()
-}
-
 /// The settings of `lazynet-lab bench tcp-bulk`.
 #[derive(Clone, Copy, Debug)]
 pub struct BulkOpts {
     pub seconds: f64,
     pub runs: usize,
     pub which: Which,
-    pub nodelay: bool,
-    pub send_kib: usize,
-    pub recv_kib: usize,
     /// Also run the wire reference series ([`wire_run`]).
     pub wire: bool,
+    pub setup: Setup,
 }
 
 /// `lazynet-lab bench tcp-bulk`.
 pub fn bench_bulk(o: &BulkOpts, out: &Path) -> anyhow::Result<()> {
-    let BulkOpts {
-        seconds,
-        runs,
-        which,
-        nodelay,
-        send_kib,
-        recv_kib,
-        wire,
-    } = *o;
-    SEND_BUF.store(send_kib.max(4) * 1024, Ordering::Relaxed);
-    RECV_BUF.store(recv_kib.max(4) * 1024, Ordering::Relaxed);
-    let d = Duration::from_secs_f64(seconds);
-    let mut names = stacks(which);
-    if wire {
-        names.push("wire");
+    let d = Duration::from_secs_f64(o.seconds);
+    let mut series = o.which.series();
+    if o.wire {
+        series.push(Series::Wire);
     }
+    let names = Series::names(&series);
     let mut csv = String::from(CSV_HEADER);
     let mut g: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
     let mut places: Vec<Vec<Placement>> = vec![Vec::new(); names.len()];
-    for run in 0..runs.max(1) {
+    for run in 0..o.runs.max(1) {
         for i in order(names.len(), run) {
             let name = names[i];
-            let (r, probe, place) = probed(|| bulk_by(name, d, nodelay))?;
+            let (r, probe, place) = probed(|| bulk_by(series[i], d, &o.setup))?;
             let line = format!(
                 "tcp-bulk,{name},{run},{:.3},{},{:.3},,,,{probe:.0},{}\n",
                 r.elapsed.as_secs_f64(),
@@ -1211,8 +1192,8 @@ pub fn bench_bulk(o: &BulkOpts, out: &Path) -> anyhow::Result<()> {
                 .collect::<Vec<_>>()
         )?;
     }
-    let at = |n: &str| names.iter().position(|x| *x == n);
-    if let (Some(l), Some(s)) = (at("lazynet"), at("smoltcp")) {
+    let at = |x: Series| series.iter().position(|s| *s == x);
+    if let (Some(l), Some(s)) = (at(Series::Lazynet), at(Series::Smoltcp)) {
         writeln!(
             summary,
             "tcp-bulk ratio lazynet/smoltcp: {:.2}x of the medians, {:.2}x median of the per-run ratios (goal >= 1.5x)",
@@ -1220,7 +1201,7 @@ pub fn bench_bulk(o: &BulkOpts, out: &Path) -> anyhow::Result<()> {
             run_ratio(&g[l], &g[s])
         )?;
     }
-    if let Some(w) = at("wire") {
+    if let Some(w) = at(Series::Wire) {
         for (i, name) in names.iter().enumerate() {
             if i != w {
                 writeln!(
@@ -1232,10 +1213,10 @@ pub fn bench_bulk(o: &BulkOpts, out: &Path) -> anyhow::Result<()> {
         }
     }
     let mut pairs = Vec::new();
-    if let (Some(l), Some(s)) = (at("lazynet"), at("smoltcp")) {
+    if let (Some(l), Some(s)) = (at(Series::Lazynet), at(Series::Smoltcp)) {
         pairs.push((l, s));
     }
-    if let Some(w) = at("wire") {
+    if let Some(w) = at(Series::Wire) {
         pairs.extend((0..names.len()).filter(|&i| i != w).map(|i| (i, w)));
     }
     writeln!(
@@ -1252,23 +1233,25 @@ pub fn bench_bulk(o: &BulkOpts, out: &Path) -> anyhow::Result<()> {
         &pairs,
     )?;
     print!("{summary}");
-    let cmd = format!(
-        "lazynet-lab bench tcp-bulk --seconds {seconds} --runs {runs} --stack {} --send-buf {send_kib} --recv-buf {recv_kib}{}{}{}{}{}",
-        format!("{which:?}").to_lowercase(),
-        if nodelay { " --nodelay" } else { "" },
-        if wire { " --wire" } else { "" },
-        eager_flag(),
-        handback_flag(),
-        fifo_flag()
-    );
-    write_out(out, "tcp-bulk", &cmd, &csv, &summary)?;
-    plot_runs(out, "tcp-bulk", "Gbit/s", &names, &g, &places)
+    write_out(out, "tcp-bulk", &o.setup, &csv, &summary)?;
+    plot_runs(out, "tcp-bulk", "Gbit/s", &series, &g, &places)
 }
 
 /// `lazynet-lab bench tcp-rr`.
-pub fn bench_rr(seconds: f64, runs: usize, which: Which, out: &Path) -> anyhow::Result<()> {
+pub fn bench_rr(
+    seconds: f64,
+    runs: usize,
+    which: Which,
+    fifo: bool,
+    out: &Path,
+) -> anyhow::Result<()> {
+    let setup = Setup {
+        fifo,
+        ..Setup::default()
+    };
     let d = Duration::from_secs_f64(seconds);
-    let names = stacks(which);
+    let series = which.series();
+    let names = Series::names(&series);
     let mut csv = String::from(CSV_HEADER);
     let mut p50: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
     let mut p99: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
@@ -1277,7 +1260,7 @@ pub fn bench_rr(seconds: f64, runs: usize, which: Which, out: &Path) -> anyhow::
     for run in 0..runs.max(1) {
         for i in order(names.len(), run) {
             let name = names[i];
-            let (r, probe, place) = probed(|| rr_by(name, d))?;
+            let (r, probe, place) = probed(|| rr_by(series[i], d, &setup))?;
             let line = format!(
                 "tcp-rr,{name},{run},{:.3},,,{:.3},{:.3},{},{probe:.0},{}\n",
                 r.elapsed.as_secs_f64(),
@@ -1325,28 +1308,33 @@ pub fn bench_rr(seconds: f64, runs: usize, which: Which, out: &Path) -> anyhow::
     };
     placement_summary(&mut summary, "tcp-rr", "us", &names, &p50, &places, &pairs)?;
     print!("{summary}");
-    let cmd = format!(
-        "lazynet-lab bench tcp-rr --seconds {seconds} --runs {runs} --stack {}{}",
-        format!("{which:?}").to_lowercase(),
-        fifo_flag()
-    );
-    write_out(out, "tcp-rr", &cmd, &csv, &summary)?;
-    plot_runs(out, "tcp-rr", "p50 round trip (us)", &names, &p50, &places)
+    write_out(out, "tcp-rr", &setup, &csv, &summary)?;
+    plot_runs(out, "tcp-rr", "p50 round trip (us)", &series, &p50, &places)
 }
 
 /// `lazynet-lab bench tcp-bulk-single`: `bytes` in one thread, `runs` times
 /// per stack (alternated); prints each run and the medians.
-pub fn bench_bulk_single(bytes: u64, which: Which, runs: usize) -> anyhow::Result<()> {
-    let names = stacks(which);
+pub fn bench_bulk_single(
+    bytes: u64,
+    which: Which,
+    runs: usize,
+    fast_path: bool,
+) -> anyhow::Result<()> {
+    let setup = Setup {
+        fast_path,
+        ..Setup::default()
+    };
+    let series = which.series();
+    let names = Series::names(&series);
     let mut g: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
     for run in 0..runs.max(1) {
         for i in order(names.len(), run) {
             let name = names[i];
             let t = Instant::now();
-            let polls = match name {
-                "lazynet" => bulk_single::<Lazy>(bytes)?,
-                "smoltcp" => bulk_single::<crate::smol::Smol>(bytes)?,
-                other => return Err(unknown_stack(other)),
+            let polls = match series[i] {
+                Series::Lazynet => bulk_single::<Lazy>(bytes, &setup)?,
+                Series::Smoltcp => bulk_single::<crate::smol::Smol>(bytes, &setup)?,
+                Series::Wire => return Err(Series::Wire.unsupported("tcp-bulk-single")),
             };
             let gbit = bytes as f64 * 8.0 / t.elapsed().as_secs_f64() / 1e9;
             println!("tcp-bulk-single,{name},{run},{bytes},{polls},{gbit:.3}");
@@ -1371,17 +1359,27 @@ pub fn bench_bulk_single(bytes: u64, which: Which, runs: usize) -> anyhow::Resul
 
 /// `lazynet-lab bench tcp-rr-single`: `count` round trips in one thread,
 /// `runs` times per stack (alternated); prints each run and the medians.
-pub fn bench_rr_single(count: u64, which: Which, runs: usize) -> anyhow::Result<()> {
-    let names = stacks(which);
+pub fn bench_rr_single(
+    count: u64,
+    which: Which,
+    runs: usize,
+    fast_path: bool,
+) -> anyhow::Result<()> {
+    let setup = Setup {
+        fast_path,
+        ..Setup::default()
+    };
+    let series = which.series();
+    let names = Series::names(&series);
     let mut us: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
     for run in 0..runs.max(1) {
         for i in order(names.len(), run) {
             let name = names[i];
             let t = Instant::now();
-            let (n, polls) = match name {
-                "lazynet" => rr_single::<Lazy>(count)?,
-                "smoltcp" => rr_single::<crate::smol::Smol>(count)?,
-                other => return Err(unknown_stack(other)),
+            let (n, polls) = match series[i] {
+                Series::Lazynet => rr_single::<Lazy>(count, &setup)?,
+                Series::Smoltcp => rr_single::<crate::smol::Smol>(count, &setup)?,
+                Series::Wire => return Err(Series::Wire.unsupported("tcp-rr-single")),
             };
             let per = t.elapsed().as_secs_f64() * 1e6 / n.max(1) as f64;
             println!("tcp-rr-single,{name},{run},{n},{polls},{per:.3}");
@@ -1410,14 +1408,16 @@ mod tests {
 
     #[test]
     fn lazynet_single_thread_round_trips_and_bulk_complete() {
-        assert_eq!(rr_single::<Lazy>(200).unwrap().0, 200);
-        assert!(bulk_single::<Lazy>(4 << 20).unwrap() > 0);
+        let setup = Setup::default();
+        assert_eq!(rr_single::<Lazy>(200, &setup).unwrap().0, 200);
+        assert!(bulk_single::<Lazy>(4 << 20, &setup).unwrap() > 0);
     }
 
     #[test]
     fn smoltcp_single_thread_round_trips_and_bulk_complete() {
-        assert_eq!(rr_single::<crate::smol::Smol>(200).unwrap().0, 200);
-        assert!(bulk_single::<crate::smol::Smol>(4 << 20).unwrap() > 0);
+        let setup = Setup::default();
+        assert_eq!(rr_single::<crate::smol::Smol>(200, &setup).unwrap().0, 200);
+        assert!(bulk_single::<crate::smol::Smol>(4 << 20, &setup).unwrap() > 0);
     }
 
     #[test]

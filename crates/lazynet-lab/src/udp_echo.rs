@@ -1,7 +1,8 @@
 //! `lazynet-lab bench udp-echo`: UDP echo rate, lazynet on the in-memory
 //! wire against Linux UDP sockets on loopback, with the same client pattern
 //! (a window of datagrams in flight, each carrying its sequence number and
-//! send time), server and client on separate cores, runs alternated.
+//! send time), server and client on separate cores. Each run measures both,
+//! and which goes first alternates from run to run.
 
 use std::fs::File;
 use std::io::Write;
@@ -96,7 +97,8 @@ pub fn run_linux(
     unreachable!("the loop returns in its second phase")
 }
 
-/// `lazynet-lab bench udp-echo`: alternating runs of lazynet and Linux.
+/// `lazynet-lab bench udp-echo`: `runs` runs of lazynet and Linux, the
+/// first of the two alternating.
 pub fn bench(
     seconds: f64,
     runs: usize,
@@ -111,8 +113,15 @@ pub fn bench(
     let (mut lz, mut lx) = (Vec::new(), Vec::new());
     let (mut pz, mut px) = (Vec::new(), Vec::new());
     for run in 0..runs.max(1) {
-        let (r, _, _) = run_lazynet(window, size, d, cp)?;
-        let l = run_linux(window, size, d, cp)?;
+        let lazynet_run = || run_lazynet(window, size, d, cp).map(|(r, _, _)| r);
+        let linux_run = || run_linux(window, size, d, cp);
+        let (r, l) = if run % 2 == 0 {
+            let r = lazynet_run()?;
+            (r, linux_run()?)
+        } else {
+            let l = linux_run()?;
+            (lazynet_run()?, l)
+        };
         for (name, r) in [("lazynet-wire", &r), ("linux-loopback", &l)] {
             let line = format!(
                 "{name},{run},{seconds},{window},{size},{:.0},{:.2},{:.2},{}\n",
@@ -136,10 +145,7 @@ pub fn bench(
     );
     print!("{summary}");
     File::create(out.join("udp-echo.csv"))?.write_all(csv.as_bytes())?;
-    let meta = format!(
-        "command: lazynet-lab bench udp-echo --seconds {seconds} --runs {runs} --window {window} --size {size}\n{}{summary}",
-        crate::report::machine_line()
-    );
+    let meta = crate::report::txt_head(&crate::report::command_line()) + &summary;
     File::create(out.join("udp-echo.txt"))?.write_all(meta.as_bytes())?;
     let cats: Vec<String> = (1..=lz.len()).map(|r| r.to_string()).collect();
     let rate = [

@@ -89,7 +89,6 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use hdrhistogram::Histogram;
 
 use lazynet::nic::netns::ip;
 
@@ -1366,7 +1365,7 @@ pub enum HelperCmd {
     /// namespace ([`tap_livelock_point`]); prints it.
     TapPoint {
         /// Receive mode: eager, early-demux, soft-lrp or ni-lrp.
-        #[arg(long, default_value = "soft-lrp", value_parser = parse_mode)]
+        #[arg(long, default_value = "soft-lrp", value_parser = lazynet_cli::args::parse_mode)]
         mode: lazynet::stack::ReceiveMode,
         /// Offered rate.
         #[arg(long, default_value_t = 50_000)]
@@ -1378,10 +1377,6 @@ pub enum HelperCmd {
         #[arg(long, default_value_t = 1000)]
         work_iters: u32,
     },
-}
-
-fn parse_mode(s: &str) -> Result<lazynet::stack::ReceiveMode, String> {
-    lazynet::stack::ReceiveMode::from_name(s).ok_or_else(|| format!("unknown mode {s:?}"))
 }
 
 /// Runs a helper subcommand.
@@ -1531,7 +1526,7 @@ fn ping_client(
     let timeout = Duration::from_millis(timeout_ms);
     let warm_end = Instant::now() + Duration::from_millis(warmup_ms);
     let end = warm_end + Duration::from_secs_f64(seconds.clamp(0.001, 3600.0));
-    let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)?;
+    let mut hist = lazynet_cli::echo::hist();
     let mut out = vec![0u8; size];
     let mut inb = [0u8; 2048];
     let (mut seq, mut lost) = (0u64, 0u64);

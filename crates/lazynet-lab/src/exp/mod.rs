@@ -53,7 +53,7 @@ pub struct ExpOpts {
 
 impl ExpOpts {
     /// True if `mode` was asked for.
-    pub fn wants(&self, mode: ReceiveMode) -> bool {
+    fn wants(&self, mode: ReceiveMode) -> bool {
         self.modes.is_empty() || self.modes.contains(&mode)
     }
 
@@ -172,11 +172,7 @@ impl Results {
             csv.push('\n');
         }
         std::fs::write(self.path("csv"), csv)?;
-        let mut txt = String::new();
-        // The program by its name, not the path it was started from.
-        let args: Vec<String> = std::env::args().skip(1).collect();
-        let _ = writeln!(txt, "command: lazynet-lab {}", args.join(" "));
-        txt.push_str(&crate::report::machine_line());
+        let mut txt = crate::report::txt_head(&crate::report::command_line());
         let _ = writeln!(
             txt,
             "quick: {}; modes: {}; host CPU {HOST_CPU}, load CPU {LOAD_CPU}",

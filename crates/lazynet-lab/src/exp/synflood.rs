@@ -109,6 +109,15 @@ struct Point {
     load_cpu: f64,
 }
 
+/// The points of one receive mode, with or without SYN cookies.
+struct Series {
+    mode: ReceiveMode,
+    cookies: bool,
+    /// `MODE` or `MODE+cookies`: the CSV's mode column and the legend.
+    label: String,
+    pts: Vec<Point>,
+}
+
 struct Slot {
     h: TcpHandle,
     conn: HttpConn,
@@ -173,7 +182,7 @@ pub fn run(opts: &ExpOpts, syn_rates: &[String]) -> anyhow::Result<()> {
     // (page faults, caches, the first pinning), which showed as a bogus
     // unloaded rate for whichever series came first.
     run_point(ReceiveMode::SoftLrp, false, 0, warm, measure / 4)?;
-    let mut series: Vec<(String, Vec<Point>)> = Vec::new();
+    let mut series: Vec<Series> = Vec::new();
     for &mode in &modes {
         for cookies in [false, true] {
             let label = format!("{}{}", mode.name(), if cookies { "+cookies" } else { "" });
@@ -185,13 +194,19 @@ pub fn run(opts: &ExpOpts, syn_rates: &[String]) -> anyhow::Result<()> {
                 pts.push(p);
                 bar.inc(1);
             }
-            series.push((label, pts));
+            series.push(Series {
+                mode,
+                cookies,
+                label,
+                pts,
+            });
         }
     }
     bar.finish_and_clear();
     res.note("");
     let mut checks = Checks::default();
-    for (label, pts) in &series {
+    for s in &series {
+        let (label, pts, cookies) = (&s.label, &s.pts, s.cookies);
         let (Some(first), Some(last)) = (pts.first(), pts.last()) else {
             continue;
         };
@@ -231,8 +246,7 @@ pub fn run(opts: &ExpOpts, syn_rates: &[String]) -> anyhow::Result<()> {
             100.0 * last.host_cpu,
             100.0 * last.load_cpu
         ));
-        let lazy = label.starts_with("soft-lrp") || label.starts_with("ni-lrp");
-        let cookies = label.ends_with("+cookies");
+        let lazy = matches!(s.mode, ReceiveMode::SoftLrp | ReceiveMode::NiLrp);
         // Mechanism (deterministic): where the flood was dropped.
         if rates.last().is_some_and(|&r| r > 0) && !cookies {
             if lazy {
@@ -269,7 +283,7 @@ pub fn run(opts: &ExpOpts, syn_rates: &[String]) -> anyhow::Result<()> {
             // runs"). Eager collapses below 20%.
             // With cookies the quick point fell to 26% once (five CI runs:
             // 88, 88, 49, 26 and 74%), so its margin is 20%.
-            let need = match (opts.quick, label.ends_with("+cookies")) {
+            let need = match (opts.quick, cookies) {
                 (true, false) => 0.3,
                 (true, true) => 0.2,
                 (false, _) => 0.8,
@@ -291,20 +305,23 @@ pub fn run(opts: &ExpOpts, syn_rates: &[String]) -> anyhow::Result<()> {
     }
     // Eager collapses, LRP does not: compared at the top rate (full runs,
     // quiet machine).
-    let at_top = |l: &str| {
-        series.iter().find(|(n, _)| n == l).and_then(|(_, p)| {
-            let (a, b) = (p.first()?, p.last()?);
-            let quiet = [a, b]
-                .iter()
-                .all(|q| q.host_cpu >= QUIET && q.load_cpu >= QUIET);
-            Some((a.transfers_per_s, b.transfers_per_s, quiet))
-        })
+    let at_top = |cookies: bool| {
+        series
+            .iter()
+            .find(|s| s.mode == ReceiveMode::Eager && s.cookies == cookies)
+            .and_then(|Series { pts: p, .. }| {
+                let (a, b) = (p.first()?, p.last()?);
+                let quiet = [a, b]
+                    .iter()
+                    .all(|q| q.host_cpu >= QUIET && q.load_cpu >= QUIET);
+                Some((a.transfers_per_s, b.transfers_per_s, quiet))
+            })
     };
-    for suffix in ["", "+cookies"] {
+    for (cookies, suffix) in [(false, ""), (true, "+cookies")] {
         if opts.quick {
             break;
         }
-        if let Some((e0, e1, eq)) = at_top(&format!("eager{suffix}")) {
+        if let Some((e0, e1, eq)) = at_top(cookies) {
             let ek = if e0 > 0.0 { e1 / e0 } else { 0.0 };
             if eq {
                 checks.check(
@@ -323,10 +340,10 @@ pub fn run(opts: &ExpOpts, syn_rates: &[String]) -> anyhow::Result<()> {
     }
     let lines: Vec<(String, Vec<(f64, f64)>)> = series
         .iter()
-        .map(|(l, p)| {
+        .map(|Series { label, pts, .. }| {
             (
-                l.clone(),
-                p.iter().map(|q| (q.syn_pps, q.transfers_per_s)).collect(),
+                label.clone(),
+                pts.iter().map(|q| (q.syn_pps, q.transfers_per_s)).collect(),
             )
         })
         .collect();

@@ -352,9 +352,10 @@ fn tap_flags(fd: RawFd) -> io::Result<libc::c_short> {
     Ok(req.flags)
 }
 
-/// Tells the kernel which offloads we take (`TUNSETOFFLOAD`). The setting
-/// belongs to the device: an earlier owner's stays unless replaced.
-fn set_offload(fd: RawFd, flags: libc::c_ulong) -> io::Result<()> {
+/// Tells the kernel which offloads (`TUN_F_*`) the reader of TAP fd `fd`
+/// takes (`TUNSETOFFLOAD`). The setting belongs to the device: an earlier
+/// owner's stays unless replaced.
+pub fn set_offload(fd: RawFd, flags: libc::c_ulong) -> io::Result<()> {
     // SAFETY: TUNSETOFFLOAD takes an integer argument, no memory is accessed.
     let rc = unsafe { libc::ioctl(fd, TUNSETOFFLOAD as _, flags) };
     if rc < 0 {
