@@ -6,6 +6,8 @@
 #   scripts/bench.sh          everything below
 #   scripts/bench.sh micro    checksum, classifier, ring (cargo bench)
 #   scripts/bench.sh udp      UDP echo, lazynet against Linux
+#   scripts/bench.sh sched    the executor's yield check (cargo bench) and the
+#                             wake-up latency of a sleeping host against Linux
 #   scripts/bench.sh tcp      TCP against smoltcp: tcp-bulk, tcp-rr, tcp-instructions
 #
 # TCP_BULK_SECONDS and TCP_BULK_RUNS (default 2 s, 20 runs) and
@@ -44,6 +46,14 @@ if [ "$section" = all ] || [ "$section" = micro ]; then
     --category run --series ends --value mdesc_per_s \
     --title "SPSC ring between two processes (batches of 64)" --unit "million descriptors/s"
   rm -f "$raw.notes"
+fi
+
+if [ "$section" = all ] || [ "$section" = sched ]; then
+  cmd="cargo bench -p lazynet --bench sched -- --warm-up-time 1 --measurement-time 3"
+  echo "$cmd"
+  $cmd | tee "$raw"
+  "$lab" report criterion --name sched --raw "$raw" --command "$cmd" --out results/sched
+  "${prio[@]}" "$lab" bench wakeup --out results/wakeup
 fi
 
 if [ "$section" = all ] || [ "$section" = udp ]; then

@@ -27,6 +27,7 @@ mod smol;
 mod sys;
 mod tcp_bench;
 mod udp_echo;
+mod wakeup;
 
 use std::net::SocketAddrV4;
 use std::path::PathBuf;
@@ -212,6 +213,23 @@ enum ReportCmd {
 
 #[derive(Subcommand)]
 enum BenchCmd {
+    /// Wake-up latency of a sleeping receiver: a lazynet host sleeping on
+    /// the in-memory wire, the same host polling, a Linux thread blocked on
+    /// a UDP socket over loopback, and a bare futex wake.
+    Wakeup {
+        /// Wakes per series per round.
+        #[arg(long, default_value_t = 300)]
+        samples: usize,
+        /// Rounds (the series' order rotates).
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Microseconds between wakes.
+        #[arg(long, default_value_t = 1000)]
+        gap_us: u64,
+        /// Directory for wakeup.csv, wakeup.txt and wakeup.png.
+        #[arg(long, default_value = "results/wakeup")]
+        out: PathBuf,
+    },
     /// UDP echo rate: lazynet on the in-memory wire vs Linux over loopback,
     /// server and client on separate cores, same client pattern.
     UdpEcho {
@@ -420,6 +438,15 @@ fn main() -> anyhow::Result<()> {
                     out,
                 },
         } => udp_echo::bench(seconds, runs, window, size, &out),
+        Cmd::Bench {
+            what:
+                BenchCmd::Wakeup {
+                    samples,
+                    rounds,
+                    gap_us,
+                    out,
+                },
+        } => wakeup::bench(samples, rounds, gap_us, &out),
         Cmd::Bench {
             what:
                 BenchCmd::TcpBulk {

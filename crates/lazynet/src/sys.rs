@@ -1,6 +1,7 @@
 //! Operating-system helpers that need `unsafe`: CPU pinning and the CPU
 //! count, a thread's CPU time, its scheduling class and nice value, the
-//! time-stamp counter, the effective user and signals to child processes.
+//! time-stamp counter, the effective user, signals to child processes, and
+//! the futex calls a sleeping thread and its waker use.
 //!
 //! **Owns:** every such call of the library and of the programs built on it
 //! (the `lazynet` program and the lab), so that each is written, and its
@@ -11,6 +12,7 @@
 //! returns whether it worked (or an [`std::io::Error`]) and never panics.
 
 use std::io;
+use std::sync::atomic::AtomicU32;
 
 /// Pins the calling thread to CPU `cpu`. Best effort: false if the machine
 /// has no such CPU or the kernel refused.
@@ -157,6 +159,57 @@ pub fn signal(pid: u32, sig: i32) -> bool {
     }
     // SAFETY: kill has no memory effects.
     unsafe { libc::kill(pid, sig) == 0 }
+}
+
+/// Sleeps while `word` holds `expected`, at most `timeout_ns` (`None`: no
+/// limit), or until [`futex_wake`] on the same word. The word may lie in
+/// memory shared with other processes (a `MAP_SHARED` region): the calls
+/// use the shared futex operations. Returns false if it returned at once
+/// because the word no longer held `expected`; true otherwise (woken,
+/// timed out or interrupted: callers re-check their condition anyway).
+pub fn futex_wait(word: &AtomicU32, expected: u32, timeout_ns: Option<u64>) -> bool {
+    let ts = timeout_ns.map(|ns| libc::timespec {
+        tv_sec: (ns / 1_000_000_000).min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+    });
+    let tsp = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: `word` is a valid, aligned 4-byte atomic for the duration of
+    // the call (a shared reference); FUTEX_WAIT only reads it. `tsp` is null
+    // or points to `ts`, which outlives the call. A relative timeout is
+    // what FUTEX_WAIT takes.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT,
+            expected,
+            tsp,
+            std::ptr::null::<u32>(),
+            0u32,
+        )
+    };
+    !(r < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EAGAIN))
+}
+
+/// Wakes up to `n` threads sleeping in [`futex_wait`] on `word`; returns how
+/// many were woken.
+pub fn futex_wake(word: &AtomicU32, n: i32) -> usize {
+    // SAFETY: `word` is a valid, aligned 4-byte atomic (a shared
+    // reference); FUTEX_WAKE does not access it beyond its address.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAKE,
+            n,
+            std::ptr::null::<libc::timespec>(),
+            std::ptr::null::<u32>(),
+            0u32,
+        )
+    };
+    r.max(0) as usize
 }
 
 #[cfg(test)]

@@ -9,9 +9,9 @@
 //!
 //! **May not touch:** protocol internals (it calls the stack's public API
 //! only), other cores (in `ni-lrp` the NI engine runs elsewhere; the host
-//! only looks at channel lengths), the OS: the run loop never blocks,
-//! sleeps or makes a system call — when nothing is runnable it polls the
-//! NIC again until its deadline.
+//! only looks at channel lengths), the OS: the run loop makes no system
+//! call while it has work. When nothing is runnable it polls the NIC again
+//! or, with [`HostConfig::sleep`], sleeps (see "Sleeping").
 //!
 //! # Interrupts inside one event loop
 //!
@@ -55,17 +55,40 @@
 //!
 //! Accounting: [`Host::usage`] gives each owner's [`OwnerUsage`]: `task_ns`
 //! (time its tasks really ran) beside `cpu_ns` (what it was charged).
+//! Nothing is charged to nobody: the loop's own work around an iteration
+//! (the pre-checks, the scheduling decision) is charged to the owner whose
+//! iteration it led to, as a kernel charges a context switch to the
+//! process switched to ([`HostReport::overhead_ns`]); steps that found
+//! nothing to run are idle time ([`HostReport::idle_ns`]), not anyone's
+//! work.
+//!
+//! # Sleeping
+//!
+//! With [`HostConfig::sleep`], an idle host blocks until the earliest of:
+//! the next periodic release ([`Executor::next_release_ns`]), the next TCP
+//! timer, the next tick, the deadline of its run — or a frame, or a wake
+//! from another thread. On a NIC with a doorbell (the in-memory wire) it
+//! announces the sleep, checks the NIC's ring and pending remote wakes once
+//! more, and waits on the doorbell's futex; the peer's send and
+//! [`HostWaker::wake`] ring it ([`crate::mem::doorbell`] gives the
+//! ordering argument). Other NICs sleep in [`Nic::wait`] (TAP: `poll` on
+//! its fd), where a remote wake is seen at the next tick at the latest. So
+//! an idle host costs the machine nothing, and the leftover CPU goes to
+//! other processes.
 
+#[cfg(test)]
+mod sleep_tests;
 #[cfg(test)]
 mod tests;
 
 use rustc_hash::FxHashMap;
 
 use crate::demux::{CONTROL, FRAGMENT};
+use crate::mem::Doorbell;
 use crate::nic::Nic;
 use crate::sched::{
-    Charge, Class, Clock, Cx, Executor, OwnerId, OwnerUsage, SchedConfig, SchedError, Status, Task,
-    TaskId, TaskState, UsageReport,
+    Charge, Class, Clock, Cx, Executor, OwnerId, OwnerUsage, RemoteWaker, SchedConfig, SchedError,
+    Status, Task, TaskId, TaskState, UsageReport,
 };
 use crate::stack::{ListenHandle, ReceiveMode, Stack, TcpEvent, TcpHandle, UdpHandle};
 
@@ -89,6 +112,13 @@ pub struct HostConfig {
     /// A CPU budget for the receive task (`None`: unbounded, as 4.4BSD's
     /// interrupts). See [`RxBudget`].
     pub rx_budget: Option<RxBudget>,
+    /// Sleep when idle instead of polling (see "Sleeping"; not with
+    /// `ni-lrp`, whose NIC belongs to the NI core). Off by default: the
+    /// overload experiments measure a busy-polling core.
+    pub sleep: bool,
+    /// With `sleep`: how long an idle host keeps polling before it sleeps
+    /// (see [`crate::nic::wirepair::SPIN_BEFORE_SLEEP_NS`] for the choice).
+    pub spin_ns: u64,
 }
 
 /// The bounded budget of `soft-lrp`'s demultiplexing (docs/DESIGN.md,
@@ -146,6 +176,16 @@ impl HostConfig {
             tcp_budget: 64,
             prepare_budget: 32,
             rx_budget: (mode == ReceiveMode::SoftLrp).then_some(RxBudget::SOFT_LRP),
+            sleep: false,
+            spin_ns: crate::nic::wirepair::SPIN_BEFORE_SLEEP_NS,
+        }
+    }
+
+    /// The same placement, sleeping when idle.
+    pub fn sleeping(self) -> Self {
+        HostConfig {
+            sleep: true,
+            ..self
         }
     }
 
@@ -335,6 +375,33 @@ pub struct HostReport {
     pub idle_steps: u64,
     /// Times the receive task was woken by pending frames ("interrupts").
     pub interrupts: u64,
+    /// The loop's own time around iterations, charged to their owners.
+    pub overhead_ns: u64,
+    /// Time in steps that found nothing to run, sleeping included.
+    pub idle_ns: u64,
+    /// Times the host slept ([`HostConfig::sleep`]).
+    pub sleeps: u64,
+    /// Time it slept.
+    pub slept_ns: u64,
+}
+
+/// Wakes a task of a host from another thread, and the host itself if it
+/// sleeps ([`Host::waker`]). `Send + Sync`, cheap to clone.
+#[derive(Clone, Debug)]
+pub struct HostWaker {
+    tasks: RemoteWaker,
+    bell: Option<Doorbell>,
+}
+
+impl HostWaker {
+    /// Marks `task` runnable and, if the host sleeps on a doorbell, wakes
+    /// it (a system call only when it really sleeps).
+    pub fn wake(&self, task: TaskId) {
+        self.tasks.wake(task);
+        if let Some(b) = &self.bell {
+            b.wake();
+        }
+    }
 }
 
 /// One core: a stack, its owners and tasks, and the loop that runs them.
@@ -622,6 +689,29 @@ impl<N: Nic + 'static, A: 'static> Host<N, A> {
     /// One step of the loop: the pre-checks, then at most one executor
     /// iteration. Returns the task that ran, `None` if the core was idle.
     pub fn step(&mut self) -> Option<TaskId> {
+        let t0 = self.exec.now_ns();
+        self.step_at(t0).0
+    }
+
+    /// [`Host::step`] begun at `t0` (the end of the previous step, so that
+    /// consecutive steps leave no time unaccounted between them); returns
+    /// what ran and when the step ended.
+    fn step_at(&mut self, t0: u64) -> (Option<TaskId>, u64) {
+        let ran = self.step_inner();
+        let t1 = self.exec.now_ns();
+        let spent = t1.saturating_sub(t0);
+        match (ran, self.exec.last_run()) {
+            (Some(_), Some((owner, ns))) => {
+                let overhead = spent.saturating_sub(ns);
+                self.exec.charge_external(owner, overhead);
+                self.stats.overhead_ns += overhead;
+            }
+            _ => self.stats.idle_ns += spent,
+        }
+        (ran, t1)
+    }
+
+    fn step_inner(&mut self) -> Option<TaskId> {
         self.pre_step();
         let before = self.exec.usage(self.net).task_ns;
         let mut ran = self.exec.run_once(&mut self.st);
@@ -669,16 +759,87 @@ impl<N: Nic + 'static, A: 'static> Host<N, A> {
 
     /// Runs the loop until the executor's clock reaches `deadline_ns`, or
     /// `max_steps` steps ran (a bound for clocks that do not move by
-    /// themselves). Never blocks: an idle core keeps polling the NIC.
+    /// themselves). An idle core polls the NIC again or, with
+    /// [`HostConfig::sleep`], sleeps until its next event.
     pub fn run_until(&mut self, deadline_ns: u64, max_steps: u64) -> HostReport {
         let before = self.stats;
+        let mut now = self.exec.now_ns();
         for _ in 0..max_steps {
-            if self.exec.now_ns() >= deadline_ns {
+            if now >= deadline_ns {
                 break;
             }
-            self.step();
+            let (ran, t1) = self.step_at(now);
+            now = t1;
+            if ran.is_none() && self.cfg.sleep {
+                now = self.sleep(now, deadline_ns);
+            }
         }
         self.since(before)
+    }
+
+    /// A handle that wakes this host's tasks from other threads, and the
+    /// host if it sleeps.
+    pub fn waker(&self) -> HostWaker {
+        HostWaker {
+            tasks: self.exec.remote_waker(),
+            bell: self.st.stack.nic().doorbell(),
+        }
+    }
+
+    /// Sleeps from `now` until the next event the host knows of, at most
+    /// until `deadline_ns` (see "Sleeping"); returns at once if work is
+    /// pending. Returns the time it woke.
+    fn sleep(&mut self, now: u64, deadline_ns: u64) -> u64 {
+        if self.st.reg.rx.is_none() {
+            return now; // ni-lrp: the NIC is the NI core's
+        }
+        let mut until = deadline_ns.min(self.next_tick);
+        if let Some(r) = self.exec.next_release_ns() {
+            until = until.min(r);
+        }
+        let mut timeout = until.saturating_sub(now);
+        let snow = self.st.stack.now();
+        if let Some(t) = self.st.stack.tcp_next_timeout() {
+            timeout = timeout.min(t.saturating_sub(snow));
+        }
+        if timeout == 0 || self.exec.has_runnable() {
+            return now;
+        }
+        let exec = &self.exec;
+        let nic = self.st.stack.nic_mut();
+        // Poll a little first: a partner that answers within the cost of a
+        // sleep and a wake-up is never slept on.
+        let spin = self.cfg.spin_ns.min(timeout);
+        loop {
+            if nic.rx_ready() || exec.has_runnable() {
+                let t = exec.now_ns();
+                self.stats.idle_ns += t.saturating_sub(now);
+                return t;
+            }
+            let t = exec.now_ns();
+            if t.saturating_sub(now) >= spin {
+                break;
+            }
+            std::hint::spin_loop();
+        }
+        let spun_until = exec.now_ns();
+        timeout = timeout.saturating_sub(spin);
+        if timeout == 0 {
+            self.stats.idle_ns += spun_until.saturating_sub(now);
+            return spun_until;
+        }
+        match nic.doorbell() {
+            Some(bell) => {
+                bell.arm();
+                bell.sleep(Some(timeout), || !nic.rx_ready() && !exec.has_runnable());
+            }
+            None => nic.wait(Some(timeout)),
+        }
+        let woke = self.exec.now_ns();
+        self.stats.sleeps += 1;
+        self.stats.slept_ns += woke.saturating_sub(spun_until);
+        self.stats.idle_ns += woke.saturating_sub(now);
+        woke
     }
 
     /// [`Host::run_until`] `budget_ns` from now, with no step bound but time.
@@ -688,10 +849,15 @@ impl<N: Nic + 'static, A: 'static> Host<N, A> {
     }
 
     fn since(&self, b: HostReport) -> HostReport {
+        let s = self.stats;
         HostReport {
-            iterations: self.stats.iterations - b.iterations,
-            idle_steps: self.stats.idle_steps - b.idle_steps,
-            interrupts: self.stats.interrupts - b.interrupts,
+            iterations: s.iterations - b.iterations,
+            idle_steps: s.idle_steps - b.idle_steps,
+            interrupts: s.interrupts - b.interrupts,
+            overhead_ns: s.overhead_ns - b.overhead_ns,
+            idle_ns: s.idle_ns - b.idle_ns,
+            sleeps: s.sleeps - b.sleeps,
+            slept_ns: s.slept_ns - b.slept_ns,
         }
     }
 }

@@ -2,8 +2,9 @@
 //! when needed, between processes.
 //!
 //! **Owns:** memfd-backed [`Region`]s, the fixed-size buffers inside them
-//! ([`BufArea`]), packet descriptors ([`Desc`]) and the `#[repr(C)]`
-//! single-producer/single-consumer index rings ([`ring`]).
+//! ([`BufArea`]), packet descriptors ([`Desc`]), the `#[repr(C)]`
+//! single-producer/single-consumer index rings ([`ring`]) and the doorbells
+//! that let a ring's consumer sleep ([`doorbell`]).
 //!
 //! **May not touch:** anything about packets' contents or protocols. Nothing in
 //! shared memory is a pointer: buffers are named by `u32` index, rings hold
@@ -13,11 +14,13 @@
 //! This module (with `nic` and `sys`) is one of the only places allowed to
 //! use `unsafe`; each block says why it is sound.
 
+pub mod doorbell;
 pub mod file;
 pub mod notify;
 pub mod region;
 pub mod ring;
 
+pub use doorbell::Doorbell;
 pub use file::MappedFile;
 pub use notify::{Applied, ReadyFlag};
 pub use region::{BufArea, Region};

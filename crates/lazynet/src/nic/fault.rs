@@ -514,6 +514,10 @@ impl<N: Nic> Nic for FaultNic<N> {
         self.inner.flush();
     }
 
+    fn doorbell(&self) -> Option<crate::mem::Doorbell> {
+        self.inner.doorbell()
+    }
+
     fn wait(&mut self, timeout_ns: Option<u64>) {
         // Held frames become due with time, not with device readiness:
         // never sleep on the device for long.

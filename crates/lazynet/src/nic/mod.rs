@@ -132,6 +132,13 @@ pub trait Nic {
         None
     }
 
+    /// The doorbell [`Nic::wait`] sleeps on, if it sleeps on one that
+    /// another thread can ring ([`crate::mem::Doorbell::wake`]) to end the
+    /// wait early: how a remote wake reaches a sleeping host.
+    fn doorbell(&self) -> Option<crate::mem::Doorbell> {
+        None
+    }
+
     /// Bytes of the ext area this NIC can transmit from (0: none). An
     /// [`ExtRef`] given to [`Nic::send_gather`] must lie inside it.
     fn ext_capacity(&self) -> usize {
@@ -242,6 +249,9 @@ impl<T: Nic + ?Sized> Nic for Box<T> {
     }
     fn driver_stats(&self) -> Option<String> {
         (**self).driver_stats()
+    }
+    fn doorbell(&self) -> Option<crate::mem::Doorbell> {
+        (**self).doorbell()
     }
     fn ext_area_mut(&mut self) -> Option<&mut [u8]> {
         (**self).ext_area_mut()

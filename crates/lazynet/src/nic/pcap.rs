@@ -398,6 +398,10 @@ impl<N: Nic, W: Write> Nic for PcapNic<N, W> {
         self.flush_out();
     }
 
+    fn doorbell(&self) -> Option<crate::mem::Doorbell> {
+        self.inner.doorbell()
+    }
+
     fn wait(&mut self, timeout_ns: Option<u64>) {
         self.inner.wait(timeout_ns)
     }

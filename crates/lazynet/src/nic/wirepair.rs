@@ -64,6 +64,7 @@ use std::mem::size_of;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
+use crate::mem::doorbell::{Doorbell, DOORBELL_BYTES};
 use crate::mem::ring::{self, Consumer, Producer, Ring};
 use crate::mem::{BufArea, Desc, Region};
 
@@ -71,7 +72,15 @@ use super::{ExtRef, Nic};
 
 /// `"LZWP"`.
 const WIRE_MAGIC: u32 = 0x4c5a_5750;
-const WIRE_VERSION: u32 = 2;
+const WIRE_VERSION: u32 = 3;
+/// How long [`Nic::wait`] polls before it sleeps: about what a sleep and
+/// its wake-up cost on a KVM guest (a futex wake takes ~50 µs from the
+/// waker's call to the sleeper running, `results/wakeup/`). Spinning for
+/// the cost of blocking is the classic 2-competitive choice (Karlin, Li,
+/// Manasse and Owicki, SOSP 1991): a peer that answers within it — a
+/// request/response partner — is never slept on, and an idle end wastes at
+/// most that per wait.
+pub const SPIN_BEFORE_SLEEP_NS: u64 = 50_000;
 /// Largest ext area (the offset has 46 bits in an ext entry).
 pub const MAX_EXT_BYTES: u64 = 1 << 46;
 /// Data-ring `buf` bits that mark gather entries (normal indices are < 2^22).
@@ -224,6 +233,8 @@ const RET_B: usize = 3;
 /// Where the parts of a wire region lie.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Layout {
+    /// The two doorbells: A's receive ring (rung by B), then B's.
+    bell_off: u64,
     ring_off: [u64; 4],
     ret_cap: u32,
     buf_off: u64,
@@ -234,7 +245,8 @@ struct Layout {
 /// Computes the layout for validated parameters.
 fn layout(buf_count: u32, buf_size: u32, ring_cap: u32, ext_len: u64) -> Layout {
     let ret_cap = (buf_count / 2).next_power_of_two();
-    let mut off = size_of::<WireHeader>().div_ceil(64) * 64;
+    let bell_off = size_of::<WireHeader>().div_ceil(DOORBELL_BYTES) * DOORBELL_BYTES;
+    let mut off = bell_off + 2 * DOORBELL_BYTES;
     let mut ring_off = [0u64; 4];
     for (i, o) in ring_off.iter_mut().enumerate() {
         *o = off as u64;
@@ -253,6 +265,7 @@ fn layout(buf_count: u32, buf_size: u32, ring_cap: u32, ext_len: u64) -> Layout 
         ext_off + ext_len
     };
     Layout {
+        bell_off: bell_off as u64,
         ring_off,
         ret_cap,
         buf_off: buf_off as u64,
@@ -318,6 +331,7 @@ impl WirePair {
             buf_off,
             ext_off,
             total,
+            ..
         } = layout(
             cfg.buf_count,
             cfg.buf_size,
@@ -442,6 +456,10 @@ pub struct WireEnd {
     /// A gather header popped without its ext entry (end of a pop batch);
     /// held, index already stripped of its kind bits, until the next entry.
     pending: Option<Desc>,
+    /// Rung by the peer when it sends to us ([`Nic::wait`] sleeps on it).
+    bell_rx: Doorbell,
+    /// The peer's: rung after we send.
+    bell_tx: Doorbell,
 }
 
 impl std::fmt::Debug for WireEnd {
@@ -469,6 +487,7 @@ impl WireEnd {
         }
         check_params(h.buf_count, h.buf_size, h.ring_cap, h.mtu, h.ext_len)?;
         let Layout {
+            bell_off,
             ring_off,
             ret_cap,
             buf_off,
@@ -502,6 +521,12 @@ impl WireEnd {
         {
             return Err(invalid("wire ring capacity mismatch"));
         }
+        let bell =
+            |i: usize| Doorbell::attach(region.clone(), bell_off as usize + i * DOORBELL_BYTES);
+        let (bell_rx, bell_tx) = match side {
+            Side::A => (bell(0)?, bell(1)?),
+            Side::B => (bell(1)?, bell(0)?),
+        };
         let area = BufArea::new(region, buf_off as usize, h.buf_size, h.buf_count)?;
         let half = h.buf_count / 2;
         let (own_lo, own_hi) = match side {
@@ -533,7 +558,16 @@ impl WireEnd {
             ext_off: ext_off as usize,
             ext_len: h.ext_len as usize,
             pending: None,
+            bell_rx,
+            bell_tx,
         })
+    }
+
+    /// The doorbell this end sleeps on in [`Nic::wait`]: another thread or
+    /// process that wants this end's user to wake (a remote wake of its
+    /// executor) rings it with [`Doorbell::wake`].
+    pub fn doorbell(&self) -> Doorbell {
+        self.bell_rx.clone()
     }
 
     /// Which end this is.
@@ -745,36 +779,39 @@ impl Nic for WireEnd {
     }
 
     fn send(&mut self, frames: &[Desc]) -> usize {
-        let mut i = 0;
-        while i < frames.len() {
-            let mut j = i;
-            while j < frames.len() && self.tx_ok(frames[j]) {
-                j += 1;
-            }
-            if j > i {
-                let k = self.tx.push(&frames[i..j]);
-                for d in &frames[i..i + k] {
-                    if let Some(s) = self.own(d.buf) {
-                        self.state[s] = AT_PEER;
-                    }
-                }
-                self.stats.tx_frames += k as u64;
-                if i + k < j {
-                    self.stats.tx_full += (frames.len() - (i + k)) as u64;
-                    return i + k;
-                }
-            }
-            if j < frames.len() {
-                // Invalid: consumed and dropped; give the buffer back if it
-                // was the caller's to give.
-                self.stats.tx_bad_desc += 1;
-                if self.releasable(frames[j]) {
-                    self.release(&frames[j..j + 1]);
-                }
-            }
-            i = j + 1;
+        let n = self.send_frames(frames);
+        // One load while the peer busy-polls; a wake if it sleeps.
+        self.bell_tx.ring();
+        n
+    }
+
+    fn doorbell(&self) -> Option<Doorbell> {
+        Some(self.bell_rx.clone())
+    }
+
+    /// Waits for the peer's next frame: first polls for up to
+    /// [`SPIN_BEFORE_SLEEP_NS`], then sleeps on the doorbell the peer rings
+    /// when it sends. Without a timeout, 10 ms, as TAP's.
+    fn wait(&mut self, timeout_ns: Option<u64>) {
+        if self.pending.is_some() {
+            return;
         }
-        frames.len()
+        let timeout = timeout_ns.unwrap_or(10_000_000);
+        let t0 = std::time::Instant::now();
+        let spin = std::time::Duration::from_nanos(timeout.min(SPIN_BEFORE_SLEEP_NS));
+        while t0.elapsed() < spin {
+            if !self.rx.is_empty() {
+                return;
+            }
+            std::hint::spin_loop();
+        }
+        let left = timeout.saturating_sub(t0.elapsed().as_nanos() as u64);
+        if left == 0 {
+            return;
+        }
+        self.bell_rx.arm();
+        let rx = &mut self.rx;
+        self.bell_rx.sleep(Some(left), || rx.is_empty());
     }
 
     /// The other end is another stack, normally on another core.
@@ -1021,6 +1058,41 @@ impl WireEnd {
                 .checked_add(e.len as u64)
                 .is_some_and(|end| end <= self.ext_len as u64)
             && h.len as usize + e.len as usize <= self.area.buf_size().min(u16::MAX as usize)
+    }
+
+    /// Pushes the valid prefix runs of `frames` onto the ring (see
+    /// [`Nic::send`]); invalid descriptors are consumed and counted.
+    fn send_frames(&mut self, frames: &[Desc]) -> usize {
+        let mut i = 0;
+        while i < frames.len() {
+            let mut j = i;
+            while j < frames.len() && self.tx_ok(frames[j]) {
+                j += 1;
+            }
+            if j > i {
+                let k = self.tx.push(&frames[i..j]);
+                for d in &frames[i..i + k] {
+                    if let Some(s) = self.own(d.buf) {
+                        self.state[s] = AT_PEER;
+                    }
+                }
+                self.stats.tx_frames += k as u64;
+                if i + k < j {
+                    self.stats.tx_full += (frames.len() - (i + k)) as u64;
+                    return i + k;
+                }
+            }
+            if j < frames.len() {
+                // Invalid: consumed and dropped; give the buffer back if it
+                // was the caller's to give.
+                self.stats.tx_bad_desc += 1;
+                if self.releasable(frames[j]) {
+                    self.release(&frames[j..j + 1]);
+                }
+            }
+            i = j + 1;
+        }
+        frames.len()
     }
 
     /// True if `release` would accept `d` without counting it as bad.

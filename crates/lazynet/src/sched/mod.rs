@@ -1,16 +1,15 @@
-//! The per-core executor: tasks that belong to owners, scheduled by priority
-//! and recent CPU usage, with every nanosecond charged to an owner.
-//!
-//! This is the first half of the real-time upcall (RTU) scheduler of
-//! docs/DESIGN.md ("Scheduling"); admission control and the reactive and
-//! periodic classes are planned (docs/ROADMAP.md; "Extension points"
-//! below).
+//! The per-core executor: tasks that belong to owners, scheduled by class —
+//! the real-time upcall (RTU) classes, reactive and periodic with
+//! rate-monotonic priority and admission control, then best-effort by
+//! recent CPU usage — with delayed preemption at iteration boundaries and
+//! every nanosecond charged to an owner (docs/DESIGN.md, "Scheduling").
 //!
 //! **Owns:** the task table (boxed [`Task`]s, set up before running), the
 //! owners with their [`Class`] and [`OwnerUsage`], one FIFO run queue per
 //! owner (an intrusive list through the task table: no allocation when a task
-//! is woken or requeued), the decayed-usage state, and the [`Clock`] that
-//! measures CPU time.
+//! is woken or requeued), the decayed-usage state, the periodic releases and
+//! reactive token buckets, the admission test ([`admission`]), and the
+//! [`Clock`] that measures CPU time.
 //!
 //! **May not touch:** anything about networking — packets, sockets, channels,
 //! protocol state. Those live in the state `S` that the executor lends, by
@@ -29,21 +28,50 @@
 //!   [`Status::Ready`] (more work: requeue me), [`Status::Wait`] (sleep until
 //!   someone calls `wake`) or [`Status::Done`]. Tasks are many (one per
 //!   connection is fine); a task is on its owner's run queue at most once.
-//! * The executor is **cooperative** and single-threaded; "preemption" is
-//!   delayed to the end of the current iteration. A long handler may poll
-//!   [`Cx::should_yield`] and return `Ready` early.
+//! * The executor is **cooperative** and single-threaded; preemption is
+//!   delayed to the end of the current iteration (RTU's RMDP). A handler
+//!   that does several units of work in one run marks each with
+//!   [`Cx::iteration_done`], which answers whether to go on; a run that
+//!   marks none is one iteration.
 //!
 //! # Scheduling
 //!
-//! The runnable owner with the smallest key runs next, one iteration of the
+//! The runnable owner with the smallest key runs next, one run of the
 //! task at the head of its queue:
 //!
-//! 1. [`Class::Fixed`]`(p)` owners, lower `p` first (strict priority);
-//! 2. [`Class::BestEffort`] owners, least *recent usage* first;
-//! 3. [`Class::Idle`] owners, only when nothing else is runnable
+//! 1. [`Class::Fixed`]`(p)` owners, lower `p` first (strict priority): the
+//!    system's own work;
+//! 2. [`Class::Reactive`] owners while their token bucket holds tokens
+//!    (RTU's reactive upcalls, period 0: above every periodic one);
+//! 3. [`Class::Periodic`] owners with batch left in their period, shorter
+//!    period first (rate-monotonic);
+//! 4. [`Class::BestEffort`] owners — and reactive owners whose bucket is
+//!    empty — least *recent usage* first;
+//! 5. [`Class::Idle`] owners, only when nothing else is runnable
 //!    (soft-LRP's "an otherwise idle core processes queued packets", §3.3).
 //!
-//! Ties go to the owner picked longest ago (round robin).
+//! Ties go to the owner picked longest ago (round robin). A wake or a
+//! release of a more urgent (levels 1–3) owner raises the yield flag that
+//! [`Cx::iteration_done`] and [`Cx::should_yield`] read.
+//!
+//! # Real-time classes
+//!
+//! A periodic owner `(T, B, c)` is released every `T` by the executor's
+//! own timer (checked at every scheduling decision and iteration boundary;
+//! [`Executor::next_release_ns`] tells a sleeping host when to wake): its
+//! batch is refilled to `B` and its waiting tasks are woken (the handler
+//! is upcalled every period). Each iteration spends one unit of the
+//! batch; with none left the owner waits for its next release, so the
+//! class is not work-conserving and the rest of the core goes to others.
+//! A batch unfinished at the next release is a deadline miss; the time
+//! from a release (or the first wake after it) to the batch's end is its
+//! response, whose maximum is kept. An iteration longer than `c` is an
+//! overrun; overruns in [`SchedConfig::demote_after`] consecutive periods
+//! demote the owner to best-effort with a log line (RTU's first security
+//! issue: an admitted set must stay schedulable). A reactive owner spends
+//! its bucket's tokens with its iterations' time and refills at its share.
+//! [`Executor::add_owner`] admits a real-time owner only if the
+//! [`admission`] test passes for the set with it.
 //!
 //! **Recent usage** is 4.4BSD's `p_estcpu` (McKusick, Bostic, Karels and
 //! Quarterman, *The Design and Implementation of the 4.4BSD Operating
@@ -94,19 +122,14 @@
 //! in `ni-lrp` demultiplexing runs on another core, which wakes the owners'
 //! tasks through a [`RemoteWaker`].
 //!
-//! # Extension points (the real-time upcall classes)
-//!
-//! * [`Class`] gets `Reactive { .. }` (token bucket) and `Periodic { period,
-//!   batch }`; both map onto fixed priorities (rate-monotonic for periodic),
-//!   so only the owner-ordering key (`Core::key`) grows.
-//! * Admission control goes into [`Executor::add_owner`], which already
-//!   returns a `Result`; it will need each task's longest iteration, which
-//!   [`OwnerUsage::max_iteration_ns`] already records (the blocking term).
-//! * [`Cx::should_yield`] is the delayed-preemption flag.
-//! * Timers: a task that wants to run at a time returns `Wait` and is woken
-//!   by whoever owns the timer wheel (the stack); the executor has none yet.
+//! Timers other than releases: a task that wants to run at a time returns
+//! `Wait` and is woken by whoever owns the timer (the stack's TCP timers,
+//! the host's tick).
 
+pub mod admission;
 pub mod clock;
+#[cfg(test)]
+mod rt_tests;
 #[cfg(test)]
 mod tests;
 
@@ -114,6 +137,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
+pub use admission::{Bucket, Periodic, Refusal, Verdict};
 pub use clock::{Clock, InstantClock, TscClock, VirtualClock};
 
 /// An owner: what CPU time is charged to. Index into the executor's owners.
@@ -142,16 +166,47 @@ impl TaskId {
     }
 }
 
-/// How an owner competes for the core.
+/// How an owner competes for the core, most urgent first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Class {
-    /// Strict priority, above all best-effort work; lower number = more
-    /// urgent. Same-priority owners take turns.
+    /// The system's own work (the host's receive loop): strict priority
+    /// above everything else; lower number = more urgent. Same-priority
+    /// owners take turns. Admission counts it as
+    /// [`SchedConfig::system`].
     Fixed(u8),
+    /// A reactive handler (RTU §III-C): runnable on an event, it runs
+    /// before all periodic work while its token bucket of CPU time holds
+    /// tokens; with the bucket empty it competes as best-effort until the
+    /// bucket refills (limited hijacking), so it cannot take the core.
+    Reactive(Bucket),
+    /// A periodic handler (RTU §II–III): released every period with a
+    /// batch of iterations; rate-monotonic priority (shorter period first);
+    /// not runnable once its batch is spent until the next release.
+    /// Added only if the admission test passes.
+    Periodic(Periodic),
     /// Shares the core by recent (decayed) CPU usage.
     BestEffort,
     /// Runs only when nothing else is runnable.
     Idle,
+}
+
+impl Class {
+    /// Whether admission control accounts for this class.
+    pub fn is_real_time(&self) -> bool {
+        matches!(self, Class::Reactive(_) | Class::Periodic(_))
+    }
+}
+
+impl fmt::Display for Class {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Class::Fixed(p) => write!(f, "fixed({p})"),
+            Class::Reactive(b) => write!(f, "react({}%)", b.share_ppm / 10_000),
+            Class::Periodic(p) => write!(f, "T{}us/B{}", p.period_ns / 1_000, p.batch),
+            Class::BestEffort => f.write_str("best-eff"),
+            Class::Idle => f.write_str("idle"),
+        }
+    }
 }
 
 /// What a task says after one iteration.
@@ -204,8 +259,12 @@ pub struct OwnerUsage {
     pub cpu_ns: u64,
     /// Time this owner's tasks ran, whoever it was charged to.
     pub task_ns: u64,
-    /// Iterations of this owner's tasks.
+    /// Iterations of this owner's tasks: the boundaries its handlers
+    /// marked ([`Cx::iteration_done`]), or one per run of a task that marks
+    /// none and answers `Ready` or `Done`.
     pub iterations: u64,
+    /// Runs ([`Task::run`] calls) of this owner's tasks.
+    pub runs: u64,
     /// Charged to this owner while another owner's task was running
     /// (`charge_to` this owner, or [`Charge::Interrupted`] landing here).
     pub charged_from_others_ns: u64,
@@ -216,9 +275,26 @@ pub struct OwnerUsage {
     pub external_ns: u64,
     /// Recent, decayed usage: the best-effort scheduling key.
     pub recent_ns: u64,
-    /// The longest single iteration of this owner's tasks (the blocking
-    /// term admission control will need).
+    /// The longest stretch one of this owner's tasks ran without an
+    /// iteration boundary: its longest iteration (the blocking term of
+    /// admission control).
     pub max_iteration_ns: u64,
+    /// Periodic: releases (periods begun).
+    pub releases: u64,
+    /// Periodic: releases that found the previous batch unfinished — its
+    /// work was runnable through its whole period and not done.
+    pub deadline_misses: u64,
+    /// Periodic: releases the executor saw only after a later one was due
+    /// (it was stalled for more than a period); each counts as a miss.
+    pub skipped_releases: u64,
+    /// Periodic: the longest time from a release (or the first wake after
+    /// it) until the batch was done or the work ran out.
+    pub max_response_ns: u64,
+    /// Periodic: iterations longer than the declared cost.
+    pub overruns: u64,
+    /// Reactive: runs made at best-effort priority because the token
+    /// bucket was empty.
+    pub throttled_runs: u64,
 }
 
 /// How recent usage is forgotten.
@@ -249,6 +325,21 @@ pub struct SchedConfig {
     pub decay_period_ns: u64,
     /// The decay filter.
     pub decay: Decay,
+    /// Admission: the most of the core that periodic handlers and the
+    /// reactive and system buckets may take together, ppm (RTU footnote 3:
+    /// never all of it).
+    pub utilisation_bound_ppm: u32,
+    /// Admission: the interference assumed from [`Class::Fixed`] work.
+    pub system: Bucket,
+    /// Admission: the longest iteration assumed of best-effort and idle
+    /// work (measured iterations replace it when longer).
+    pub nonrt_iteration_ns: u64,
+    /// Admission: how late a release may be seen (a sleeping executor's
+    /// wake-up latency).
+    pub release_jitter_ns: u64,
+    /// A periodic handler that overruns its declared iteration cost in this
+    /// many consecutive periods is demoted to best-effort.
+    pub demote_after: u32,
 }
 
 impl Default for SchedConfig {
@@ -258,12 +349,20 @@ impl Default for SchedConfig {
             max_tasks: 4096,
             decay_period_ns: 1_000_000_000,
             decay: Decay::Bsd,
+            utilisation_bound_ppm: 800_000,
+            system: Bucket {
+                share_ppm: 100_000,
+                burst_ns: 200_000,
+            },
+            nonrt_iteration_ns: 50_000,
+            release_jitter_ns: 0,
+            demote_after: 3,
         }
     }
 }
 
 /// Why the executor refused something (setup-time only).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SchedError {
     /// [`SchedConfig::max_owners`] reached.
     TooManyOwners,
@@ -271,15 +370,22 @@ pub enum SchedError {
     TooManyTasks,
     /// No such owner.
     NoSuchOwner,
+    /// Admission control refused a real-time owner.
+    Unschedulable(Refusal),
+    /// A class the executor cannot run (a period or batch of zero, a bucket
+    /// share of 100% or more).
+    BadClass,
 }
 
 impl fmt::Display for SchedError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            SchedError::TooManyOwners => "too many owners",
-            SchedError::TooManyTasks => "too many tasks",
-            SchedError::NoSuchOwner => "no such owner",
-        })
+        match self {
+            SchedError::TooManyOwners => f.write_str("too many owners"),
+            SchedError::TooManyTasks => f.write_str("too many tasks"),
+            SchedError::NoSuchOwner => f.write_str("no such owner"),
+            SchedError::Unschedulable(r) => write!(f, "not admitted: {r}"),
+            SchedError::BadClass => f.write_str("invalid class parameters"),
+        }
     }
 }
 
@@ -318,6 +424,13 @@ pub struct ExecStats {
     pub stale_wakes: u64,
     /// Decay periods applied.
     pub decays: u64,
+    /// Periodic releases.
+    pub releases: u64,
+    /// Periodic owners demoted to best-effort for overrunning.
+    pub demotions: u64,
+    /// Yield requests raised (a more urgent owner became runnable while
+    /// another ran).
+    pub yield_requests: u64,
 }
 
 const NIL: u32 = u32::MAX;
@@ -341,6 +454,31 @@ struct TaskMeta {
     charge: Charge,
     /// Next task on the same owner's run queue, or free list.
     next: u32,
+    /// The owner's other tasks, queued or not (a doubly linked list, so a
+    /// periodic release can wake them all and a finished task leaves in
+    /// O(1)).
+    mnext: u32,
+    mprev: u32,
+}
+
+/// A real-time owner's state between scheduling decisions.
+#[derive(Clone, Copy, Debug, Default)]
+struct Rt {
+    /// Periodic: the next release.
+    next_release_ns: u64,
+    /// Periodic: iterations left in this period's batch.
+    budget: u32,
+    /// Periodic: when the current job (work released or woken in this
+    /// period, not yet done) began.
+    job_start: Option<u64>,
+    /// Periodic: an iteration overran in this period.
+    overran: bool,
+    /// Periodic: consecutive periods with an overrun.
+    streak: u32,
+    /// Reactive: tokens, ns (negative after an overdraft).
+    tokens: i64,
+    /// Reactive: when tokens were last added.
+    refilled_ns: u64,
 }
 
 #[derive(Debug)]
@@ -354,6 +492,9 @@ struct Owner {
     queued: u32,
     /// Sequence number of the last pick, for round robin among equals.
     last_pick: u64,
+    /// First of all its tasks (see [`TaskMeta::mnext`]).
+    members: u32,
+    rt: Rt,
 }
 
 /// Shared with [`RemoteWaker`]s: one bit per task slot.
@@ -404,6 +545,10 @@ struct Core {
     yield_flag: bool,
     pick_seq: u64,
     stats: ExecStats,
+    /// The earliest release of any periodic owner (`u64::MAX`: none).
+    next_release_ns: u64,
+    /// The owner of the last run and how long it took.
+    last_run: Option<(OwnerId, u64)>,
 }
 
 /// The single-threaded executor of one core. `S` is the state lent to tasks.
@@ -430,6 +575,10 @@ pub struct Cx<'a> {
     target: OwnerId,
     /// Time of the current section already charged by nested `charge_to`s.
     excluded_ns: u64,
+    /// The last iteration boundary (the run's start at first).
+    mark_ns: u64,
+    /// Boundaries marked in this run.
+    marks: u32,
 }
 
 impl fmt::Debug for Cx<'_> {
@@ -511,18 +660,210 @@ impl<'a> Cx<'a> {
     /// (delayed preemption: a long iteration should finish up and return
     /// `Ready`). Also picks up wakes from other threads.
     pub fn should_yield(&mut self) -> bool {
+        let now = self.core.clock.now_ns();
+        self.core.release_due(now);
         self.core.drain_remote();
         self.core.yield_flag
     }
+
+    /// Marks the end of one iteration (one PDU's work: a segment in or
+    /// out, a datagram, a media packet) and answers whether the handler may
+    /// start another now: `false` when a more urgent owner became runnable
+    /// (delayed preemption: the handler returns [`Status::Ready`] and is
+    /// resumed later), when a periodic owner's batch is spent, or when a
+    /// reactive owner's bucket is empty. Every loop in a handler calls it.
+    ///
+    /// The iteration's time is checked against the owner's declared cost
+    /// (overruns) and recorded as its longest iteration; a periodic
+    /// owner's batch shrinks by one. A run that marks no boundary counts as
+    /// one iteration, unless it answers [`Status::Wait`] (it found nothing
+    /// to do).
+    pub fn iteration_done(&mut self) -> bool {
+        let now = self.core.clock.now_ns();
+        let cost = now.saturating_sub(self.mark_ns);
+        self.mark_ns = now;
+        self.marks += 1;
+        let o = self.owner.index();
+        self.core.end_iteration(o, cost, true);
+        self.core.release_due(now);
+        self.core.drain_remote();
+        if self.core.yield_flag {
+            return false;
+        }
+        let owner = &self.core.owners[o];
+        match owner.class {
+            Class::Periodic(_) => owner.rt.budget > 0,
+            Class::Reactive(_) => owner.rt.tokens > 0,
+            _ => true,
+        }
+    }
 }
 
+/// Scheduling levels, most urgent first (the first half of an owner's key).
+const LEVEL_FIXED: u8 = 0;
+const LEVEL_REACTIVE: u8 = 1;
+const LEVEL_PERIODIC: u8 = 2;
+const LEVEL_BEST_EFFORT: u8 = 3;
+const LEVEL_IDLE: u8 = 4;
+
 impl Core {
-    fn key(&self, o: usize) -> (u8, u64) {
+    /// The owner's scheduling key (smaller runs first), `None` if it may not
+    /// run now (a periodic owner whose batch is spent).
+    fn key(&self, o: usize) -> Option<(u8, u64)> {
         let owner = &self.owners[o];
+        Some(match owner.class {
+            Class::Fixed(p) => (LEVEL_FIXED, u64::from(p)),
+            Class::Reactive(_) if owner.rt.tokens > 0 => (LEVEL_REACTIVE, 0),
+            Class::Periodic(p) if owner.rt.budget > 0 => (LEVEL_PERIODIC, p.period_ns),
+            Class::Periodic(_) => return None,
+            Class::Reactive(_) | Class::BestEffort => (LEVEL_BEST_EFFORT, owner.usage.recent_ns),
+            Class::Idle => (LEVEL_IDLE, 0),
+        })
+    }
+
+    /// Raises the yield flag if owner `o` just became runnable and is more
+    /// urgent than the running owner. Best-effort owners never preempt each
+    /// other: their keys move with every charge.
+    fn maybe_request_yield(&mut self, o: usize) {
+        if let (Some(running), Some(k)) = (self.running_key, self.key(o)) {
+            if k.0 < LEVEL_BEST_EFFORT && k < running && !self.yield_flag {
+                self.yield_flag = true;
+                self.stats.yield_requests += 1;
+            }
+        }
+    }
+
+    /// Starts every periodic period that is due at `now`: counts a miss for
+    /// each batch left unfinished, refills the batch, wakes the owner's
+    /// tasks (the handler is upcalled every period, RTU §III-B) and applies
+    /// overrun demotion. O(owners), and only when a release is due.
+    fn release_due(&mut self, now: u64) {
+        if now < self.next_release_ns {
+            return;
+        }
+        let mut next = u64::MAX;
+        for o in 0..self.owners.len() {
+            let Class::Periodic(p) = self.owners[o].class else {
+                continue;
+            };
+            if self.owners[o].rt.next_release_ns <= now {
+                self.release(o, p, now);
+            }
+            if let Class::Periodic(_) = self.owners[o].class {
+                next = next.min(self.owners[o].rt.next_release_ns);
+            }
+        }
+        self.next_release_ns = next;
+    }
+
+    fn release(&mut self, o: usize, p: Periodic, now: u64) {
+        let period = p.period_ns.max(1);
+        let owner = &mut self.owners[o];
+        let due = owner.rt.next_release_ns;
+        let periods = (now - due) / period + 1;
+        let release_at = due + (periods - 1) * period;
+        owner.rt.next_release_ns = due + periods * period;
+        owner.usage.releases += 1;
+        self.stats.releases += 1;
+        if owner.rt.job_start.take().is_some() {
+            owner.usage.deadline_misses += 1;
+        }
+        owner.usage.skipped_releases += periods - 1;
+        owner.usage.deadline_misses += periods - 1;
+        owner.rt.budget = p.batch;
+        if owner.rt.overran {
+            owner.rt.streak += 1;
+        } else {
+            owner.rt.streak = 0;
+        }
+        owner.rt.overran = false;
+        if owner.rt.streak >= self.cfg.demote_after.max(1) {
+            owner.class = Class::BestEffort;
+            owner.rt = Rt::default();
+            self.stats.demotions += 1;
+            log::warn!(
+                "sched: periodic handler `{}` overran its declared {} ns iteration in {} periods in a row (longest {} ns); demoted to best-effort",
+                owner.name,
+                p.iteration_ns,
+                self.cfg.demote_after.max(1),
+                owner.usage.max_iteration_ns
+            );
+            return;
+        }
+        // Wake every waiting task of the owner: the release is its event.
+        let mut t = owner.members;
+        while t != NIL {
+            let m = self.meta[t as usize];
+            if m.slot == Slot::Waiting {
+                self.enqueue(t);
+            } else if let Slot::Running { woken: false } = m.slot {
+                self.meta[t as usize].slot = Slot::Running { woken: true };
+            }
+            t = m.mnext;
+        }
+        let owner = &mut self.owners[o];
+        if owner.queued > 0 {
+            owner.rt.job_start = Some(release_at);
+        }
+        self.maybe_request_yield(o);
+    }
+
+    /// Closes one iteration of owner `o` that took `cost` ns: longest
+    /// iteration, overrun check against a periodic declaration, batch and
+    /// token spending. `counted`: it was a marked iteration (or the only
+    /// one of its run), not the tail after the last mark.
+    fn end_iteration(&mut self, o: usize, cost: u64, counted: bool) {
+        let owner = &mut self.owners[o];
+        owner.usage.max_iteration_ns = owner.usage.max_iteration_ns.max(cost);
+        if counted {
+            owner.usage.iterations += 1;
+        }
         match owner.class {
-            Class::Fixed(p) => (0, u64::from(p)),
-            Class::BestEffort => (1, owner.usage.recent_ns),
-            Class::Idle => (2, 0),
+            Class::Periodic(p) => {
+                if cost > p.iteration_ns {
+                    owner.usage.overruns += 1;
+                    owner.rt.overran = true;
+                }
+                if counted {
+                    owner.rt.budget = owner.rt.budget.saturating_sub(1);
+                }
+            }
+            Class::Reactive(_) => {
+                owner.rt.tokens = owner
+                    .rt
+                    .tokens
+                    .saturating_sub(cost.min(i64::MAX as u64) as i64);
+            }
+            _ => {}
+        }
+    }
+
+    /// Adds the tokens reactive owners earned since their last refill.
+    fn refill(&mut self, now: u64) {
+        for owner in &mut self.owners {
+            if let Class::Reactive(b) = owner.class {
+                let dt = now.saturating_sub(owner.rt.refilled_ns);
+                owner.rt.refilled_ns = now;
+                let add = (u128::from(dt) * u128::from(b.share_ppm) / 1_000_000)
+                    .min(i64::MAX as u128) as i64;
+                owner.rt.tokens = owner
+                    .rt
+                    .tokens
+                    .saturating_add(add)
+                    .min(b.burst_ns.min(i64::MAX as u64) as i64);
+            }
+        }
+    }
+
+    /// After a run of periodic owner `o`: the job is done when its batch is
+    /// spent or it has nothing left to run.
+    fn close_job(&mut self, o: usize, now: u64) {
+        let owner = &mut self.owners[o];
+        if owner.rt.budget == 0 || owner.queued == 0 {
+            if let Some(start) = owner.rt.job_start.take() {
+                let r = now.saturating_sub(start);
+                owner.usage.max_response_ns = owner.usage.max_response_ns.max(r);
+            }
         }
     }
 
@@ -548,11 +889,7 @@ impl Core {
             Slot::Waiting => {
                 let owner = m.owner.index();
                 self.enqueue(idx);
-                if let (Some(running), (0, p)) = (self.running_key, self.key(owner)) {
-                    if running > (0, p) {
-                        self.yield_flag = true;
-                    }
-                }
+                self.maybe_request_yield(owner);
             }
         }
     }
@@ -562,6 +899,12 @@ impl Core {
         m.slot = Slot::Queued;
         m.next = NIL;
         let o = &mut self.owners[m.owner.index()];
+        if o.queued == 0 && o.rt.job_start.is_none() && o.rt.budget > 0 {
+            // Work arriving in a period with batch left opens a job.
+            if let Class::Periodic(_) = o.class {
+                o.rt.job_start = Some(self.clock.now_ns());
+            }
+        }
         if o.tail == NIL {
             o.head = idx;
         } else {
@@ -660,7 +1003,8 @@ impl Core {
             if o.queued == 0 {
                 continue;
             }
-            let cand = (self.key(i), o.last_pick, i);
+            let Some(key) = self.key(i) else { continue };
+            let cand = (key, o.last_pick, i);
             if best.is_none_or(|b| (cand.0, cand.1) < (b.0, b.1)) {
                 best = Some(cand);
             }
@@ -694,16 +1038,48 @@ impl<S> Executor<S> {
                 yield_flag: false,
                 pick_seq: 0,
                 stats: ExecStats::default(),
+                next_release_ns: u64::MAX,
+                last_run: None,
             },
             bodies: Vec::with_capacity(cfg.max_tasks),
         }
     }
 
-    /// Adds an owner. (Admission control will refuse owners here.)
+    /// Adds an owner. A real-time owner ([`Class::Periodic`],
+    /// [`Class::Reactive`]) is added only if the set with it passes the
+    /// admission test ([`admission`]); the refusal names the handler that
+    /// would miss and by how much. A periodic owner's first period begins
+    /// now.
     pub fn add_owner(&mut self, name: &str, class: Class) -> Result<OwnerId, SchedError> {
         let n = self.core.owners.len();
         if n >= self.core.cfg.max_owners || n > usize::from(u16::MAX) {
             return Err(SchedError::TooManyOwners);
+        }
+        match class {
+            Class::Periodic(p) if p.period_ns == 0 || p.batch == 0 => {
+                return Err(SchedError::BadClass)
+            }
+            Class::Reactive(b) if b.share_ppm >= 1_000_000 => return Err(SchedError::BadClass),
+            _ => {}
+        }
+        if class.is_real_time() {
+            let (loads, interference) = self.admission_input(Some((name, class)));
+            admission::admit(&loads, &interference, self.core.cfg.utilisation_bound_ppm)
+                .map_err(SchedError::Unschedulable)?;
+        }
+        let now = self.core.clock.now_ns();
+        let mut rt = Rt::default();
+        match class {
+            Class::Periodic(p) => {
+                rt.budget = p.batch;
+                rt.next_release_ns = now.saturating_add(p.period_ns);
+                self.core.next_release_ns = self.core.next_release_ns.min(rt.next_release_ns);
+            }
+            Class::Reactive(b) => {
+                rt.tokens = b.burst_ns.min(i64::MAX as u64) as i64;
+                rt.refilled_ns = now;
+            }
+            _ => {}
         }
         self.core.owners.push(Owner {
             name: name.to_owned(),
@@ -713,8 +1089,87 @@ impl<S> Executor<S> {
             tail: NIL,
             queued: 0,
             last_pick: 0,
+            members: NIL,
+            rt,
         });
         Ok(OwnerId(n as u16))
+    }
+
+    /// The admission test's input: the periodic owners (and `extra`, one
+    /// about to be added), each with its declared iteration cost or its
+    /// measured longest iteration if larger; the reactive owners' buckets
+    /// (each with one iteration of overdraft) and the system's (its burst
+    /// covers its iterations); the longest best-effort iteration.
+    fn admission_input(
+        &self,
+        extra: Option<(&str, Class)>,
+    ) -> (Vec<admission::Load>, admission::Interference) {
+        let cfg = &self.core.cfg;
+        let mut loads = Vec::new();
+        let mut interference = admission::Interference {
+            buckets: vec![(cfg.system, 0)],
+            nonrt_iteration_ns: cfg.nonrt_iteration_ns,
+            release_jitter_ns: cfg.release_jitter_ns,
+        };
+        let owners = self
+            .core
+            .owners
+            .iter()
+            .map(|o| (o.name.as_str(), o.class, o.usage.max_iteration_ns))
+            .chain(extra.map(|(n, c)| (n, c, 0)));
+        for (name, class, measured) in owners {
+            match class {
+                Class::Periodic(mut p) => {
+                    p.iteration_ns = p.iteration_ns.max(measured);
+                    loads.push(admission::Load {
+                        name: name.to_owned(),
+                        periodic: p,
+                    });
+                }
+                // A reactive handler declares no iteration cost: its
+                // overdraft is assumed as long as any non-real-time one.
+                Class::Reactive(b) => interference
+                    .buckets
+                    .push((b, measured.max(cfg.nonrt_iteration_ns))),
+                Class::BestEffort | Class::Idle => {
+                    interference.nonrt_iteration_ns = interference.nonrt_iteration_ns.max(measured);
+                }
+                Class::Fixed(_) => {}
+            }
+        }
+        (loads, interference)
+    }
+
+    /// The response-time analysis of the admitted periodic owners as they
+    /// stand (declared costs, or measured ones where larger): each one's
+    /// worst-case response beside its deadline.
+    pub fn analysis(&self) -> Vec<Verdict> {
+        let (loads, interference) = self.admission_input(None);
+        admission::analyse(&loads, &interference)
+    }
+
+    /// The earliest periodic release still to come (`None`: no periodic
+    /// owner). A sleeping host wakes for it.
+    pub fn next_release_ns(&self) -> Option<u64> {
+        (self.core.next_release_ns != u64::MAX).then_some(self.core.next_release_ns)
+    }
+
+    /// Whether a task may run now: one is queued (and allowed to run), or
+    /// another thread's wake is pending. A host checks it after announcing
+    /// that it is going to sleep.
+    pub fn has_runnable(&self) -> bool {
+        self.core.remote.pending.load(Ordering::Acquire)
+            || self
+                .core
+                .owners
+                .iter()
+                .enumerate()
+                .any(|(i, o)| o.queued > 0 && self.core.key(i).is_some())
+    }
+
+    /// The owner of the last task run and how long the run took.
+    pub fn last_run(&self) -> Option<(OwnerId, u64)> {
+        self.core.last_run
     }
 
     /// Spawns a task of `owner`, charged to its owner, runnable at once.
@@ -745,6 +1200,8 @@ impl<S> Executor<S> {
             m.owner = owner;
             m.charge = charge;
             m.slot = Slot::Waiting;
+            m.mprev = NIL;
+            m.mnext = NIL;
             self.bodies[idx as usize] = Some(body);
             idx
         } else {
@@ -757,10 +1214,18 @@ impl<S> Executor<S> {
                 slot: Slot::Waiting,
                 charge,
                 next: NIL,
+                mnext: NIL,
+                mprev: NIL,
             });
             self.bodies.push(Some(body));
             (self.core.meta.len() - 1) as u32
         };
+        let o = &mut self.core.owners[owner.index()];
+        let first = std::mem::replace(&mut o.members, idx);
+        self.core.meta[idx as usize].mnext = first;
+        if first != NIL {
+            self.core.meta[first as usize].mprev = idx;
+        }
         self.core.live_tasks += 1;
         self.core.enqueue(idx);
         Ok(TaskId {
@@ -854,7 +1319,10 @@ impl<S> Executor<S> {
     /// nothing was runnable. Bounded by that one iteration.
     pub fn run_once(&mut self, state: &mut S) -> Option<TaskId> {
         let core = &mut self.core;
-        core.maybe_decay(core.clock.now_ns());
+        let now = core.clock.now_ns();
+        core.maybe_decay(now);
+        core.release_due(now);
+        core.refill(now);
         core.drain_remote();
         let Some(o) = core.pick() else {
             core.last_process_owner = None;
@@ -871,7 +1339,13 @@ impl<S> Executor<S> {
             Charge::Interrupted => core.last_process_owner.unwrap_or(owner),
         };
         core.meta[idx as usize].slot = Slot::Running { woken: false };
-        core.running_key = Some(core.key(o));
+        let key = core.key(o);
+        if key.is_some_and(|k| k.0 == LEVEL_BEST_EFFORT)
+            && matches!(core.owners[o].class, Class::Reactive(_))
+        {
+            core.owners[o].usage.throttled_runs += 1;
+        }
+        core.running_key = key;
         core.yield_flag = false;
         let task = TaskId { idx, gen: meta.gen };
         let mut body = self.bodies[idx as usize]
@@ -885,16 +1359,25 @@ impl<S> Executor<S> {
             owner,
             target,
             excluded_ns: 0,
+            mark_ns: t0,
+            marks: 0,
         };
         let status = body.run(&mut cx, state);
-        let excluded = cx.excluded_ns;
-        let elapsed = core.clock.now_ns().saturating_sub(t0);
+        let (excluded, mark_ns, marks) = (cx.excluded_ns, cx.mark_ns, cx.marks);
+        let t1 = core.clock.now_ns();
+        let elapsed = t1.saturating_sub(t0);
 
         core.charge(target, elapsed.saturating_sub(excluded), Some(owner));
+        // The stretch after the last boundary: the whole run if it marked
+        // none, then counted as one iteration — unless it answered `Wait`,
+        // an empty poll (a handler woken by a release with nothing to do
+        // must not spend its batch).
+        let counted = marks == 0 && status != Status::Wait;
+        core.end_iteration(o, t1.saturating_sub(mark_ns), counted);
+        core.last_run = Some((owner, elapsed));
         let u = &mut core.owners[o].usage;
         u.task_ns += elapsed;
-        u.iterations += 1;
-        u.max_iteration_ns = u.max_iteration_ns.max(elapsed);
+        u.runs += 1;
         core.stats.iterations += 1;
         core.running_key = None;
         if meta.charge == Charge::Owner {
@@ -903,9 +1386,20 @@ impl<S> Executor<S> {
         let woken = matches!(core.meta[idx as usize].slot, Slot::Running { woken: true });
         match status {
             Status::Done => {
+                let m = core.meta[idx as usize];
+                if m.mprev == NIL {
+                    core.owners[o].members = m.mnext;
+                } else {
+                    core.meta[m.mprev as usize].mnext = m.mnext;
+                }
+                if m.mnext != NIL {
+                    core.meta[m.mnext as usize].mprev = m.mprev;
+                }
                 let m = &mut core.meta[idx as usize];
                 m.slot = Slot::Free;
                 m.next = core.free_head;
+                m.mnext = NIL;
+                m.mprev = NIL;
                 core.free_head = idx;
                 core.live_tasks -= 1;
                 // Dropping the body frees its allocation: once per task,
@@ -924,6 +1418,9 @@ impl<S> Executor<S> {
                 self.bodies[idx as usize] = Some(body);
                 core.meta[idx as usize].slot = Slot::Waiting;
             }
+        }
+        if let Class::Periodic(_) = core.owners[o].class {
+            core.close_job(o, t1);
         }
         Some(task)
     }
@@ -999,11 +1496,7 @@ impl fmt::Display for UsageReport<'_> {
         )?;
         for o in &self.core.owners {
             let u = &o.usage;
-            let class = match o.class {
-                Class::Fixed(p) => format!("fixed({p})"),
-                Class::BestEffort => "best-eff".to_owned(),
-                Class::Idle => "idle".to_owned(),
-            };
+            let class = o.class.to_string();
             let share = if total == 0 {
                 0.0
             } else {
