@@ -26,10 +26,11 @@ cargo test --workspace
 # caught) and the ni-lrp channel notification (it also proves that a
 # weakened disarm strands a frame).
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p lazynet --release --test loom
-# The quick overload experiments of the lab, optimized as they are run, one
-# after the other (each pins a thread to each core): each fails if its
-# qualitative shape (LRP flat, eager collapsing, ...) is not there. The Linux
-# series needs root; under CI=true it must run.
+# The quick experiments of the lab, optimized as they are run, one after the
+# other (each pins a thread to each core): each fails if its qualitative
+# shape (LRP flat, eager collapsing, guaranteed streams keeping their rate,
+# ...) is not there. The Linux and SCHED_FIFO series need root; under
+# CI=true they must run.
 cargo build --release -q -p lazynet-lab
 lab="${CARGO_TARGET_DIR:-target}/release/lazynet-lab"
 exp_out="$(mktemp -d)"
@@ -43,7 +44,7 @@ if [ "$(id -u)" != 0 ]; then
   echo "skipped: needs root (Linux series of the overload experiments)"
   linux_flag=(--no-linux)
 fi
-for e in livelock latency-under-load fairness syn-flood; do
+for e in livelock latency-under-load fairness syn-flood rtu-qos; do
   echo "lazynet-lab $e --quick"
   "$lab" "$e" --quick "${linux_flag[@]}" --out "$exp_out/$e" >"$exp_out/$e.log" 2>&1 || {
     cat "$exp_out/$e.log"

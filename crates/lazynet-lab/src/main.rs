@@ -61,6 +61,10 @@ enum Cmd {
     Fairness(ExpArgs),
     /// LRP Fig. 5: HTTP transfers/s while SYNs flood another port.
     SynFlood(SynFloodArgs),
+    /// RTU Fig. 7 and admission: guaranteed TCP streams on periodic
+    /// handlers beside spinning processes, Linux TCP under CFS and
+    /// SCHED_FIFO beside them (root for the SCHED_FIFO series).
+    RtuQos(ExpArgs),
     /// NLF Table 1 / Fig. 4: cycles per packet of the four send paths, beside Linux.
     Nlf {
         /// A reduced run for CI (under a minute).
@@ -376,6 +380,7 @@ fn main() -> anyhow::Result<()> {
         Cmd::Livelock(a) => exp::livelock::run(&a.opts("livelock")),
         Cmd::LatencyUnderLoad(a) => exp::latency::run(&a.opts("latency-under-load")),
         Cmd::Fairness(a) => exp::fairness::run(&a.opts("fairness")),
+        Cmd::RtuQos(a) => exp::rtu::run(&a.opts("rtu-qos")),
         Cmd::SynFlood(a) => exp::synflood::run(&a.exp.opts("syn-flood"), &a.syn_rates),
         Cmd::Nlf { quick, out } => nlf::exp(quick, &out),
         Cmd::Loadgen {

@@ -1291,6 +1291,16 @@ pub fn tap_livelock_point(
 /// series runs inside its namespaces, and whole points for tests.
 #[derive(clap::Subcommand, Debug)]
 pub enum HelperCmd {
+    /// A CPU-bound ordinary process: spins on `cpu` for `seconds` (or until
+    /// killed), as the competing load of `rtu-qos`.
+    Spin {
+        /// Seconds to spin at most.
+        #[arg(long, default_value_t = 10.0)]
+        seconds: f64,
+        /// CPU to pin to.
+        #[arg(long)]
+        cpu: Option<usize>,
+    },
     /// UDP sink: receives (recvmmsg, up to 32 at a time), spends
     /// `work(W)` per datagram; prints `ready`, and at the end (SIGTERM or
     /// --seconds) `udp-sink received=N bytes=B`.
@@ -1382,6 +1392,16 @@ pub enum HelperCmd {
 /// Runs a helper subcommand.
 pub fn helper(cmd: HelperCmd) -> anyhow::Result<()> {
     match cmd {
+        HelperCmd::Spin { seconds, cpu } => {
+            pin(cpu);
+            let end = bound(seconds)?;
+            let mut x = 1u64;
+            while Instant::now() < end {
+                x = crate::exp::work(10_000, x);
+            }
+            std::hint::black_box(x);
+            Ok(())
+        }
         HelperCmd::UdpSink {
             bind,
             work_iters,

@@ -30,6 +30,8 @@ mod hostloop;
 pub mod latency;
 pub mod linux;
 pub mod livelock;
+pub mod rtu;
+mod rtu_echo;
 pub mod synflood;
 
 /// The CPU the host (server under test) is pinned to.

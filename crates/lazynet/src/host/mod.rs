@@ -92,9 +92,10 @@ use crate::sched::{
 };
 use crate::stack::{ListenHandle, ReceiveMode, Stack, TcpEvent, TcpHandle, UdpHandle};
 
-/// The receive task is woken at least this often, so the stack's ARP and
-/// reassembly timers run even without traffic.
-const TICK_NS: u64 = 10_000_000;
+/// The receive task is woken at least this often by default
+/// ([`HostConfig::tick_ns`]), so the stack's ARP and reassembly timers run
+/// even without traffic.
+pub const TICK_NS: u64 = 10_000_000;
 
 /// How a host places protocol work (see the module table).
 #[derive(Clone, Copy, Debug)]
@@ -119,6 +120,8 @@ pub struct HostConfig {
     /// With `sleep`: how long an idle host keeps polling before it sleeps
     /// (see [`crate::nic::wirepair::SPIN_BEFORE_SLEEP_NS`] for the choice).
     pub spin_ns: u64,
+    /// How often the receive task runs without traffic ([`TICK_NS`]).
+    pub tick_ns: u64,
 }
 
 /// The bounded budget of `soft-lrp`'s demultiplexing (docs/DESIGN.md,
@@ -178,6 +181,7 @@ impl HostConfig {
             rx_budget: (mode == ReceiveMode::SoftLrp).then_some(RxBudget::SOFT_LRP),
             sleep: false,
             spin_ns: crate::nic::wirepair::SPIN_BEFORE_SLEEP_NS,
+            tick_ns: TICK_NS,
         }
     }
 
@@ -277,6 +281,18 @@ impl<N: Nic, A> HostState<N, A> {
     pub fn register_listener(&mut self, h: ListenHandle, owner: OwnerId, task: TaskId) {
         let _ = self.stack.listener_mut(h).set_tag(tag_of(owner));
         self.reg.listeners.insert(h, task);
+    }
+
+    /// The running task's owner's TCP work: expired timers and received
+    /// segments of its connections and listeners, at most `budget` units;
+    /// wakes the tasks registered for the resulting events. Returns the
+    /// units done. For TCP protocol handlers
+    /// ([`Host::add_owner_with_handler`]).
+    pub fn serve_tcp(&mut self, cx: &mut Cx<'_>, budget: usize) -> usize {
+        let now = self.stack.now();
+        let n = self.stack.tcp_service_tag(now, tag_of(cx.owner()), budget);
+        self.dispatch_tcp_events(&mut |t| cx.wake(t));
+        n
     }
 
     /// Forgets a UDP socket (call before closing it).
@@ -492,29 +508,66 @@ impl<N: Nic + 'static, A: 'static> Host<N, A> {
 
     /// Adds an application owner and its TCP protocol handler (a task of
     /// that owner, run at its priority and charged to it, woken when one of
-    /// its connections or listeners has input or a due timer).
+    /// its connections or listeners has input or a due timer). A real-time
+    /// owner's handler marks one iteration per unit of TCP work (a segment
+    /// in, a timer), so its batch counts segments and a more urgent owner
+    /// preempts it between two.
     pub fn add_owner(&mut self, name: &str, class: Class) -> Result<OwnerId, SchedError> {
-        let o = self.exec.add_owner(name, class)?;
-        let tag = tag_of(o);
         let budget = self.cfg.tcp_budget.max(1);
-        let h = self
-            .exec
-            .spawn(o, move |cx: &mut Cx<'_>, st: &mut HostState<N, A>| {
-                let now = st.stack.now();
-                let n = st.stack.tcp_service_tag(now, tag, budget);
-                st.dispatch_tcp_events(&mut |t| cx.wake(t));
-                if n >= budget {
+        if class.is_real_time() {
+            return self
+                .add_owner_with_handler(
+                    name,
+                    class,
+                    move |cx: &mut Cx<'_>, st: &mut HostState<N, A>| {
+                        for _ in 0..budget {
+                            if st.serve_tcp(cx, 1) == 0 {
+                                return Status::Wait;
+                            }
+                            if !cx.iteration_done() {
+                                break;
+                            }
+                        }
+                        Status::Ready
+                    },
+                )
+                .map(|(o, _)| o);
+        }
+        self.add_owner_with_handler(
+            name,
+            class,
+            move |cx: &mut Cx<'_>, st: &mut HostState<N, A>| {
+                if st.serve_tcp(cx, budget) >= budget {
                     Status::Ready
                 } else {
                     Status::Wait
                 }
-            })?;
+            },
+        )
+        .map(|(o, _)| o)
+    }
+
+    /// Adds an application owner whose TCP protocol handler is `handler`:
+    /// woken when one of the owner's connections or listeners has input or
+    /// a due timer (and, for a periodic owner, at every release). The
+    /// handler does the owner's TCP work with [`HostState::serve_tcp`] and
+    /// may call the application's function right there, one message per
+    /// iteration (RTU §VI: the input handler delivers to the application,
+    /// so a full receive window cannot stall a guaranteed stream).
+    pub fn add_owner_with_handler(
+        &mut self,
+        name: &str,
+        class: Class,
+        handler: impl Task<HostState<N, A>> + 'static,
+    ) -> Result<(OwnerId, TaskId), SchedError> {
+        let o = self.exec.add_owner(name, class)?;
+        let h = self.exec.spawn(o, handler)?;
         let reg = &mut self.st.reg;
         if reg.handlers.len() <= o.index() {
             reg.handlers.resize(o.index() + 1, None);
         }
         reg.handlers[o.index()] = Some(h);
-        Ok(o)
+        Ok((o, h))
     }
 
     /// Spawns an application task of `owner` (runnable at once).
@@ -635,7 +688,7 @@ impl<N: Nic + 'static, A: 'static> Host<N, A> {
                     self.stats.interrupts += 1;
                 }
                 if now >= self.next_tick {
-                    self.next_tick = now + TICK_NS;
+                    self.next_tick = now + self.cfg.tick_ns.max(1);
                     exec.wake(rx);
                 }
             }
@@ -648,7 +701,7 @@ impl<N: Nic + 'static, A: 'static> Host<N, A> {
                     let now = exec.now_ns();
                     let d = st.stack.demux();
                     if now >= self.next_tick {
-                        self.next_tick = now + TICK_NS;
+                        self.next_tick = now + self.cfg.tick_ns.max(1);
                         exec.wake(c);
                     } else if d.queued(CONTROL) > 0 || d.queued(FRAGMENT) > 0 {
                         exec.wake(c);

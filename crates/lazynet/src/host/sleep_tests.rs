@@ -1,8 +1,10 @@
 //! A sleeping host on real time: it costs no CPU while idle, wakes for a
 //! frame, for a wake from another thread and for its periodic releases,
-//! and charges its own loop to the owners it serves. The bounds are wide
-//! (tens of times what these take on an idle machine): they separate
-//! "woken by the event" from "woken by the next tick", not fast from slow.
+//! and charges its own loop to the owners it serves. The host's tick is
+//! stretched to 200 ms, and the bounds are wide (hundreds of times what a
+//! wake-up takes on an idle machine): they separate "woken by the event"
+//! from "woken by the next tick", not fast from slow, and hold on a loaded
+//! test machine.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::{Arc, Mutex};
@@ -43,8 +45,12 @@ fn stacks() -> (Stack<WireEnd>, Stack<WireEnd>) {
     (client, server)
 }
 
+/// Without the event, a sleeping host would wake at this tick.
+const TICK: u64 = 200 * MS;
+
 fn host(server: Stack<WireEnd>) -> H {
-    let cfg = HostConfig::for_mode(ReceiveMode::SoftLrp).sleeping();
+    let mut cfg = HostConfig::for_mode(ReceiveMode::SoftLrp).sleeping();
+    cfg.tick_ns = TICK;
     Host::new(server, App::default(), InstantClock::new(), cfg).unwrap()
 }
 
@@ -64,7 +70,7 @@ fn an_idle_sleeping_host_uses_almost_no_cpu() {
     let wall = t0.elapsed().as_nanos() as u64;
     assert!(rep.sleeps > 0);
     // A polling host would use all of it; a sleeping one wakes for its
-    // 10-ms tick only.
+    // tick only.
     assert!(cpu * 10 < wall, "cpu {cpu} ns of {wall} ns");
 }
 
@@ -110,7 +116,7 @@ fn a_frame_wakes_a_sleeping_host_before_its_tick() {
     });
     let deadline = Instant::now() + Duration::from_secs(20);
     while h.app().seen.len() < N && Instant::now() < deadline {
-        h.run_for(20 * MS);
+        h.run_for(500 * MS);
     }
     sender.join().unwrap();
     let sent = sent.lock().unwrap();
@@ -120,8 +126,8 @@ fn a_frame_wakes_a_sleeping_host_before_its_tick() {
         .zip(&h.app().seen)
         .map(|(s, r)| r.saturating_duration_since(*s))
         .collect();
-    // Woken by the tick instead, the median would be ~5 ms.
-    assert!(median(lat.clone()) < Duration::from_millis(2), "{lat:?}");
+    // Woken by the tick instead, the median would be ~100 ms.
+    assert!(median(lat.clone()) < Duration::from_millis(20), "{lat:?}");
     assert!(h.stats().sleeps >= N as u64);
 }
 
@@ -152,7 +158,7 @@ fn a_remote_wake_ends_the_sleep_and_runs_the_task() {
     });
     let deadline = Instant::now() + Duration::from_secs(20);
     while h.app().seen.len() < N && Instant::now() < deadline {
-        h.run_for(20 * MS);
+        h.run_for(500 * MS);
     }
     th.join().unwrap();
     let sent = sent.lock().unwrap();
@@ -162,7 +168,7 @@ fn a_remote_wake_ends_the_sleep_and_runs_the_task() {
         .zip(&h.app().seen)
         .map(|(s, r)| r.saturating_duration_since(*s))
         .collect();
-    assert!(median(lat.clone()) < Duration::from_millis(2), "{lat:?}");
+    assert!(median(lat.clone()) < Duration::from_millis(20), "{lat:?}");
 }
 
 #[test]
@@ -187,12 +193,12 @@ fn a_sleeping_host_wakes_for_its_periodic_releases() {
     let cpu = crate::sys::thread_cpu_ns() - cpu0;
     let wall = t0.elapsed().as_nanos() as u64;
     let u = h.usage(o);
-    // 100 periods; a loaded test machine may delay a few wake-ups.
-    assert!(h.app().runs >= 90, "{} runs, {u:?}", h.app().runs);
-    assert!(u.releases >= 90);
+    // 100 periods (the tick would give 2); a loaded test machine may
+    // delay wake-ups.
+    assert!(h.app().runs >= 50, "{} runs, {u:?}", h.app().runs);
+    assert!(u.releases >= 50);
     assert!(cpu * 5 < wall, "cpu {cpu} ns of {wall} ns");
-    // Its handler is woken by the release, not by the 10-ms tick.
-    assert!(h.stats().sleeps >= 90);
+    assert!(h.stats().sleeps >= 50);
 }
 
 #[test]

@@ -66,9 +66,10 @@
 //! A batch unfinished at the next release is a deadline miss; the time
 //! from a release (or the first wake after it) to the batch's end is its
 //! response, whose maximum is kept. An iteration longer than `c` is an
-//! overrun; overruns in [`SchedConfig::demote_after`] consecutive periods
-//! demote the owner to best-effort with a log line (RTU's first security
-//! issue: an admitted set must stay schedulable). A reactive owner spends
+//! overrun (counted); a period in which the owner used more than `B·c`, or
+//! one iteration more than `2c`, overran, and [`SchedConfig::demote_after`]
+//! such periods in a row demote the owner to best-effort with a log line
+//! (RTU's first security issue: an admitted set must stay schedulable). A reactive owner spends
 //! its bucket's tokens with its iterations' time and refills at its share.
 //! [`Executor::add_owner`] admits a real-time owner only if the
 //! [`admission`] test passes for the set with it.
@@ -281,8 +282,11 @@ pub struct OwnerUsage {
     pub max_iteration_ns: u64,
     /// Periodic: releases (periods begun).
     pub releases: u64,
-    /// Periodic: releases that found the previous batch unfinished — its
-    /// work was runnable through its whole period and not done.
+    /// Periodic: releases that found the previous period's job unfinished:
+    /// work queued at that release and runnable through the whole period,
+    /// not done. (Work that arrives later in a period runs on what is left
+    /// of the batch; if it is unfinished at the next release it carries
+    /// over without counting.)
     pub deadline_misses: u64,
     /// Periodic: releases the executor saw only after a later one was due
     /// (it was stalled for more than a period); each counts as a miss.
@@ -337,8 +341,9 @@ pub struct SchedConfig {
     /// Admission: how late a release may be seen (a sleeping executor's
     /// wake-up latency).
     pub release_jitter_ns: u64,
-    /// A periodic handler that overruns its declared iteration cost in this
-    /// many consecutive periods is demoted to best-effort.
+    /// A periodic handler that overruns in this many consecutive periods —
+    /// uses more than its declared `B·c` in the period, or takes more than
+    /// twice `c` in one iteration — is demoted to best-effort.
     pub demote_after: u32,
 }
 
@@ -471,9 +476,16 @@ struct Rt {
     /// Periodic: when the current job (work released or woken in this
     /// period, not yet done) began.
     job_start: Option<u64>,
-    /// Periodic: an iteration overran in this period.
-    overran: bool,
-    /// Periodic: consecutive periods with an overrun.
+    /// Periodic: the current job was queued at its release (only such a job
+    /// has the period as its deadline; work that arrives later in the
+    /// period runs on what is left of the batch and otherwise carries over).
+    job_released: bool,
+    /// Periodic: time its iterations took in this period.
+    used_ns: u64,
+    /// Periodic: an iteration took more than twice its declared cost in
+    /// this period.
+    gross: bool,
+    /// Periodic: consecutive periods that overran (see `release`).
     streak: u32,
     /// Reactive: tokens, ns (negative after an overdraft).
     tokens: i64,
@@ -765,24 +777,36 @@ impl Core {
         owner.rt.next_release_ns = due + periods * period;
         owner.usage.releases += 1;
         self.stats.releases += 1;
-        if owner.rt.job_start.take().is_some() {
-            owner.usage.deadline_misses += 1;
+        if let Some(start) = owner.rt.job_start.take() {
+            if owner.rt.job_released {
+                owner.usage.deadline_misses += 1;
+                // Its response is at least this long.
+                let r = due.saturating_sub(start);
+                owner.usage.max_response_ns = owner.usage.max_response_ns.max(r);
+            }
         }
         owner.usage.skipped_releases += periods - 1;
         owner.usage.deadline_misses += periods - 1;
         owner.rt.budget = p.batch;
-        if owner.rt.overran {
+        // A period overran if the owner used more than its declared demand
+        // `B·c`, or if one iteration took more than twice `c` (it holds
+        // everyone below it up). Single iterations a little over `c` are
+        // counted (`overruns`) but do not demote: they are measurement
+        // noise (an interrupt) as often as a lie, and admission already
+        // uses the measured maximum.
+        if owner.rt.used_ns > p.demand_ns() || owner.rt.gross {
             owner.rt.streak += 1;
         } else {
             owner.rt.streak = 0;
         }
-        owner.rt.overran = false;
+        owner.rt.used_ns = 0;
+        owner.rt.gross = false;
         if owner.rt.streak >= self.cfg.demote_after.max(1) {
             owner.class = Class::BestEffort;
             owner.rt = Rt::default();
             self.stats.demotions += 1;
             log::warn!(
-                "sched: periodic handler `{}` overran its declared {} ns iteration in {} periods in a row (longest {} ns); demoted to best-effort",
+                "sched: periodic handler `{}` overran its declared {} ns iterations in {} periods in a row (longest {} ns); demoted to best-effort",
                 owner.name,
                 p.iteration_ns,
                 self.cfg.demote_after.max(1),
@@ -792,18 +816,25 @@ impl Core {
         }
         // Wake every waiting task of the owner: the release is its event.
         let mut t = owner.members;
+        let mut running = false;
         while t != NIL {
             let m = self.meta[t as usize];
-            if m.slot == Slot::Waiting {
-                self.enqueue(t);
-            } else if let Slot::Running { woken: false } = m.slot {
-                self.meta[t as usize].slot = Slot::Running { woken: true };
+            match m.slot {
+                Slot::Waiting => self.enqueue(t),
+                Slot::Running { .. } => {
+                    self.meta[t as usize].slot = Slot::Running { woken: true };
+                    running = true;
+                }
+                Slot::Queued | Slot::Free => {}
             }
             t = m.mnext;
         }
         let owner = &mut self.owners[o];
-        if owner.queued > 0 {
+        // Released while one of its tasks runs (a release seen at an
+        // iteration boundary): that work is this period's job too.
+        if owner.queued > 0 || running {
             owner.rt.job_start = Some(release_at);
+            owner.rt.job_released = true;
         }
         self.maybe_request_yield(o);
     }
@@ -820,9 +851,10 @@ impl Core {
         }
         match owner.class {
             Class::Periodic(p) => {
+                owner.rt.used_ns = owner.rt.used_ns.saturating_add(cost);
                 if cost > p.iteration_ns {
                     owner.usage.overruns += 1;
-                    owner.rt.overran = true;
+                    owner.rt.gross |= cost > p.iteration_ns.saturating_mul(2);
                 }
                 if counted {
                     owner.rt.budget = owner.rt.budget.saturating_sub(1);
@@ -903,6 +935,7 @@ impl Core {
             // Work arriving in a period with batch left opens a job.
             if let Class::Periodic(_) = o.class {
                 o.rt.job_start = Some(self.clock.now_ns());
+                o.rt.job_released = false;
             }
         }
         if o.tail == NIL {

@@ -528,3 +528,44 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn slight_overruns_within_the_periods_demand_do_not_demote_but_exceeding_it_does() {
+    let clock = VirtualClock::new();
+    let mut ex: Executor<Vec<(&'static str, u64)>> = Executor::new(clock.clone(), bare());
+    // Iterations alternate 110 and 80 µs against a declared 100: each
+    // period of 4 uses 380 µs of its 400.
+    let noisy = ex
+        .add_owner("noisy", periodic(10 * MS, 4, 100 * US))
+        .unwrap();
+    // Always 120 µs: each period uses 480 µs of its 400.
+    let greedy = ex
+        .add_owner("greedy", periodic(10 * MS, 4, 100 * US))
+        .unwrap();
+    let c = clock.clone();
+    let mut k = 0u64;
+    ex.spawn(
+        noisy,
+        move |cx: &mut Cx<'_>, _l: &mut Vec<(&'static str, u64)>| {
+            for _ in 0..8 {
+                k += 1;
+                c.advance(if k % 2 == 0 { 110 * US } else { 80 * US });
+                if !cx.iteration_done() {
+                    break;
+                }
+            }
+            Status::Ready
+        },
+    )
+    .unwrap();
+    ex.spawn(greedy, stream(&clock, "greedy", 120 * US))
+        .unwrap();
+    let mut log = Vec::new();
+    run_to(&mut ex, &mut log, &clock, 100 * MS);
+    assert!(ex.usage(noisy).overruns >= 20);
+    assert!(matches!(
+        ex.owner_info(noisy).unwrap().1,
+        Class::Periodic(_)
+    ));
+    assert_eq!(ex.owner_info(greedy).unwrap().1, Class::BestEffort);
+}
