@@ -436,6 +436,13 @@ pub struct ExecStats {
     /// Yield requests raised (a more urgent owner became runnable while
     /// another ran).
     pub yield_requests: u64,
+    /// The latest a periodic release was seen, at a scheduling decision
+    /// between runs, after it was due: how late an idle or sleeping
+    /// executor noticed it (a sleep's overshoot), which admission assumes
+    /// as [`SchedConfig::release_jitter_ns`]. (A release that comes while
+    /// a handler runs is seen at its next iteration boundary: that wait is
+    /// the blocking term, not jitter.)
+    pub max_release_late_ns: u64,
 }
 
 const NIL: u32 = u32::MAX;
@@ -752,6 +759,10 @@ impl Core {
     fn release_due(&mut self, now: u64) {
         if now < self.next_release_ns {
             return;
+        }
+        if self.running_key.is_none() {
+            let late = now - self.next_release_ns;
+            self.stats.max_release_late_ns = self.stats.max_release_late_ns.max(late);
         }
         let mut next = u64::MAX;
         for o in 0..self.owners.len() {
@@ -1336,11 +1347,13 @@ impl<S> Executor<S> {
         self.core.stats
     }
 
-    /// Forgets all accounting (e.g. after a warm-up), keeping tasks.
+    /// Forgets all accounting (e.g. after a warm-up), keeping tasks; also
+    /// the longest release lateness.
     pub fn reset_usage(&mut self) {
         for o in &mut self.core.owners {
             o.usage = OwnerUsage::default();
         }
+        self.core.stats.max_release_late_ns = 0;
     }
 
     /// A printable table of every owner's accounting.
