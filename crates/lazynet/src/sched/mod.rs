@@ -805,10 +805,16 @@ impl Core {
         // counted (`overruns`) but do not demote: they are measurement
         // noise (an interrupt) as often as a lie, and admission already
         // uses the measured maximum.
-        if owner.rt.used_ns > p.demand_ns() || owner.rt.gross {
-            owner.rt.streak += 1;
-        } else {
-            owner.rt.streak = 0;
+        // A release seen more than a period late means the whole executor
+        // stalled (a stopped vCPU, a process that took the core): the
+        // iteration that spanned the stall looks long through no fault of
+        // its own, so that period neither counts nor breaks the streak.
+        if periods == 1 {
+            if owner.rt.used_ns > p.demand_ns() || owner.rt.gross {
+                owner.rt.streak += 1;
+            } else {
+                owner.rt.streak = 0;
+            }
         }
         owner.rt.used_ns = 0;
         owner.rt.gross = false;
