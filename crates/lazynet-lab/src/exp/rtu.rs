@@ -1077,8 +1077,12 @@ fn plot(
     bulks.sort_unstable();
     bulks.dedup();
     let echo_cats: Vec<String> = bulks.iter().map(|b| format!("{b} bulk streams")).collect();
-    let mut names: Vec<&str> = echo.iter().map(|e| e.0).collect();
-    names.dedup();
+    let mut names: Vec<&str> = Vec::new();
+    for e in echo {
+        if !names.contains(&e.0) {
+            names.push(e.0);
+        }
+    }
     let echo_series: Vec<(String, Vec<f64>)> = names
         .iter()
         .map(|n| {
