@@ -56,11 +56,13 @@
 //! Accounting: [`Host::usage`] gives each owner's [`OwnerUsage`]: `task_ns`
 //! (time its tasks really ran) beside `cpu_ns` (what it was charged).
 //! Nothing is charged to nobody: the loop's own work around an iteration
-//! (the pre-checks, the scheduling decision) is charged to the owner whose
-//! iteration it led to, as a kernel charges a context switch to the
-//! process switched to ([`HostReport::overhead_ns`]); steps that found
+//! (the pre-checks, the scheduling decision) is charged to the `net`
+//! owner, the system ([`HostReport::overhead_ns`]); steps that found
 //! nothing to run are idle time ([`HostReport::idle_ns`]), not anyone's
-//! work.
+//! work. (Charged instead to the owner whose iteration it led to, as a
+//! kernel charges a context switch, it would make owners with many short
+//! iterations, such as RPC servers, pay for the loop as much as for their
+//! work, and the best-effort scheduler would favour the others.)
 //!
 //! # Sleeping
 //!
@@ -391,7 +393,7 @@ pub struct HostReport {
     pub idle_steps: u64,
     /// Times the receive task was woken by pending frames ("interrupts").
     pub interrupts: u64,
-    /// The loop's own time around iterations, charged to their owners.
+    /// The loop's own time around iterations, charged to the `net` owner.
     pub overhead_ns: u64,
     /// Time in steps that found nothing to run, sleeping included.
     pub idle_ns: u64,
@@ -754,9 +756,9 @@ impl<N: Nic + 'static, A: 'static> Host<N, A> {
         let t1 = self.exec.now_ns();
         let spent = t1.saturating_sub(t0);
         match (ran, self.exec.last_run()) {
-            (Some(_), Some((owner, ns))) => {
+            (Some(_), Some((_, ns))) => {
                 let overhead = spent.saturating_sub(ns);
-                self.exec.charge_external(owner, overhead);
+                self.exec.charge_external(self.net, overhead);
                 self.stats.overhead_ns += overhead;
             }
             _ => self.stats.idle_ns += spent,
