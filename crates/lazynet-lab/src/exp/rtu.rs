@@ -753,6 +753,42 @@ struct App {
 
 type St = HostState<WireEnd, App>;
 
+/// The handler's one connection: `conn`, or the first one `listener`
+/// accepts (registered to the running task), or `None` while there is none.
+pub(super) fn accepted(
+    st: &mut HostState<WireEnd, impl Sized>,
+    cx: &mut Cx<'_>,
+    listener: ListenHandle,
+    conn: &mut Option<TcpHandle>,
+    now: u64,
+) -> Option<TcpHandle> {
+    if conn.is_none() {
+        let h = st.stack.listener_mut(listener).accept(now).ok()?;
+        st.register_tcp(h, cx.owner(), cx.task());
+        *conn = Some(h);
+    }
+    *conn
+}
+
+/// Polls `client` until every connection in `conns` is established (at
+/// most 5 s); false if one is not.
+pub(super) fn establish(client: &mut Stack<WireEnd>, conns: &[TcpHandle]) -> bool {
+    let up = Instant::now();
+    while up.elapsed() < Duration::from_secs(5) {
+        let now = client.now();
+        client.poll(now);
+        client.tcp_service(now, 256);
+        if conns
+            .iter()
+            .all(|&c| client.tcp_mut(c).state(now) == Ok(State::Established))
+        {
+            return true;
+        }
+        client.nic_mut().wait(Some(100_000));
+    }
+    false
+}
+
 /// A stream's handler: the stream's TCP input and, for every complete
 /// message, the application's work — one message per iteration.
 fn stream_handler(
@@ -768,16 +804,8 @@ fn stream_handler(
             // more only while no message is complete.
             let mut served = st.serve_tcp(cx, SEGMENTS_PER_MSG);
             let now = st.stack.now();
-            let h = match conn {
-                Some(h) => h,
-                None => match st.stack.listener_mut(listener).accept(now) {
-                    Ok(h) => {
-                        st.register_tcp(h, cx.owner(), cx.task());
-                        conn = Some(h);
-                        h
-                    }
-                    Err(_) => return Status::Wait,
-                },
+            let Some(h) = accepted(st, cx, listener, &mut conn, now) else {
+                return Status::Wait;
             };
             // Bounded: a few more rounds while segments keep coming.
             let mut rounds = 0;
@@ -881,72 +909,76 @@ fn lazynet_point(plan: &Plan, fifo: bool) -> anyhow::Result<Point> {
     for i in 0..STREAMS {
         conns.push(client.tcp_connect(SocketAddrV4::new(HOST, PORT + i as u16), None, now)?);
     }
-    let up = Instant::now();
-    while up.elapsed() < Duration::from_secs(5) {
+    establish(&mut client, &conns);
+    let measured = pace(plan, &consumed, |target, sent, chunk| {
         let now = client.now();
-        client.poll(now);
-        client.tcp_service(now, 256);
-        if conns
-            .iter()
-            .all(|&c| client.tcp_mut(c).state(now) == Ok(State::Established))
-        {
-            break;
-        }
-        client.nic_mut().wait(Some(100_000));
-    }
-    let rate = |elapsed: Duration| (RATE_BPS as f64 / 8.0 * elapsed.as_secs_f64()) as u64;
-    let chunk = vec![0x5au8; 16 * 1024];
-    let mut sent = [0u64; STREAMS];
-    let start = Instant::now();
-    let mut snap0 = None;
-    let end = plan.warm + plan.measure;
-    let result = loop {
-        let el = start.elapsed();
-        if snap0.is_none() && el >= plan.warm {
-            snap0 = Some((el, snapshot(&consumed)));
-        }
-        if el >= end {
-            break Some((el, snapshot(&consumed)));
-        }
-        if el > end + Duration::from_secs(5) {
-            break None;
-        }
-        let now = client.now();
-        let target = rate(el);
         for (i, &c) in conns.iter().enumerate() {
-            for _ in 0..8 {
-                let want = target.saturating_sub(sent[i]).min(chunk.len() as u64) as usize;
-                if want == 0 {
-                    break;
-                }
-                match client.tcp_mut(c).send(&chunk[..want], now) {
-                    Ok(n) if n > 0 => sent[i] += n as u64,
-                    _ => break,
-                }
-            }
+            top_up(target, &mut sent[i], chunk, |b| {
+                client.tcp_mut(c).send(b, now).unwrap_or(0)
+            });
         }
         client.poll(now);
         client.tcp_service(now, 256);
         client.nic_mut().wait(Some(50_000));
-    };
+    });
     stop.store(true, Ordering::Relaxed);
     let mut pt = host
         .join()
         .map_err(|_| anyhow::anyhow!("host thread panicked"))??;
-    let (Some((t0, s0)), Some((t1, s1))) = (snap0, result) else {
-        bail!("the sender did not finish");
-    };
-    let secs = (t1 - t0).as_secs_f64();
-    pt.measured_bps = s0
-        .iter()
-        .zip(&s1)
-        .map(|(a, b)| (b - a) as f64 * 8.0 / secs)
-        .collect();
+    pt.measured_bps = measured;
     Ok(pt)
 }
 
 fn snapshot(c: &[AtomicU64]) -> Vec<u64> {
     c.iter().map(|x| x.load(Ordering::Relaxed)).collect()
+}
+
+/// The sender's side of Fig. 7: round after round, `round(target, sent,
+/// chunk)` brings every stream's `sent` bytes up to `target`, what the
+/// specified rate allows by now, for the warm-up and the measurement.
+/// Returns what each receiving application consumed (`consumed`) per
+/// second of the measurement, in bit/s.
+fn pace(
+    plan: &Plan,
+    consumed: &[AtomicU64],
+    mut round: impl FnMut(u64, &mut [u64; STREAMS], &[u8]),
+) -> Vec<f64> {
+    let chunk = vec![0x5au8; 16 * 1024];
+    let mut sent = [0u64; STREAMS];
+    let start = Instant::now();
+    let mut snap0 = None;
+    loop {
+        let el = start.elapsed();
+        if snap0.is_none() && el >= plan.warm {
+            snap0 = Some((el, snapshot(consumed)));
+        }
+        if el >= plan.warm + plan.measure {
+            let (t0, s0) = snap0.unwrap_or((el, snapshot(consumed)));
+            let secs = (el - t0).as_secs_f64().max(1e-9);
+            return s0
+                .iter()
+                .zip(snapshot(consumed))
+                .map(|(a, b)| (b - a) as f64 * 8.0 / secs)
+                .collect();
+        }
+        let target = (RATE_BPS as f64 / 8.0 * el.as_secs_f64()) as u64;
+        round(target, &mut sent, &chunk);
+    }
+}
+
+/// Writes (`write` returns what it took) up to `target - sent` bytes of
+/// `chunk`, in at most eight writes.
+fn top_up(target: u64, sent: &mut u64, chunk: &[u8], mut write: impl FnMut(&[u8]) -> usize) {
+    for _ in 0..8 {
+        let want = target.saturating_sub(*sent).min(chunk.len() as u64) as usize;
+        if want == 0 {
+            return;
+        }
+        match write(&chunk[..want]) {
+            0 => return,
+            n => *sent += n as u64,
+        }
+    }
 }
 
 fn linux_point(plan: &Plan, fifo: bool) -> anyhow::Result<Point> {
@@ -994,51 +1026,20 @@ fn linux_point(plan: &Plan, fifo: bool) -> anyhow::Result<Point> {
         s.set_nonblocking(true)?;
         conns.push(s);
     }
-    let rate = |elapsed: Duration| (RATE_BPS as f64 / 8.0 * elapsed.as_secs_f64()) as u64;
-    let chunk = vec![0x5au8; 16 * 1024];
-    let mut sent = [0u64; STREAMS];
-    let start = Instant::now();
-    let mut snap0 = None;
-    let end = plan.warm + plan.measure;
-    let (t1, s1) = loop {
-        let el = start.elapsed();
-        if snap0.is_none() && el >= plan.warm {
-            snap0 = Some((el, snapshot(&consumed)));
-        }
-        if el >= end {
-            break (el, snapshot(&consumed));
-        }
-        let target = rate(el);
+    let measured = pace(plan, &consumed, |target, sent, chunk| {
         for (i, c) in conns.iter_mut().enumerate() {
-            for _ in 0..8 {
-                let want = target.saturating_sub(sent[i]).min(chunk.len() as u64) as usize;
-                if want == 0 {
-                    break;
-                }
-                match c.write(&chunk[..want]) {
-                    Ok(n) if n > 0 => sent[i] += n as u64,
-                    _ => break,
-                }
-            }
+            top_up(target, &mut sent[i], chunk, |b| c.write(b).unwrap_or(0));
         }
         std::thread::sleep(Duration::from_micros(100));
-    };
+    });
     stop.store(true, Ordering::Relaxed);
     drop(conns);
     for r in receivers {
         r.join()
             .map_err(|_| anyhow::anyhow!("receiver panicked"))??;
     }
-    let Some((t0, s0)) = snap0 else {
-        bail!("no measurement window");
-    };
-    let secs = (t1 - t0).as_secs_f64();
     Ok(Point {
-        measured_bps: s0
-            .iter()
-            .zip(&s1)
-            .map(|(a, b)| (b - a) as f64 * 8.0 / secs)
-            .collect(),
+        measured_bps: measured,
         ..Point::default()
     })
 }

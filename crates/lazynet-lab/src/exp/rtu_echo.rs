@@ -27,14 +27,12 @@ use anyhow::{bail, Context as _};
 use hdrhistogram::Histogram;
 use lazynet::host::{Host, HostState};
 use lazynet::nic::wirepair::WireEnd;
-use lazynet::nic::Nic;
-use lazynet::proto::tcp::State;
 use lazynet::sched::{Bucket, Class, Cx, Status, TscClock};
 use lazynet::stack::{ListenHandle, TcpHandle};
 use lazynet::sys::{set_sched_class, SchedClass};
 use lazynet_cli::echo::hist;
 
-use super::rtu::{host_config, stacks, Spinners, HOST, SPINNERS};
+use super::rtu::{accepted, establish, host_config, stacks, Spinners, HOST, SPINNERS};
 use super::{Checks, ExpOpts, Results};
 
 const ECHO_PORT: u16 = 6000;
@@ -243,19 +241,8 @@ fn lazynet_point(
     for i in 0..bulk {
         bulks.push(client.tcp_connect(SocketAddrV4::new(HOST, BULK_PORT + i as u16), None, now)?);
     }
-    let up = Instant::now();
-    while up.elapsed() < Duration::from_secs(5) {
-        let now = client.now();
-        client.poll(now);
-        client.tcp_service(now, 256);
-        if std::iter::once(&echo)
-            .chain(&bulks)
-            .all(|&c| client.tcp_mut(c).state(now) == Ok(State::Established))
-        {
-            break;
-        }
-        client.nic_mut().wait(Some(100_000));
-    }
+    let all: Vec<TcpHandle> = std::iter::once(echo).chain(bulks.iter().copied()).collect();
+    establish(&mut client, &all);
     let msg = vec![0x42u8; size];
     let junk = vec![0x17u8; CHUNK];
     let mut back = vec![0u8; size.max(1)];
@@ -324,18 +311,13 @@ fn echo_handler(listener: ListenHandle) -> impl FnMut(&mut Cx<'_>, &mut St) -> S
         for _ in 0..64 {
             st.serve_tcp(cx, 16);
             let now = st.stack.now();
-            let h = match conn {
-                Some(h) => h,
-                None => match st.stack.listener_mut(listener).accept(now) {
-                    Ok(h) => {
-                        let _ = st.stack.tcp_mut(h).set_nodelay(true);
-                        st.register_tcp(h, cx.owner(), cx.task());
-                        conn = Some(h);
-                        h
-                    }
-                    Err(_) => return Status::Wait,
-                },
+            let fresh = conn.is_none();
+            let Some(h) = accepted(st, cx, listener, &mut conn, now) else {
+                return Status::Wait;
             };
+            if fresh {
+                let _ = st.stack.tcp_mut(h).set_nodelay(true);
+            }
             let n = match st.stack.tcp_mut(h).recv(&mut buf, now) {
                 Ok(n) if n > 0 => n,
                 _ => return Status::Wait,
@@ -370,16 +352,8 @@ fn bulk_handler(
         for _ in 0..16 {
             let served = st.serve_tcp(cx, 4);
             let now = st.stack.now();
-            let h = match conn {
-                Some(h) => h,
-                None => match st.stack.listener_mut(listener).accept(now) {
-                    Ok(h) => {
-                        st.register_tcp(h, cx.owner(), cx.task());
-                        conn = Some(h);
-                        h
-                    }
-                    Err(_) => return Status::Wait,
-                },
+            let Some(h) = accepted(st, cx, listener, &mut conn, now) else {
+                return Status::Wait;
             };
             match st.stack.tcp_mut(h).recv(&mut buf[..4 * 1448], now) {
                 Ok(n) if n > 0 => {

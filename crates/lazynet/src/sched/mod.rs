@@ -568,6 +568,8 @@ struct Core {
     next_release_ns: u64,
     /// The owner of the last run and how long it took.
     last_run: Option<(OwnerId, u64)>,
+    /// Whether any owner is reactive (else a run skips the bucket refill).
+    any_reactive: bool,
 }
 
 /// The single-threaded executor of one core. `S` is the state lent to tasks.
@@ -889,6 +891,9 @@ impl Core {
 
     /// Adds the tokens reactive owners earned since their last refill.
     fn refill(&mut self, now: u64) {
+        if !self.any_reactive {
+            return;
+        }
         for owner in &mut self.owners {
             if let Class::Reactive(b) = owner.class {
                 let dt = now.saturating_sub(owner.rt.refilled_ns);
@@ -1090,6 +1095,7 @@ impl<S> Executor<S> {
                 stats: ExecStats::default(),
                 next_release_ns: u64::MAX,
                 last_run: None,
+                any_reactive: false,
             },
             bodies: Vec::with_capacity(cfg.max_tasks),
         }
@@ -1128,6 +1134,7 @@ impl<S> Executor<S> {
             Class::Reactive(b) => {
                 rt.tokens = b.burst_ns.min(i64::MAX as u64) as i64;
                 rt.refilled_ns = now;
+                self.core.any_reactive = true;
             }
             _ => {}
         }
