@@ -19,7 +19,7 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -223,6 +223,19 @@ impl Checks {
         }
         Ok(())
     }
+}
+
+/// Work for `ns` of wall time, whatever the machine's speed: the synthetic
+/// handlers of the scheduling runs, whose point is the scheduler's order,
+/// not the work (a vCPU whose host slows it would make fixed work grow,
+/// and a calibration taken in a slow moment would make it shrink).
+pub fn busy_for(ns: u64, seed: u64) -> u64 {
+    let end = Instant::now() + Duration::from_nanos(ns);
+    let mut x = seed;
+    while Instant::now() < end {
+        x = work(16, x);
+    }
+    x
 }
 
 /// The fixed work a server spends per request or datagram in the

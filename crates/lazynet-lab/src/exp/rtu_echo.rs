@@ -116,7 +116,7 @@ pub fn fig8(
                 let h = h.with_context(|| format!("{} size {size} bulk {bulk}", s.name()))?;
                 let q = |x: f64| h.value_at_quantile(x) as f64 / 1e3;
                 res.row(format!(
-                    "fig8,{},{},{size},,,,,,,,{bulk},{:.1},{:.1},{:.1}",
+                    "fig8,{},{},{size},,,,,,,,,{bulk},{:.1},{:.1},{:.1}",
                     s.name(),
                     if bulk > 0 { SPINNERS } else { 0 },
                     q(0.5),

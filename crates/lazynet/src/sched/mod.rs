@@ -1205,6 +1205,21 @@ impl<S> Executor<S> {
         admission::analyse(&loads, &interference)
     }
 
+    /// The analysis of what the executor has seen so far: [`analysis`]
+    /// with the latest release seen as the release jitter, where later than
+    /// configured. A worst response beyond it means the scheduler broke
+    /// its own rules; within it but beyond [`analysis`] at admission, the
+    /// declarations (costs, jitter) did not hold on this machine.
+    ///
+    /// [`analysis`]: Executor::analysis
+    pub fn observed_analysis(&self) -> Vec<Verdict> {
+        let (loads, mut interference) = self.admission_input(None);
+        interference.release_jitter_ns = interference
+            .release_jitter_ns
+            .max(self.core.stats.max_release_late_ns);
+        admission::analyse(&loads, &interference)
+    }
+
     /// The earliest periodic release still to come (`None`: no periodic
     /// owner). A sleeping host wakes for it.
     pub fn next_release_ns(&self) -> Option<u64> {

@@ -210,6 +210,30 @@ fn a_measured_iteration_longer_than_declared_counts_in_later_admissions() {
     );
 }
 
+#[test]
+fn the_observed_analysis_takes_the_latest_release_seen_as_jitter() {
+    let clock = VirtualClock::new();
+    let cfg = SchedConfig {
+        release_jitter_ns: 0,
+        ..bare()
+    };
+    let mut ex: Executor<Vec<(&'static str, u64)>> = Executor::new(clock.clone(), cfg);
+    let a = ex.add_owner("a", periodic(10 * MS, 2, 100 * US)).unwrap();
+    ex.spawn(a, stream(&clock, "a", 100 * US)).unwrap();
+    let mut log = Vec::new();
+    run_to(&mut ex, &mut log, &clock, 5 * MS);
+    assert_eq!(ex.analysis()[0].response_ns, 200 * US);
+    assert_eq!(ex.observed_analysis()[0].response_ns, 200 * US);
+    // The executor sees the next release 300 µs late.
+    clock.set(10 * MS + 300 * US);
+    ex.run_once(&mut log);
+    assert_eq!(ex.stats().max_release_late_ns, 300 * US);
+    // At admission's declarations nothing changed; what was seen adds the
+    // lateness as jitter.
+    assert_eq!(ex.analysis()[0].response_ns, 200 * US);
+    assert_eq!(ex.observed_analysis()[0].response_ns, 500 * US);
+}
+
 // ---- running the classes ---------------------------------------------------
 
 #[test]
