@@ -647,7 +647,7 @@ fn drive(ex: &mut Executor<u64>, secs: f64, early: Duration) {
 /// `lo` period): `lo` must miss, `hi` must not. Demotion is off.
 fn forced_run(res: &mut Results, checks: &mut Checks, secs: f64) -> anyhow::Result<()> {
     type Rows = Vec<(String, OwnerUsage, u64)>;
-    let th = std::thread::spawn(move || -> anyhow::Result<(Rows, u64)> {
+    let th = std::thread::spawn(move || -> anyhow::Result<(Rows, u64, u64)> {
         super::pin_host();
         set_sched_class(SchedClass::Fifo(10)).context("SCHED_FIFO")?;
         let cfg = SchedConfig {
@@ -687,15 +687,16 @@ fn forced_run(res: &mut Results, checks: &mut Checks, secs: f64) -> anyhow::Resu
         // polling on top would reach Linux's real-time limit.
         drive(&mut ex, secs, Duration::ZERO);
         let stolen = steal_ms(HOST_CPU).saturating_sub(steal0);
+        let late = ex.stats().max_release_late_ns;
         let _ = set_sched_class(SchedClass::Normal);
         let rows = owners
             .iter()
             .zip(&bounds)
             .map(|(&o, v)| (v.name.clone(), ex.usage(o), v.response_ns))
             .collect();
-        Ok((rows, stolen))
+        Ok((rows, stolen, late))
     });
-    let (rows, stolen) = th
+    let (rows, stolen, late) = th
         .join()
         .map_err(|_| anyhow::anyhow!("forced-set thread panicked"))??;
     for (name, u, bound) in &rows {
@@ -717,16 +718,33 @@ fn forced_run(res: &mut Results, checks: &mut Checks, secs: f64) -> anyhow::Resu
         lo.releases,
         lo.max_response_ns as f64 / 1e6
     ));
-    // The lower-priority handler misses regularly; the other in none, but
-    // for a vCPU the hypervisor stopped (which no scheduler in the guest
-    // can hide): at most 1% of its periods.
+    // The lower-priority handler misses regularly, whatever the machine
+    // does. The other misses none where the run kept the premise: releases
+    // seen within the declared jitter and no vCPU stolen (a stall of the
+    // guest loses the periods it covers, whatever the scheduler does).
     checks.check(
-        lo.deadline_misses * 10 >= lo.releases && hi.deadline_misses * 100 <= hi.releases,
+        lo.deadline_misses * 10 >= lo.releases,
         format!(
-            "a forced unschedulable set misses in its lowest-priority handler: {} of its {} periods; the other {} of {}",
-            lo.deadline_misses, lo.releases, hi.deadline_misses, hi.releases
+            "a forced unschedulable set misses in its lowest-priority handler: {} of its {} periods",
+            lo.deadline_misses, lo.releases
         ),
     );
+    if late > bare_config().release_jitter_ns || stolen > 0 {
+        res.note(format!(
+            "forced: the higher-priority handler's {} misses of {} not judged (a release seen {:.0} us late, {stolen} ms stolen)",
+            hi.deadline_misses,
+            hi.releases,
+            late as f64 / 1e3
+        ));
+    } else {
+        checks.check(
+            hi.deadline_misses == 0,
+            format!(
+                "the forced set's higher-priority handler misses none: {} of {}",
+                hi.deadline_misses, hi.releases
+            ),
+        );
+    }
     Ok(())
 }
 
