@@ -9,12 +9,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use lazynet::host::{Host, HostConfig, HostState};
 use lazynet::mem::MappedFile;
 use lazynet::nic::netns::Ownership;
 use lazynet::nic::wirepair::{WireConfig, WireEnd, WirePair};
 use lazynet::nic::Nic;
-use lazynet::nlf::stream::{StreamConfig, Streamer};
+use lazynet::nlf::stream::{StreamConfig, Streamer, BATCH, BATCH_COST_NS, PERIOD_NS};
 use lazynet::nlf::{meta_path, prebuild_with, MetaFile, PrebuildOptions, SendPath};
+use lazynet::sched::{Class, Cx, InstantClock, Status};
 use lazynet::socket::UdpSocket;
 use lazynet::stack::{Stack, StackConfig};
 
@@ -44,6 +46,13 @@ fn open_meta(a: &MediaArgs) -> anyhow::Result<MetaFile> {
             a.media.display()
         )
     })
+}
+
+/// What the media server's handler works on.
+struct MediaApp {
+    streamer: Streamer<MappedFile>,
+    repeat: bool,
+    done: bool,
 }
 
 /// `lazynet serve media`.
@@ -93,41 +102,63 @@ pub fn serve(a: &MediaArgs, net: &NetArgs) -> anyhow::Result<()> {
     };
     let mut streamer = Streamer::new(meta, media, &a.clients, scfg)?;
     let by_ref = streamer.attach(&mut stack);
+    // The streams are one periodic handler (RTU §III-D): every period it
+    // sends that period's packets; in between the host sleeps.
+    let class = streamer.periodic(PERIOD_NS, BATCH_COST_NS);
     eprintln!(
-        "streaming {} ({} packets, {:.2} Mbit/s) to {} clients, path {}, payload {}",
+        "streaming {} ({} packets, {:.2} Mbit/s) to {} clients, path {}, payload {}; a periodic handler of {} ms, up to {} packets a period",
         a.media.display(),
         streamer.meta().packets(),
         streamer.meta().bit_rate() as f64 / 1e6,
         a.clients.len(),
         a.path,
-        if by_ref { "by reference" } else { "copied" }
+        if by_ref { "by reference" } else { "copied" },
+        PERIOD_NS as f64 / 1e6,
+        class.batch as usize * BATCH
     );
+    let hcfg = HostConfig::for_mode(stack.mode()).sleeping();
+    let app = MediaApp {
+        streamer,
+        repeat: a.repeat,
+        done: false,
+    };
+    let mut h = Host::new(stack, app, InstantClock::new(), hcfg)
+        .map_err(|e| anyhow::anyhow!("host: {e}"))?;
+    let owner = h
+        .add_owner("media", Class::Periodic(class))
+        .map_err(|e| anyhow::anyhow!("the streams do not fit on one core: {e}"))?;
+    h.spawn(
+        owner,
+        |cx: &mut Cx<'_>, st: &mut HostState<crate::serve::DynNic, MediaApp>| match st
+            .app
+            .streamer
+            .serve_period(&mut st.stack, cx)
+        {
+            Status::Done if st.app.repeat => {
+                st.app.streamer.rewind();
+                Status::Ready
+            }
+            Status::Done => {
+                st.app.done = true;
+                Status::Done
+            }
+            s => s,
+        },
+    )
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
     println!("ready");
     std::io::stdout().flush()?;
     let started = Instant::now();
-    while !stop.load(Ordering::Relaxed) {
-        let now = stack.now();
-        stack.poll(now);
-        match streamer.poll(&mut stack, now) {
-            Some(due) => {
-                let now = stack.now();
-                if due > now {
-                    stack.nic_mut().wait(Some((due - now).min(2_000_000)));
-                }
-            }
-            None if a.repeat => streamer.rewind(),
-            None => {
-                // Let the last frames and any ARP traffic settle, then stop.
-                let t = Instant::now();
-                while t.elapsed() < Duration::from_millis(200) {
-                    let now = stack.now();
-                    stack.poll(now);
-                    stack.nic_mut().wait(Some(1_000_000));
-                }
-                break;
-            }
-        }
+    while !stop.load(Ordering::Relaxed) && !h.app().done {
+        h.run_for(10_000_000);
     }
+    if h.app().done {
+        // Let the last frames and any ARP traffic settle, then stop.
+        h.run_for(200_000_000);
+    }
+    let media_usage = h.usage(owner);
+    let (mut stack, mut app) = h.into_parts();
+    let streamer = &mut app.streamer;
     streamer.release(&mut stack);
     let s = streamer.stats();
     println!(
@@ -140,6 +171,14 @@ pub fn serve(a: &MediaArgs, net: &NetArgs) -> anyhow::Result<()> {
         s.late,
         s.max_late_ns as f64 / 1e6,
         s.backpressure
+    );
+    println!(
+        "media handler: {} periods, {} deadline misses, {} iterations ({} over the declared {:.0} us)",
+        media_usage.releases,
+        media_usage.deadline_misses,
+        media_usage.iterations,
+        media_usage.overruns,
+        BATCH_COST_NS as f64 / 1e3
     );
     println!("counters:\n{}", stack.stats());
     drop(stack);

@@ -494,6 +494,9 @@ struct Rt {
     gross: bool,
     /// Periodic: consecutive periods that overran (see `release`).
     streak: u32,
+    /// Demoted from periodic: its period, at which its tasks are still
+    /// woken (0: none).
+    timer_ns: u64,
     /// Reactive: tokens, ns (negative after an overdraft).
     tokens: i64,
     /// Reactive: when tokens were last added.
@@ -768,17 +771,47 @@ impl Core {
         }
         let mut next = u64::MAX;
         for o in 0..self.owners.len() {
-            let Class::Periodic(p) = self.owners[o].class else {
-                continue;
-            };
-            if self.owners[o].rt.next_release_ns <= now {
-                self.release(o, p, now);
+            match self.owners[o].class {
+                Class::Periodic(p) if self.owners[o].rt.next_release_ns <= now => {
+                    self.release(o, p, now);
+                }
+                Class::BestEffort if self.owners[o].rt.timer_ns > 0 => {
+                    // Demoted: still woken every period (below).
+                    let rt = &mut self.owners[o].rt;
+                    if rt.next_release_ns <= now {
+                        let periods = (now - rt.next_release_ns) / rt.timer_ns + 1;
+                        rt.next_release_ns += periods * rt.timer_ns;
+                        self.wake_members(o);
+                    }
+                }
+                _ => {}
             }
-            if let Class::Periodic(_) = self.owners[o].class {
-                next = next.min(self.owners[o].rt.next_release_ns);
+            let owner = &self.owners[o];
+            if matches!(owner.class, Class::Periodic(_)) || owner.rt.timer_ns > 0 {
+                next = next.min(owner.rt.next_release_ns);
             }
         }
         self.next_release_ns = next;
+    }
+
+    /// Makes every waiting task of owner `o` runnable (a running one is
+    /// requeued when it returns); returns whether one was running.
+    fn wake_members(&mut self, o: usize) -> bool {
+        let mut t = self.owners[o].members;
+        let mut running = false;
+        while t != NIL {
+            let m = self.meta[t as usize];
+            match m.slot {
+                Slot::Waiting => self.enqueue(t),
+                Slot::Running { .. } => {
+                    self.meta[t as usize].slot = Slot::Running { woken: true };
+                    running = true;
+                }
+                Slot::Queued | Slot::Free => {}
+            }
+            t = m.mnext;
+        }
+        running
     }
 
     fn release(&mut self, o: usize, p: Periodic, now: u64) {
@@ -821,8 +854,15 @@ impl Core {
         owner.rt.used_ns = 0;
         owner.rt.gross = false;
         if owner.rt.streak >= self.cfg.demote_after.max(1) {
+            // Best-effort from now on, without a guarantee or a batch; its
+            // releases stay as a timer (a handler whose work is the passing
+            // of time, a media stream's, waits for them).
             owner.class = Class::BestEffort;
-            owner.rt = Rt::default();
+            owner.rt = Rt {
+                next_release_ns: owner.rt.next_release_ns,
+                timer_ns: period,
+                ..Rt::default()
+            };
             self.stats.demotions += 1;
             log::warn!(
                 "sched: periodic handler `{}` overran its declared {} ns iterations in {} periods in a row (longest {} ns); demoted to best-effort",
@@ -831,23 +871,11 @@ impl Core {
                 self.cfg.demote_after.max(1),
                 owner.usage.max_iteration_ns
             );
+            self.wake_members(o);
             return;
         }
         // Wake every waiting task of the owner: the release is its event.
-        let mut t = owner.members;
-        let mut running = false;
-        while t != NIL {
-            let m = self.meta[t as usize];
-            match m.slot {
-                Slot::Waiting => self.enqueue(t),
-                Slot::Running { .. } => {
-                    self.meta[t as usize].slot = Slot::Running { woken: true };
-                    running = true;
-                }
-                Slot::Queued | Slot::Free => {}
-            }
-            t = m.mnext;
-        }
+        let running = self.wake_members(o);
         let owner = &mut self.owners[o];
         // Released while one of its tasks runs (a release seen at an
         // iteration boundary): that work is this period's job too.

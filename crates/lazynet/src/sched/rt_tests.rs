@@ -425,6 +425,37 @@ fn a_handler_that_keeps_overrunning_is_demoted_and_one_overrun_is_not() {
 }
 
 #[test]
+fn a_demoted_handler_is_still_woken_every_period_at_best_effort() {
+    let clock = VirtualClock::new();
+    let mut ex: Executor<Vec<(&'static str, u64)>> = Executor::new(clock.clone(), bare());
+    let liar = ex
+        .add_owner("liar", periodic(10 * MS, 1, 100 * US))
+        .unwrap();
+    // A handler whose work is the passing of time: one 300-µs iteration per
+    // release, then it waits for the next.
+    let c2 = clock.clone();
+    ex.spawn(
+        liar,
+        move |cx: &mut Cx<'_>, log: &mut Vec<(&'static str, u64)>| {
+            log.push(("liar", c2.now_ns()));
+            c2.advance(300 * US);
+            let _ = cx.iteration_done();
+            Status::Wait
+        },
+    )
+    .unwrap();
+    let mut log = Vec::new();
+    run_to(&mut ex, &mut log, &clock, 35 * MS);
+    assert_eq!(ex.owner_info(liar).unwrap().1, Class::BestEffort);
+    // Demoted at 30 ms; it keeps running once a period, at the releases.
+    let before = log.len();
+    run_to(&mut ex, &mut log, &clock, 85 * MS);
+    let starts: Vec<u64> = log[before..].iter().map(|x| x.1).collect();
+    assert_eq!(starts, vec![40 * MS, 50 * MS, 60 * MS, 70 * MS, 80 * MS]);
+    assert_eq!(ex.next_release_ns(), Some(90 * MS));
+}
+
+#[test]
 fn a_forced_unschedulable_set_misses_in_its_lowest_priority_handler() {
     let clock = VirtualClock::new();
     let cfg = SchedConfig {

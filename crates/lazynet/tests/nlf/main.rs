@@ -3,3 +3,4 @@
 
 mod meta;
 mod paths;
+mod stream;

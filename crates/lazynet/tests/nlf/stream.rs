@@ -1,0 +1,134 @@
+//! The streamer on a periodic handler (RTU §III-D, media on demand): a
+//! host whose only real-time owner is the streams' handler sends a short
+//! stream to many clients over the in-memory wire, ARP resolved by the
+//! stack itself; every client receives every byte, in order, and the
+//! handler ran as the periodic class it was admitted as.
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+
+use lazynet::host::{Host, HostConfig, HostState};
+use lazynet::mem::MappedFile;
+use lazynet::nic::wirepair::{WireConfig, WireEnd, WirePair};
+use lazynet::nlf::stream::{StreamConfig, Streamer, BATCH_COST_NS, PERIOD_NS};
+use lazynet::nlf::{prebuild_with, MetaFile, PrebuildOptions};
+use lazynet::sched::{Class, Cx, InstantClock};
+use lazynet::socket::UdpSocket;
+use lazynet::stack::{ReceiveMode, Stack, StackConfig};
+
+const SERVER: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+const CLIENT: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+const CLIENTS: u16 = 40;
+
+fn noise(len: usize) -> Vec<u8> {
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+#[test]
+fn a_periodic_handler_streams_every_byte_to_every_client() {
+    let dir = std::env::temp_dir().join(format!("lazynet-stream-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let media_path = dir.join("media.bin");
+    // 96 KiB at 8 Mbit/s: about 0.1 s of stream per client.
+    let media = noise(96 * 1024);
+    std::fs::write(&media_path, &media).unwrap();
+    let sum = prebuild_with(
+        &media_path,
+        &PrebuildOptions {
+            payload: 1316,
+            rtp: false,
+            out_dir: Some(&dir),
+            nominal_bit_rate: 8_000_000,
+        },
+        &mut |_, _| {},
+    )
+    .unwrap();
+    let meta = MetaFile::open(&sum.meta, &media_path).unwrap();
+    let mapped = MappedFile::open(&media_path).unwrap();
+    let (a, b) = WirePair::new(WireConfig {
+        ext_bytes: media.len() as u64,
+        buf_count: 4096,
+        ..WireConfig::default()
+    })
+    .unwrap();
+    let cfg = |addr, seed| StackConfig {
+        addr,
+        seed,
+        ..StackConfig::default()
+    };
+    let server: Stack<WireEnd> = Stack::new(a, cfg(SERVER, 1));
+    let mut client: Stack<WireEnd> = Stack::new(b, cfg(CLIENT, 2));
+    let addrs: Vec<SocketAddrV4> = (0..CLIENTS)
+        .map(|i| SocketAddrV4::new(CLIENT, 6000 + i))
+        .collect();
+    let socks: Vec<UdpSocket> = addrs
+        .iter()
+        .map(|&x| UdpSocket::bind(&mut client, x).unwrap())
+        .collect();
+
+    let mut streamer = Streamer::new(meta, mapped, &addrs, StreamConfig::default()).unwrap();
+    let mut server = server;
+    assert!(streamer.attach(&mut server), "payloads by reference");
+    let class = streamer.periodic(PERIOD_NS, BATCH_COST_NS);
+    let hcfg = HostConfig::for_mode(ReceiveMode::SoftLrp);
+    let mut h = Host::new(server, streamer, InstantClock::new(), hcfg).unwrap();
+    let o = h.add_owner("media", Class::Periodic(class)).unwrap();
+    let mut done = false;
+    h.spawn(
+        o,
+        |cx: &mut Cx<'_>, st: &mut HostState<WireEnd, Streamer<MappedFile>>| {
+            st.app.serve_period(&mut st.stack, cx)
+        },
+    )
+    .unwrap();
+
+    let mut got: Vec<Vec<u8>> = vec![Vec::new(); CLIENTS as usize];
+    let mut buf = vec![0u8; 2048];
+    let t0 = std::time::Instant::now();
+    // Until every client has the whole stream (a bound of 10 s).
+    while t0.elapsed() < std::time::Duration::from_secs(10) {
+        h.run_for(500_000);
+        let now = client.now();
+        client.poll(now);
+        for (i, s) in socks.iter().enumerate() {
+            while let Ok((n, _)) = s.recv_from(&mut client, &mut buf) {
+                got[i].extend_from_slice(&buf[..n]);
+            }
+        }
+        if h.app().finished() {
+            if done && got.iter().all(|g| g.len() >= media.len()) {
+                break;
+            }
+            done = true;
+        }
+    }
+    for (i, g) in got.iter().enumerate() {
+        assert_eq!(g.len(), media.len(), "client {i}: bytes received");
+        assert!(g == &media, "client {i}: the stream differs");
+    }
+    let u = h.usage(o);
+    assert!(
+        matches!(h.executor().owner_info(o), Some((_, Class::Periodic(_)))),
+        "the media handler was demoted"
+    );
+    assert!(u.releases > 10, "released every period: {}", u.releases);
+    let stats = h.app().stats();
+    assert_eq!(
+        stats.packets,
+        (streamer_packets(&sum.meta, &media_path) * CLIENTS as usize) as u64
+    );
+    let (mut stack, mut s) = h.into_parts();
+    s.release(&mut stack);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn streamer_packets(meta: &std::path::Path, media: &std::path::Path) -> usize {
+    MetaFile::open(meta, media).unwrap().packets()
+}
