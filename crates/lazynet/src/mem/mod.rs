@@ -23,7 +23,7 @@ pub mod ring;
 pub use doorbell::Doorbell;
 pub use file::MappedFile;
 pub use notify::{Applied, ReadyFlag};
-pub use region::{BufArea, Region};
+pub use region::{prefetch, BufArea, Region};
 pub use ring::{Consumer, Pod, Producer, Ring, RingError};
 
 /// A packet descriptor: a byte range inside one buffer of a [`BufArea`].

@@ -107,6 +107,11 @@ struct Client {
     next: usize,
     /// Send time of packet `next` while in the wheel.
     due: u64,
+    /// Packet `next`'s meta-data, read when it was scheduled (build reads
+    /// it from here, beside the header, rather than from the meta file
+    /// again); valid while `cached == next`.
+    pkt: PacketMeta,
+    cached: usize,
     /// When its stream began: when its next hop was resolved.
     start: u64,
 }
@@ -177,6 +182,8 @@ impl<M: AsRef<[u8]>> Streamer<M> {
                 header: None,
                 next: 0,
                 due: u64::MAX,
+                pkt: PacketMeta::default(),
+                cached: usize::MAX,
                 start: 0,
             })
             .collect::<Vec<_>>();
@@ -303,6 +310,11 @@ impl<M: AsRef<[u8]>> Streamer<M> {
                     break;
                 };
                 let due = self.clients[ci as usize].due;
+                // The next client's state (header template, packet) is
+                // wherever it is in memory: start fetching it now.
+                if let Some(next) = self.wheel.peek() {
+                    crate::mem::prefetch(&self.clients[next as usize]);
+                }
                 self.nspare -= 1;
                 let b = self.spare[self.nspare];
                 if !self.build(stack, ci as usize, b) {
@@ -387,6 +399,8 @@ impl<M: AsRef<[u8]>> Streamer<M> {
         let c = &mut self.clients[ci];
         if let Some(p) = self.meta.get(c.next) {
             c.due = c.start + c.offset_ns + p.send_ns;
+            c.pkt = p;
+            c.cached = c.next;
             self.wheel.insert(ci as u32, c.due);
         }
     }
@@ -400,9 +414,14 @@ impl<M: AsRef<[u8]>> Streamer<M> {
     fn build<N: Nic>(&mut self, stack: &mut Stack<N>, ci: usize, b: u32) -> bool {
         let media = self.media.as_ref();
         let c = &mut self.clients[ci];
+        let pkt = if c.cached == c.next {
+            Some(c.pkt)
+        } else {
+            self.meta.get(c.next)
+        };
         let sent_len = match (
             c.header.as_mut(),
-            self.meta.get(c.next),
+            pkt,
             stack.nic_mut().buffers_mut().buf_mut(b),
         ) {
             (Some(hdr), Some(p), Some(buf)) => {
@@ -667,6 +686,13 @@ impl Wheel {
             self.cursor += 1;
         }
         None
+    }
+
+    /// The client the next pop looks at first, if any (for a prefetch).
+    fn peek(&self) -> Option<u32> {
+        self.slots[(self.cursor % SLOTS as u64) as usize]
+            .last()
+            .copied()
     }
 
     /// The start of the first slot holding a client, if any.

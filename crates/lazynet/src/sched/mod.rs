@@ -67,7 +67,7 @@
 //! from a release (or the first wake after it) to the batch's end is its
 //! response, whose maximum is kept. An iteration longer than `c` is an
 //! overrun (counted); a period in which the owner used more than `B·c`, or
-//! one iteration more than `2c`, overran, and [`SchedConfig::demote_after`]
+//! one iteration more than `2c` (plus the configured release jitter), overran, and [`SchedConfig::demote_after`]
 //! such periods in a row demote the owner to best-effort with a log line
 //! (RTU's first security issue: an admitted set must stay schedulable). A reactive owner spends
 //! its bucket's tokens with its iterations' time and refills at its share.
@@ -343,7 +343,8 @@ pub struct SchedConfig {
     pub release_jitter_ns: u64,
     /// A periodic handler that overruns in this many consecutive periods —
     /// uses more than its declared `B·c` in the period, or takes more than
-    /// twice `c` in one iteration — is demoted to best-effort.
+    /// twice `c` (plus [`SchedConfig::release_jitter_ns`], the stalls the
+    /// platform is known for) in one iteration — is demoted to best-effort.
     pub demote_after: u32,
 }
 
@@ -901,7 +902,13 @@ impl Core {
                 owner.rt.used_ns = owner.rt.used_ns.saturating_add(cost);
                 if cost > p.iteration_ns {
                     owner.usage.overruns += 1;
-                    owner.rt.gross |= cost > p.iteration_ns.saturating_mul(2);
+                    // Beyond twice `c` and the platform's jitter: a stall
+                    // of the machine the analysis already allows for is
+                    // not the handler's lie.
+                    owner.rt.gross |= cost
+                        > p.iteration_ns
+                            .saturating_mul(2)
+                            .saturating_add(self.cfg.release_jitter_ns);
                 }
                 if counted {
                     owner.rt.budget = owner.rt.budget.saturating_sub(1);
