@@ -339,9 +339,9 @@ impl<M: AsRef<[u8]>> Streamer<M> {
         if self.pending_len() > 0 || budget == 0 || (resolved > 0 && !self.unresolved.is_empty()) {
             return (sent, Some(now));
         }
-        let next = match self.wheel.next_slot_ns() {
-            // The wheel knows the slot, not the packet: the handler comes
-            // back at the slot's start, less the lead it sends ahead.
+        let clients = &self.clients;
+        let next = match self.wheel.next_due(|ci| clients[ci as usize].due) {
+            // Less the lead it sends ahead.
             Some(t) => Some(t.saturating_sub(self.cfg.lead_ns).max(now)),
             None if !self.unresolved.is_empty() => Some(now + 1_000_000),
             None => None,
@@ -695,15 +695,36 @@ impl Wheel {
             .copied()
     }
 
-    /// The start of the first slot holding a client, if any.
-    fn next_slot_ns(&self) -> Option<u64> {
+    /// The earliest send time, if any client is in: the earliest of the
+    /// first slot holding a client of this revolution (clients a revolution
+    /// or more ahead are passed over; a client already late, in the
+    /// cursor's slot, counts). At most one pass over the wheel, once per
+    /// poll.
+    fn next_due(&self, due_of: impl Fn(u32) -> u64) -> Option<u64> {
         if self.len == 0 {
             return None;
         }
-        (0..SLOTS as u64)
-            .map(|k| self.cursor + k)
-            .find(|&abs| !self.slots[(abs % SLOTS as u64) as usize].is_empty())
-            .map(|abs| abs * SLOT_NS)
+        let mut far = u64::MAX;
+        for k in 0..SLOTS as u64 {
+            let abs = self.cursor + k;
+            let slot = &self.slots[(abs % SLOTS as u64) as usize];
+            let extra: &[u32] = if k == 0 { &self.deferred } else { &[] };
+            let end = (abs + 1).saturating_mul(SLOT_NS);
+            let mut best = u64::MAX;
+            for &ci in slot.iter().chain(extra) {
+                let d = due_of(ci);
+                if d < end {
+                    best = best.min(d);
+                } else {
+                    far = far.min(d);
+                }
+            }
+            if best != u64::MAX {
+                return Some(best);
+            }
+        }
+        // Only clients more than a revolution ahead.
+        Some(far)
     }
 }
 
@@ -806,23 +827,32 @@ mod tests {
     }
 
     #[test]
-    fn the_wheel_reports_the_first_occupied_slot() {
+    fn the_wheel_reports_the_next_send_time() {
+        let dues = [5 * SLOT_NS + 70, 5 * SLOT_NS + 7, 9 * SLOT_NS + 3];
+        let due = |ci: u32| dues[ci as usize];
         let mut w = Wheel::new();
-        assert_eq!(w.next_slot_ns(), None);
-        w.insert(0, 5 * SLOT_NS + 7);
-        w.insert(1, 9 * SLOT_NS);
-        assert_eq!(w.next_slot_ns(), Some(5 * SLOT_NS));
+        assert_eq!(w.next_due(due), None);
+        for (ci, &d) in dues.iter().enumerate() {
+            w.insert(ci as u32, d);
+        }
+        assert_eq!(w.next_due(due), Some(5 * SLOT_NS + 7));
         w.begin();
-        assert_eq!(
-            w.pop(6 * SLOT_NS, |ci| [5 * SLOT_NS + 7, 9 * SLOT_NS]
-                [ci as usize]),
-            Some(0)
-        );
-        assert_eq!(
-            w.pop(6 * SLOT_NS, |ci| [5 * SLOT_NS + 7, 9 * SLOT_NS]
-                [ci as usize]),
-            None
-        );
-        assert_eq!(w.next_slot_ns(), Some(9 * SLOT_NS));
+        // A poll inside the slot: the one due at +7 goes, +70 waits.
+        assert_eq!(w.pop(5 * SLOT_NS + 50, due), Some(1));
+        assert_eq!(w.pop(5 * SLOT_NS + 50, due), None);
+        assert_eq!(w.next_due(due), Some(5 * SLOT_NS + 70));
+        w.begin();
+        assert_eq!(w.pop(6 * SLOT_NS, due), Some(0));
+        assert_eq!(w.pop(6 * SLOT_NS, due), None);
+        assert_eq!(w.next_due(due), Some(9 * SLOT_NS + 3));
+        // A client a revolution ahead in an earlier slot does not hide one
+        // due sooner in a later slot.
+        let dues = [(SLOTS as u64 + 12) * SLOT_NS, 20 * SLOT_NS + 1];
+        let due = |ci: u32| dues[ci as usize];
+        let mut w = Wheel::new();
+        w.insert(1, dues[1]);
+        w.insert(0, dues[0]);
+        w.cursor = 0;
+        assert_eq!(w.next_due(due), Some(20 * SLOT_NS + 1));
     }
 }
