@@ -324,6 +324,11 @@ pub fn run(opts: &ExpOpts) -> anyhow::Result<()> {
         let spin = Spinners::start(SPINNERS, secs + 5.0)?;
         let r = periods_run(&mut res, &mut checks, secs);
         drop(spin);
+        let out = r?;
+        let secs = if opts.quick { 2.0 } else { 20.0 };
+        let spin = Spinners::start(SPINNERS, secs + 5.0)?;
+        let r = threads_run(&mut res, &out.shapes, secs, out.switches);
+        drop(spin);
         r?;
         let spin = Spinners::start(SPINNERS, 8.0)?;
         let r = forced_run(&mut res, &mut checks, 2.0);
@@ -408,10 +413,10 @@ struct Row {
     periodic: bool,
 }
 
-fn periods_run(res: &mut Results, checks: &mut Checks, secs: f64) -> anyhow::Result<()> {
+fn periods_run(res: &mut Results, checks: &mut Checks, secs: f64) -> anyhow::Result<PeriodsOut> {
     let iter_ns = ITER_US * 1_000;
     let th = std::thread::spawn(
-        move || -> anyhow::Result<(Vec<Row>, String, u64, u64, f64)> {
+        move || -> anyhow::Result<(Vec<Row>, String, u64, u64, f64, Vec<Periodic>, f64)> {
             super::pin_host();
             set_sched_class(SchedClass::Fifo(10)).context("SCHED_FIFO")?;
             // No network here, so no system bucket; releases are seen up to a
@@ -456,9 +461,18 @@ fn periods_run(res: &mut Results, checks: &mut Checks, secs: f64) -> anyhow::Res
                 })
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
             }
+            let shapes: Vec<Periodic> = owners
+                .iter()
+                .filter_map(|&o| match ex.owner_info(o) {
+                    Some((_, Class::Periodic(p))) => Some(p),
+                    _ => None,
+                })
+                .collect();
             let steal0 = steal_ms(HOST_CPU);
             let on = OnCpu::start();
+            let (sw0, t0) = (ctx_switches(), Instant::now());
             drive(&mut ex, secs, WAKE_EARLY);
+            let switches = (ctx_switches() - sw0) as f64 / t0.elapsed().as_secs_f64();
             let on_cpu = on.fraction();
             let stolen = steal_ms(HOST_CPU).saturating_sub(steal0);
             let late = ex.stats().max_release_late_ns;
@@ -485,10 +499,10 @@ fn periods_run(res: &mut Results, checks: &mut Checks, secs: f64) -> anyhow::Res
                     }
                 })
                 .collect();
-            Ok((out, refusal, stolen, late, on_cpu))
+            Ok((out, refusal, stolen, late, on_cpu, shapes, switches))
         },
     );
-    let (rows, refusal, stolen, late, on_cpu) = th
+    let (rows, refusal, stolen, late, on_cpu, shapes, switches) = th
         .join()
         .map_err(|_| anyhow::anyhow!("periods thread panicked"))??;
     let part = "periods";
@@ -523,7 +537,7 @@ fn periods_run(res: &mut Results, checks: &mut Checks, secs: f64) -> anyhow::Res
         ));
     }
     res.note(format!(
-        "{part}: {} periodic handlers admitted ({}), beside {SPINNERS} spinning processes for {secs:.0} s under SCHED_FIFO: {periods} periods, {misses} deadline misses ({skipped} of them releases skipped), {overruns} iterations over their declared cost, {demoted} handlers demoted; releases seen at most {:.0} us late (declared {:.0}); measured worst response within the analysis at admission for {within_declared} of {n}, within the analysis of the run's own costs for {within_observed} of {n}; the executor's thread on its CPU {:.0}% of the time; the hypervisor took {stolen} ms from the host's vCPU meanwhile",
+        "{part}: {} periodic handlers admitted ({}), beside {SPINNERS} spinning processes for {secs:.0} s under SCHED_FIFO: {periods} periods, {misses} deadline misses ({skipped} of them releases skipped), {overruns} iterations over their declared cost, {demoted} handlers demoted; releases seen at most {:.0} us late (declared {:.0}); measured worst response within the analysis at admission for {within_declared} of {n}, within the analysis of the run's own costs for {within_observed} of {n}; the executor's thread on its CPU {:.0}% of the time, {switches:.0} context switches a second; the hypervisor took {stolen} ms from the host's vCPU meanwhile",
         rows.len(),
         if refusal.is_empty() { "none refused".to_string() } else { format!("the next refused: {refusal}") },
         late as f64 / 1e3,
@@ -538,7 +552,7 @@ fn periods_run(res: &mut Results, checks: &mut Checks, secs: f64) -> anyhow::Res
             "not judged (the hypervisor stole {stolen} ms of the host's vCPU): {misses} deadline misses, worst responses within the run's analysis for {within_observed} of {}",
             rows.len()
         ));
-        return Ok(());
+        return Ok(PeriodsOut { shapes, switches });
     }
     // The response bound holds for any run, given its own costs. Deadlines
     // are held only where the run kept the declared premise: releases seen
@@ -570,6 +584,116 @@ fn periods_run(res: &mut Results, checks: &mut Checks, secs: f64) -> anyhow::Res
             rows.len()
         ),
     );
+    Ok(PeriodsOut { shapes, switches })
+}
+
+/// What the periods run hands to the thread-per-handler run.
+struct PeriodsOut {
+    /// The admitted handlers' shapes.
+    shapes: Vec<Periodic>,
+    /// The executor thread's context switches per second.
+    switches: f64,
+}
+
+/// This thread's context switches so far (voluntary and not), from
+/// `/proc/thread-self/status`; 0 if unknown.
+fn ctx_switches() -> u64 {
+    let Ok(st) = std::fs::read_to_string("/proc/thread-self/status") else {
+        return 0;
+    };
+    st.lines()
+        .filter(|l| l.contains("ctxt_switches:"))
+        .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .sum()
+}
+
+/// The periods run's handlers the way one would write them without an
+/// executor: one `SCHED_FIFO` thread per handler, priorities rate-monotonic,
+/// all on the host core beside the spinning processes; each sleeps to its
+/// release, then does its batch (the same work per iteration). Counts the
+/// threads' context switches, deadline misses (a batch done after the next
+/// release) and worst response, for `secs`.
+fn threads_run(
+    res: &mut Results,
+    shapes: &[Periodic],
+    secs: f64,
+    lazynet_switches: f64,
+) -> anyhow::Result<()> {
+    if shapes.is_empty() {
+        return Ok(());
+    }
+    let start = Instant::now() + Duration::from_millis(100);
+    let until = start + Duration::from_secs_f64(secs);
+    // Shorter period, higher priority.
+    let mut order: Vec<usize> = (0..shapes.len()).collect();
+    order.sort_by_key(|&i| shapes[i].period_ns);
+    let handles: Vec<_> = shapes
+        .iter()
+        .enumerate()
+        .map(|(i, &p)| {
+            let rank = order.iter().position(|&x| x == i).unwrap_or(0);
+            let prio = 40u8.saturating_sub(rank as u8);
+            std::thread::spawn(move || -> anyhow::Result<(u64, u64, u64, u64)> {
+                super::pin_host();
+                set_sched_class(SchedClass::Fifo(prio)).context("SCHED_FIFO")?;
+                let sw0 = ctx_switches();
+                let (mut releases, mut misses, mut worst) = (0u64, 0u64, 0u64);
+                let mut r = 0x9e37_79b9u64 ^ i as u64;
+                let mut sink = 0u64;
+                let mut k = 0u64;
+                loop {
+                    let release = start + Duration::from_nanos(k * p.period_ns);
+                    if release >= until {
+                        break;
+                    }
+                    let now = Instant::now();
+                    if release > now {
+                        std::thread::sleep(release - now);
+                    }
+                    for _ in 0..p.batch {
+                        r ^= r << 13;
+                        r ^= r >> 7;
+                        r ^= r << 17;
+                        let ns = p.iteration_ns / 3 + r % (p.iteration_ns / 6 + 1);
+                        sink = super::busy_for(ns, sink ^ r);
+                    }
+                    let resp = release.elapsed().as_nanos() as u64;
+                    worst = worst.max(resp);
+                    if resp > p.period_ns {
+                        misses += 1;
+                    }
+                    releases += 1;
+                    // A batch that ran past later releases skips them.
+                    k = k.max(resp / p.period_ns.max(1)) + 1;
+                }
+                std::hint::black_box(sink);
+                let sw = ctx_switches() - sw0;
+                let _ = set_sched_class(SchedClass::Normal);
+                Ok((releases, misses, worst, sw))
+            })
+        })
+        .collect();
+    let mut total_sw = 0u64;
+    let (mut releases, mut misses) = (0u64, 0u64);
+    for (h, p) in handles.into_iter().zip(shapes) {
+        let (rel, mis, worst, sw) = h
+            .join()
+            .map_err(|_| anyhow::anyhow!("handler thread panicked"))??;
+        total_sw += sw;
+        releases += rel;
+        misses += mis;
+        res.row(format!(
+            "threads,{}us,{SPINNERS},,,,,{mis},{:.0},,,,,,,",
+            p.period_ns / 1_000,
+            worst as f64 / 1e3
+        ));
+    }
+    let per_s = total_sw as f64 / secs;
+    res.note(format!(
+        "threads: the same {} handlers as one SCHED_FIFO thread each (rate-monotonic priorities) beside {SPINNERS} spinning processes for {secs:.0} s: {per_s:.0} context switches a second against the executor's {lazynet_switches:.0} ({:.1}x); {misses} deadline misses in {releases} periods",
+        shapes.len(),
+        per_s / lazynet_switches.max(1.0)
+    ));
     Ok(())
 }
 
