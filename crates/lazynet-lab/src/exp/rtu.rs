@@ -415,93 +415,90 @@ struct Row {
 
 fn periods_run(res: &mut Results, checks: &mut Checks, secs: f64) -> anyhow::Result<PeriodsOut> {
     let iter_ns = ITER_US * 1_000;
-    let th = std::thread::spawn(
-        move || -> anyhow::Result<(Vec<Row>, String, u64, u64, f64, Vec<Periodic>, f64)> {
-            super::pin_host();
-            set_sched_class(SchedClass::Fifo(10)).context("SCHED_FIFO")?;
-            // No network here, so no system bucket; releases are seen up to a
-            // sleep's overshoot late (`std::thread::sleep` under SCHED_FIFO).
-            let mut ex: Executor<u64> = Executor::new(TscClock::new(), bare_config());
-            let mut owners = Vec::new();
-            let mut refusal = String::new();
-            for (i, &t) in PERIODS_US.iter().enumerate() {
-                let batch = ((t as f64 * PERIODS_SHARE) / ITER_US as f64)
-                    .ceil()
-                    .max(1.0) as u32;
-                let p = Periodic {
-                    period_ns: t * 1_000,
-                    batch,
-                    iteration_ns: iter_ns,
-                };
-                match ex.add_owner(&format!("h{i}-{t}us"), Class::Periodic(p)) {
-                    Ok(o) => owners.push(o),
-                    Err(e) => {
-                        refusal = e.to_string();
+    let th = std::thread::spawn(move || -> anyhow::Result<PeriodsThread> {
+        super::pin_host();
+        set_sched_class(SchedClass::Fifo(10)).context("SCHED_FIFO")?;
+        // No network here, so no system bucket; releases are seen up to a
+        // sleep's overshoot late (`std::thread::sleep` under SCHED_FIFO).
+        let mut ex: Executor<u64> = Executor::new(TscClock::new(), bare_config());
+        let mut owners = Vec::new();
+        let mut refusal = String::new();
+        for (i, &t) in PERIODS_US.iter().enumerate() {
+            let batch = ((t as f64 * PERIODS_SHARE) / ITER_US as f64)
+                .ceil()
+                .max(1.0) as u32;
+            let p = Periodic {
+                period_ns: t * 1_000,
+                batch,
+                iteration_ns: iter_ns,
+            };
+            match ex.add_owner(&format!("h{i}-{t}us"), Class::Periodic(p)) {
+                Ok(o) => owners.push(o),
+                Err(e) => {
+                    refusal = e.to_string();
+                    break;
+                }
+            }
+        }
+        let admitted_bounds = ex.analysis();
+        let mut seed = 0x9e37_79b9u64;
+        for &o in &owners {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+            let mut r = seed;
+            ex.spawn(o, move |cx: &mut Cx<'_>, sink: &mut u64| {
+                for _ in 0..64 {
+                    r ^= r << 13;
+                    r ^= r >> 7;
+                    r ^= r << 17;
+                    let ns = iter_ns / 3 + r % (iter_ns / 6 + 1);
+                    *sink = super::busy_for(ns, *sink ^ r);
+                    if !cx.iteration_done() {
                         break;
                     }
                 }
-            }
-            let admitted_bounds = ex.analysis();
-            let mut seed = 0x9e37_79b9u64;
-            for &o in &owners {
-                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
-                let mut r = seed;
-                ex.spawn(o, move |cx: &mut Cx<'_>, sink: &mut u64| {
-                    for _ in 0..64 {
-                        r ^= r << 13;
-                        r ^= r >> 7;
-                        r ^= r << 17;
-                        let ns = iter_ns / 3 + r % (iter_ns / 6 + 1);
-                        *sink = super::busy_for(ns, *sink ^ r);
-                        if !cx.iteration_done() {
-                            break;
-                        }
-                    }
-                    Status::Ready
-                })
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
-            }
-            let shapes: Vec<Periodic> = owners
-                .iter()
-                .filter_map(|&o| match ex.owner_info(o) {
-                    Some((_, Class::Periodic(p))) => Some(p),
-                    _ => None,
-                })
-                .collect();
-            let steal0 = steal_ms(HOST_CPU);
-            let on = OnCpu::start();
-            let (sw0, t0) = (ctx_switches(), Instant::now());
-            drive(&mut ex, secs, WAKE_EARLY);
-            let switches = (ctx_switches() - sw0) as f64 / t0.elapsed().as_secs_f64();
-            let on_cpu = on.fraction();
-            let stolen = steal_ms(HOST_CPU).saturating_sub(steal0);
-            let late = ex.stats().max_release_late_ns;
-            let _ = set_sched_class(SchedClass::Normal);
-            // The analysis again with what the run showed where it exceeds
-            // the declarations: each handler's longest iteration and the
-            // latest release. A stall of the virtual machine inside an
-            // iteration or a wake-up breaks the declared premise; the
-            // scheduler is still held to the analysis of what happened.
-            let observed = ex.observed_analysis();
-            let bound_of = |v: &[Verdict], name: &str| {
-                v.iter().find(|x| x.name == name).map(|x| x.response_ns)
-            };
-            let out = owners
-                .iter()
-                .map(|&o| {
-                    let (name, class) = ex.owner_info(o).unwrap_or(("", Class::Idle));
-                    Row {
-                        name: name.to_string(),
-                        usage: ex.usage(o),
-                        declared: bound_of(&admitted_bounds, name).unwrap_or(u64::MAX),
-                        observed: bound_of(&observed, name).unwrap_or(u64::MAX),
-                        periodic: matches!(class, Class::Periodic(_)),
-                    }
-                })
-                .collect();
-            Ok((out, refusal, stolen, late, on_cpu, shapes, switches))
-        },
-    );
+                Status::Ready
+            })
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        }
+        let shapes: Vec<Periodic> = owners
+            .iter()
+            .filter_map(|&o| match ex.owner_info(o) {
+                Some((_, Class::Periodic(p))) => Some(p),
+                _ => None,
+            })
+            .collect();
+        let steal0 = steal_ms(HOST_CPU);
+        let on = OnCpu::start();
+        let (sw0, t0) = (ctx_switches(), Instant::now());
+        drive(&mut ex, secs, WAKE_EARLY);
+        let switches = (ctx_switches() - sw0) as f64 / t0.elapsed().as_secs_f64();
+        let on_cpu = on.fraction();
+        let stolen = steal_ms(HOST_CPU).saturating_sub(steal0);
+        let late = ex.stats().max_release_late_ns;
+        let _ = set_sched_class(SchedClass::Normal);
+        // The analysis again with what the run showed where it exceeds
+        // the declarations: each handler's longest iteration and the
+        // latest release. A stall of the virtual machine inside an
+        // iteration or a wake-up breaks the declared premise; the
+        // scheduler is still held to the analysis of what happened.
+        let observed = ex.observed_analysis();
+        let bound_of =
+            |v: &[Verdict], name: &str| v.iter().find(|x| x.name == name).map(|x| x.response_ns);
+        let out = owners
+            .iter()
+            .map(|&o| {
+                let (name, class) = ex.owner_info(o).unwrap_or(("", Class::Idle));
+                Row {
+                    name: name.to_string(),
+                    usage: ex.usage(o),
+                    declared: bound_of(&admitted_bounds, name).unwrap_or(u64::MAX),
+                    observed: bound_of(&observed, name).unwrap_or(u64::MAX),
+                    periodic: matches!(class, Class::Periodic(_)),
+                }
+            })
+            .collect();
+        Ok((out, refusal, stolen, late, on_cpu, shapes, switches))
+    });
     let (rows, refusal, stolen, late, on_cpu, shapes, switches) = th
         .join()
         .map_err(|_| anyhow::anyhow!("periods thread panicked"))??;
@@ -586,6 +583,11 @@ fn periods_run(res: &mut Results, checks: &mut Checks, secs: f64) -> anyhow::Res
     );
     Ok(PeriodsOut { shapes, switches })
 }
+
+/// What the periods run's thread returns: rows, the refusal, ms stolen,
+/// the latest release (ns), the thread's share of its CPU, the admitted
+/// shapes and context switches per second.
+type PeriodsThread = (Vec<Row>, String, u64, u64, f64, Vec<Periodic>, f64);
 
 /// What the periods run hands to the thread-per-handler run.
 struct PeriodsOut {
