@@ -390,7 +390,7 @@ const ITER_US: u64 = 30;
 /// processes, for `secs`: synthetic iterations (the Fig. 7 streams have too
 /// long a period to reach 10^6 periods in minutes). Handlers are added in
 /// the order of `PERIODS_US`, with batches that fill the core, until
-/// admission refuses one. Each iteration busies itself ([`super::busy_for`]) for between a third and a
+/// admission refuses one (demotion off). Each iteration busies itself ([`super::busy_for`]) for between a third and a
 /// half of its declared cost: the rest is room for the clock reads and the
 /// interrupts of a virtual machine, so that what the run holds against the
 /// analysis at admission is the scheduling, not a declaration too tight.
@@ -420,7 +420,15 @@ fn periods_run(res: &mut Results, checks: &mut Checks, secs: f64) -> anyhow::Res
         set_sched_class(SchedClass::Fifo(10)).context("SCHED_FIFO")?;
         // No network here, so no system bucket; releases are seen up to a
         // sleep's overshoot late (`std::thread::sleep` under SCHED_FIFO).
-        let mut ex: Executor<u64> = Executor::new(TscClock::new(), bare_config());
+        // Demotion off: these handlers always have work, so a demoted one
+        // would take the whole core as best-effort, and a stall of this
+        // guest in three periods running demotes one (the rule is checked
+        // in the executor's tests).
+        let cfg = SchedConfig {
+            demote_after: u32::MAX,
+            ..bare_config()
+        };
+        let mut ex: Executor<u64> = Executor::new(TscClock::new(), cfg);
         let mut owners = Vec::new();
         let mut refusal = String::new();
         for (i, &t) in PERIODS_US.iter().enumerate() {
