@@ -1,7 +1,8 @@
 //! Operating-system helpers that need `unsafe`: CPU pinning and the CPU
 //! count, a thread's CPU time, its scheduling class and nice value, the
-//! time-stamp counter, the effective user, signals to child processes, and
-//! the futex calls a sleeping thread and its waker use.
+//! time-stamp counter, the effective user, signals to child processes, the
+//! futex calls a sleeping thread and its waker use, and an eventfd for
+//! waking a thread that sleeps in `poll(2)` on a device.
 //!
 //! **Owns:** every such call of the library and of the programs built on it
 //! (the `lazynet` program and the lab), so that each is written, and its
@@ -238,5 +239,60 @@ mod tests {
         assert!(!signal(u32::MAX, 0));
         // Signal 0 checks that the process exists: this one does.
         assert!(signal(std::process::id(), 0));
+    }
+}
+
+/// An eventfd (non-blocking): a counter another thread adds to, to end a
+/// `poll(2)` that includes it ([`EventFd::raw_fd`]) — how a remote wake
+/// reaches a thread sleeping on a device such as TAP.
+#[derive(Debug)]
+pub struct EventFd(std::os::fd::OwnedFd);
+
+impl EventFd {
+    /// A new eventfd, its counter 0.
+    pub fn new() -> io::Result<EventFd> {
+        // SAFETY: eventfd takes no pointers; it returns a new descriptor or
+        // -1.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is a fresh descriptor nobody else owns.
+        Ok(EventFd(unsafe {
+            <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd)
+        }))
+    }
+
+    /// Makes the eventfd readable (adds 1): a poller wakes.
+    pub fn signal(&self) {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from `one`, which outlives the call, to a
+        // descriptor we own. A full counter (EAGAIN) is already readable.
+        let _ = unsafe {
+            libc::write(
+                std::os::fd::AsRawFd::as_raw_fd(&self.0),
+                (&one as *const u64).cast(),
+                8,
+            )
+        };
+    }
+
+    /// Resets the counter (after a poll found it readable).
+    pub fn drain(&self) {
+        let mut v: u64 = 0;
+        // SAFETY: reads at most 8 bytes into `v`, which outlives the call,
+        // from a non-blocking descriptor we own (EAGAIN when it is 0).
+        let _ = unsafe {
+            libc::read(
+                std::os::fd::AsRawFd::as_raw_fd(&self.0),
+                (&mut v as *mut u64).cast(),
+                8,
+            )
+        };
+    }
+
+    /// The descriptor, to poll beside others. Stays owned here.
+    pub fn raw_fd(&self) -> std::os::fd::RawFd {
+        std::os::fd::AsRawFd::as_raw_fd(&self.0)
     }
 }

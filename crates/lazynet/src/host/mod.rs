@@ -409,15 +409,20 @@ pub struct HostReport {
 pub struct HostWaker {
     tasks: RemoteWaker,
     bell: Option<Doorbell>,
+    fd: Option<std::sync::Arc<crate::sys::EventFd>>,
 }
 
 impl HostWaker {
-    /// Marks `task` runnable and, if the host sleeps on a doorbell, wakes
-    /// it (a system call only when it really sleeps).
+    /// Marks `task` runnable and wakes the host if it sleeps: on a doorbell
+    /// (a system call only when it really sleeps), or in `poll(2)` on a
+    /// device such as TAP (its eventfd: one system call per wake).
     pub fn wake(&self, task: TaskId) {
         self.tasks.wake(task);
         if let Some(b) = &self.bell {
             b.wake();
+        }
+        if let Some(f) = &self.fd {
+            f.signal();
         }
     }
 }
@@ -838,6 +843,7 @@ impl<N: Nic + 'static, A: 'static> Host<N, A> {
         HostWaker {
             tasks: self.exec.remote_waker(),
             bell: self.st.stack.nic().doorbell(),
+            fd: self.st.stack.nic().remote_waker(),
         }
     }
 

@@ -518,6 +518,10 @@ impl<N: Nic> Nic for FaultNic<N> {
         self.inner.doorbell()
     }
 
+    fn remote_waker(&self) -> Option<std::sync::Arc<crate::sys::EventFd>> {
+        self.inner.remote_waker()
+    }
+
     fn wait(&mut self, timeout_ns: Option<u64>) {
         // Held frames become due with time, not with device readiness:
         // never sleep on the device for long.

@@ -139,6 +139,13 @@ pub trait Nic {
         None
     }
 
+    /// For drivers that sleep in `poll(2)` on a device rather than on a
+    /// doorbell: an eventfd that [`Nic::wait`] polls beside the device, so
+    /// that another thread can end the wait ([`crate::sys::EventFd::signal`]).
+    fn remote_waker(&self) -> Option<std::sync::Arc<crate::sys::EventFd>> {
+        None
+    }
+
     /// Bytes of the ext area this NIC can transmit from (0: none). An
     /// [`ExtRef`] given to [`Nic::send_gather`] must lie inside it.
     fn ext_capacity(&self) -> usize {
@@ -252,6 +259,9 @@ impl<T: Nic + ?Sized> Nic for Box<T> {
     }
     fn doorbell(&self) -> Option<crate::mem::Doorbell> {
         (**self).doorbell()
+    }
+    fn remote_waker(&self) -> Option<std::sync::Arc<crate::sys::EventFd>> {
+        (**self).remote_waker()
     }
     fn ext_area_mut(&mut self) -> Option<&mut [u8]> {
         (**self).ext_area_mut()

@@ -402,6 +402,10 @@ impl<N: Nic, W: Write> Nic for PcapNic<N, W> {
         self.inner.doorbell()
     }
 
+    fn remote_waker(&self) -> Option<std::sync::Arc<crate::sys::EventFd>> {
+        self.inner.remote_waker()
+    }
+
     fn wait(&mut self, timeout_ns: Option<u64>) {
         self.inner.wait(timeout_ns)
     }

@@ -59,10 +59,12 @@
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::{tso, ExtRef, Nic};
 use crate::mem::{BufArea, Desc};
+use crate::sys::EventFd;
 
 const IFNAMSIZ: usize = 16;
 const IFF_TAP: libc::c_short = 0x0002;
@@ -247,6 +249,8 @@ pub struct TapNic {
     big: Vec<u8>,
     /// The GSO frame in `big` whose segments are still to be handed out.
     cut: Option<tso::Cutter>,
+    /// Polled beside the device in [`Nic::wait`]: another thread's wake.
+    wake: Arc<EventFd>,
 }
 
 fn name_bytes(name: &str) -> io::Result<[u8; IFNAMSIZ]> {
@@ -442,6 +446,7 @@ impl TapNic {
                 Vec::new()
             },
             cut: None,
+            wake: Arc::new(EventFd::new()?),
         })
     }
 
@@ -958,9 +963,32 @@ impl Nic for TapNic {
             // Segments of a GSO frame are waiting already.
             return;
         }
-        // Sleep in poll(2) on the device; at most 10 ms so timers still run.
+        // Sleep in poll(2) on the device and the wake eventfd; at most
+        // 10 ms so timers still run.
         let t = Duration::from_nanos(timeout_ns.unwrap_or(10_000_000).min(10_000_000));
-        let _ = self.wait_readable(Some(t));
+        let mut pfd = [
+            libc::pollfd {
+                fd: self.fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: self.wake.raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        let ms = t.as_millis().min(i32::MAX as u128) as libc::c_int;
+        // SAFETY: `pfd` is two valid pollfds and we pass count 2. An error
+        // (EINTR) just ends the wait early, which callers allow.
+        let rc = unsafe { libc::poll(pfd.as_mut_ptr(), 2, ms) };
+        if rc > 0 && pfd[1].revents & libc::POLLIN != 0 {
+            self.wake.drain();
+        }
+    }
+
+    fn remote_waker(&self) -> Option<Arc<EventFd>> {
+        Some(self.wake.clone())
     }
 }
 

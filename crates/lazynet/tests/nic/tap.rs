@@ -274,3 +274,86 @@ fn tap_rx_ready_reports_waiting_frames_without_consuming() {
     assert!(n >= 1);
     nic.release(&out[..n]);
 }
+
+/// A host sleeping in `poll(2)` on TAP ends its sleep for a wake from
+/// another thread (the device's eventfd, polled beside it), not at the end
+/// of the device's 10-ms wait or at its tick (stretched to a second here).
+/// The bound is thirty times a wake-up's cost on an idle machine and a
+/// third of the 10-ms wait: it separates "woken by the eventfd" from "woke
+/// by itself", not fast from slow.
+#[test]
+fn a_remote_wake_ends_a_host_sleeping_on_tap() {
+    use lazynet::host::{Host, HostConfig, HostState};
+    use lazynet::nic::tap::TapNic;
+    use lazynet::sched::{Class, Cx, InstantClock, Status};
+    use lazynet::stack::{ReceiveMode, Stack, StackConfig};
+    use std::net::Ipv4Addr;
+    use std::sync::{Arc, Mutex};
+
+    if !lazynet::sys::root_or_skip() {
+        return;
+    }
+    let cfg = PeerNsConfig::unique(15);
+    let peer = PeerNs::new(cfg);
+    let _down = Down(peer.clone());
+    let (nic, _own) = peer
+        .attach_or_create(&TapConfig {
+            mac: [0x02, 0, 0, 0, 0x15, 0x02],
+            buf_count: 256,
+            ..TapConfig::default()
+        })
+        .expect("attach_or_create");
+    let stack = Stack::new(
+        nic,
+        StackConfig {
+            addr: Ipv4Addr::new(10, 201, 15, 2),
+            prefix_len: 24,
+            seed: 3,
+            ..StackConfig::default()
+        },
+    );
+    let mut hc = HostConfig::for_mode(ReceiveMode::SoftLrp).sleeping();
+    hc.tick_ns = 1_000_000_000;
+    let mut h: Host<TapNic, Vec<Instant>> =
+        Host::new(stack, Vec::new(), InstantClock::new(), hc).unwrap();
+    let o = h.add_owner("app", Class::BestEffort).unwrap();
+    let mut runs = 0u32;
+    let t = h
+        .spawn(
+            o,
+            move |_cx: &mut Cx<'_>, st: &mut HostState<TapNic, Vec<Instant>>| {
+                runs += 1;
+                if runs > 1 {
+                    st.app.push(Instant::now());
+                }
+                Status::Wait
+            },
+        )
+        .unwrap();
+    const N: usize = 15;
+    let waker = h.waker();
+    let sent = Arc::new(Mutex::new(Vec::new()));
+    let sent2 = sent.clone();
+    let th = std::thread::spawn(move || {
+        for _ in 0..N {
+            std::thread::sleep(Duration::from_millis(23));
+            sent2.lock().unwrap().push(Instant::now());
+            waker.wake(t);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while h.app().len() < N && Instant::now() < deadline {
+        h.run_for(100_000_000);
+    }
+    th.join().unwrap();
+    let sent = sent.lock().unwrap();
+    assert_eq!(h.app().len(), N);
+    let mut lat: Vec<Duration> = sent
+        .iter()
+        .zip(h.app())
+        .map(|(s, r)| r.saturating_duration_since(*s))
+        .collect();
+    lat.sort();
+    assert!(lat[N / 2] < Duration::from_millis(3), "{lat:?}");
+    assert!(h.stats().sleeps > 0, "the host slept");
+}
