@@ -83,6 +83,8 @@ mod sleep_tests;
 #[cfg(test)]
 mod tests;
 
+use std::net::SocketAddrV4;
+
 use rustc_hash::FxHashMap;
 
 use crate::demux::{CONTROL, FRAGMENT};
@@ -294,6 +296,39 @@ impl<N: Nic, A> HostState<N, A> {
         let now = self.stack.now();
         let n = self.stack.tcp_service_tag(now, tag_of(cx.owner()), budget);
         self.dispatch_tcp_events(&mut |t| cx.wake(t));
+        n
+    }
+
+    /// The running task's owner's UDP input on socket `h`: one datagram per
+    /// iteration, its IP and UDP checks done here, in the receiver's task
+    /// (LRP), and its payload handed in place to `f` with the application's
+    /// state (RTU §VI: the input handler delivers to the application), until
+    /// the socket is empty, `budget` datagrams are done or
+    /// [`Cx::iteration_done`] says to stop (a more urgent owner, the batch
+    /// spent). Returns the datagrams handled.
+    pub fn serve_udp(
+        &mut self,
+        cx: &mut Cx<'_>,
+        h: UdpHandle,
+        budget: usize,
+        mut f: impl FnMut(&mut A, &[u8], SocketAddrV4),
+    ) -> usize {
+        let mut n = 0;
+        while n < budget {
+            let app = &mut self.app;
+            if self
+                .stack
+                .udp_mut(h)
+                .recv_with(|p, from| f(app, p, from))
+                .is_err()
+            {
+                break;
+            }
+            n += 1;
+            if !cx.iteration_done() {
+                break;
+            }
+        }
         n
     }
 

@@ -522,3 +522,53 @@ fn soft_lrp_receive_budget_does_not_limit_demultiplexing_its_owners_take() {
     assert_eq!(host.app().got, sent, "every datagram delivered");
     assert_eq!(client.nic().stats().tx_full, 0, "the ring never overflowed");
 }
+
+/// A periodic owner's UDP handler (`HostState::serve_udp`): one datagram
+/// per iteration, delivered to the application right there, at most its
+/// batch per period; the rest waits for the next releases.
+#[test]
+fn a_periodic_udp_handler_takes_its_batch_per_period() {
+    use crate::sched::Periodic;
+    let (mut client, mut h) = setup(ReceiveMode::SoftLrp);
+    let o = h
+        .add_owner(
+            "stream",
+            Class::Periodic(Periodic {
+                period_ns: 1_000_000,
+                batch: 4,
+                iteration_ns: 20_000,
+            }),
+        )
+        .unwrap();
+    let s = h
+        .state_mut()
+        .stack
+        .udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 9000), None)
+        .unwrap();
+    let t = h
+        .spawn(o, move |cx: &mut Cx<'_>, st: &mut St| {
+            let n = st.serve_udp(cx, s, 64, |app, p, _from| {
+                assert_eq!(p, b"ping");
+                app.got += 1;
+            });
+            if n == 0 {
+                Status::Wait
+            } else {
+                Status::Ready
+            }
+        })
+        .unwrap();
+    h.state_mut().register_udp(s, o, t);
+    for _ in 0..20 {
+        send_udp(&mut client, 9000);
+    }
+    let t0 = h.now_ns();
+    h.run_until(t0 + 900_000, 1_000_000);
+    assert_eq!(h.app().got, 4, "the first period's batch");
+    h.run_until(t0 + 6_500_000, 10_000_000);
+    assert_eq!(h.app().got, 20);
+    let u = h.usage(o);
+    assert!(u.iterations >= 20, "{u:?}");
+    assert!(u.releases >= 5, "{u:?}");
+    assert_eq!(u.deadline_misses, 0, "{u:?}");
+}
