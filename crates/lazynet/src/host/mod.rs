@@ -73,8 +73,8 @@
 //! announces the sleep, checks the NIC's ring and pending remote wakes once
 //! more, and waits on the doorbell's futex; the peer's send and
 //! [`HostWaker::wake`] ring it ([`crate::mem::doorbell`] gives the
-//! ordering argument). Other NICs sleep in [`Nic::wait`] (TAP: `poll` on
-//! its fd), where a remote wake is seen at the next tick at the latest. So
+//! ordering argument). Other NICs sleep in [`Nic::wait`] (TAP: `ppoll` on
+//! its fd and on an eventfd that [`HostWaker::wake`] signals). So
 //! an idle host costs the machine nothing, and the leftover CPU goes to
 //! other processes.
 

@@ -47,7 +47,8 @@ impl Region {
         // Populated (MAP_POPULATE) at once: the pages are faulted in here,
         // at set-up, not one by one on the data path the first time each
         // buffer is used (a page fault per two fresh buffers made the first
-        // hundred milliseconds of a stream send late).
+        // hundred milliseconds of a stream send late). So a region is
+        // resident from creation (or from `open`) to its end.
         let map = memmap2::MmapOptions::new().populate().map_raw(&file)?;
         Ok(Arc::new(Region { map, file }))
     }
@@ -323,10 +324,14 @@ fn evict_line(p: *const u8, opt: bool) {
 pub fn prefetch<T>(r: &T) {
     let p = (r as *const T).cast::<u8>();
     let len = std::mem::size_of::<T>().min(256);
-    let mut at = 0;
-    while at < len {
-        prefetch_read_line(p.wrapping_add(at));
-        at += 64;
+    if len == 0 {
+        return;
+    }
+    // Every line the object touches, from the one holding its first byte.
+    let base = p.wrapping_sub(p as usize & 63);
+    let lines = ((p as usize & 63) + len).div_ceil(64);
+    for k in 0..lines {
+        prefetch_read_line(base.wrapping_add(k * 64));
     }
 }
 

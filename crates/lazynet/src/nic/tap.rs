@@ -463,9 +463,10 @@ impl TapNic {
     /// Waits until a frame can be read or `timeout` passes (`None`: forever).
     /// Returns whether the fd is readable.
     pub fn wait_readable(&self, timeout: Option<Duration>) -> io::Result<bool> {
+        // Rounded up: a wait shorter than a millisecond is not a poll.
         let ms: libc::c_int = match timeout {
             None => -1,
-            Some(t) => t.as_millis().min(i32::MAX as u128) as libc::c_int,
+            Some(t) => t.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as libc::c_int,
         };
         let mut pfd = libc::pollfd {
             fd: self.fd.as_raw_fd(),
@@ -978,10 +979,16 @@ impl Nic for TapNic {
                 revents: 0,
             },
         ];
-        let ms = t.as_millis().min(i32::MAX as u128) as libc::c_int;
-        // SAFETY: `pfd` is two valid pollfds and we pass count 2. An error
-        // (EINTR) just ends the wait early, which callers allow.
-        let rc = unsafe { libc::poll(pfd.as_mut_ptr(), 2, ms) };
+        // ppoll, not poll: a host sleeping to a release less than a
+        // millisecond away must not round its timeout down to 0 and spin.
+        let ts = libc::timespec {
+            tv_sec: t.as_secs() as libc::time_t,
+            tv_nsec: libc::c_long::from(t.subsec_nanos() as i32),
+        };
+        // SAFETY: `pfd` is two valid pollfds and we pass count 2; `ts`
+        // outlives the call; a null signal mask leaves the mask as it is.
+        // An error (EINTR) just ends the wait early, which callers allow.
+        let rc = unsafe { libc::ppoll(pfd.as_mut_ptr(), 2, &ts, std::ptr::null()) };
         if rc > 0 && pfd[1].revents & libc::POLLIN != 0 {
             self.wake.drain();
         }

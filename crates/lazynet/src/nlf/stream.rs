@@ -276,8 +276,10 @@ impl<M: AsRef<[u8]>> Streamer<M> {
                 // it missed, and the clients stay spread over the interval
                 // (their offsets) whenever each was resolved.
                 let first = *self.start.get_or_insert(now);
-                let m = (now - first).div_ceil(self.interval_ns.max(1));
-                self.clients[ci].start = first + m * self.interval_ns;
+                let m = now.saturating_sub(first).div_ceil(self.interval_ns.max(1));
+                self.clients[ci].start = first
+                    .saturating_add(m.saturating_mul(self.interval_ns))
+                    .max(now);
                 self.unresolved.swap_remove(i);
                 self.schedule(ci);
             } else {
@@ -296,20 +298,22 @@ impl<M: AsRef<[u8]>> Streamer<M> {
         if self.flush(stack) {
             self.wheel.begin();
             while budget > 0 {
-                if self.nspare == 0 {
-                    // Buffers are taken a batch at a time and what a poll
-                    // does not use is kept for the next one.
-                    self.nspare = stack.nic_mut().alloc(&mut self.spare);
-                    if self.nspare == 0 {
-                        self.stats.backpressure += 1;
-                        break;
-                    }
-                }
                 let clients = &self.clients;
                 let Some(ci) = self.wheel.pop(cutoff, |ci| clients[ci as usize].due) else {
                     break;
                 };
                 let due = self.clients[ci as usize].due;
+                if self.nspare == 0 {
+                    // Buffers are taken a batch at a time, once a packet is
+                    // due, and what a poll does not use is kept for the
+                    // next one ([`Streamer::release`] gives them back).
+                    self.nspare = stack.nic_mut().alloc(&mut self.spare);
+                    if self.nspare == 0 {
+                        self.stats.backpressure += 1;
+                        self.wheel.insert(ci, due);
+                        break;
+                    }
+                }
                 // The next client's state (header template, packet) is
                 // wherever it is in memory: start fetching it now.
                 if let Some(next) = self.wheel.peek() {
@@ -506,15 +510,11 @@ impl<M: AsRef<[u8]>> Streamer<M> {
         self.pending_len() == 0
     }
 
-    /// Gives back the buffers of frames still queued (after the last poll,
-    /// before dropping the streamer).
+    /// Gives back the buffers of frames still queued and the free buffers
+    /// kept for the next packets (after the last poll, before dropping the
+    /// streamer).
     pub fn release<N: Nic>(&mut self, stack: &mut Stack<N>) {
-        let spare: Vec<Desc> = self.spare[..self.nspare]
-            .iter()
-            .map(|&b| Desc::new(b, 0))
-            .collect();
-        stack.nic_mut().release(&spare);
-        self.nspare = 0;
+        self.give_back_spares(stack);
         let mut back = [Desc::default(); BATCH];
         let mut n = 0;
         for &(d, _) in &self.gather[..self.ng] {
@@ -528,6 +528,16 @@ impl<M: AsRef<[u8]>> Streamer<M> {
         stack.nic_mut().release(&back[..n]);
         self.ng = 0;
         self.np = 0;
+    }
+
+    /// Returns the free buffers kept for the next packets to the NIC.
+    fn give_back_spares<N: Nic>(&mut self, stack: &mut Stack<N>) {
+        let mut back = [Desc::default(); BATCH];
+        for (d, &b) in back.iter_mut().zip(&self.spare[..self.nspare]) {
+            *d = Desc::new(b, 0);
+        }
+        stack.nic_mut().release(&back[..self.nspare]);
+        self.nspare = 0;
     }
 
     fn resolve<N: Nic>(&mut self, stack: &mut Stack<N>, i: usize, now: u64) -> bool {
@@ -556,12 +566,16 @@ impl<M: AsRef<[u8]>> Streamer<M> {
     /// Sends up to `count` (at most [`BATCH`]) packets of client `i` now,
     /// regardless of their send times: the send path `poll` uses, without
     /// the pacing (what the `nlf` experiment measures). Returns how many the
-    /// NIC accepted.
+    /// NIC accepted; 0 for a client not resolved yet. Not to be mixed with
+    /// [`Streamer::poll`] on the same streamer: a paced client would keep
+    /// the send time of the packet this one skipped ahead of.
     pub fn send_batch<N: Nic>(&mut self, stack: &mut Stack<N>, i: usize, count: usize) -> usize {
         let before = self.stats.packets;
-        if i >= self.clients.len() || !self.flush(stack) {
+        if self.clients.get(i).is_none_or(|c| c.header.is_none()) || !self.flush(stack) {
             return 0;
         }
+        // Buffers a poll kept go back: this path takes its own.
+        self.give_back_spares(stack);
         let mut bufs = [0u32; BATCH];
         let got = stack.nic_mut().alloc(&mut bufs[..count.min(BATCH)]);
         let mut used = 0;
@@ -607,8 +621,8 @@ const SLOTS: usize = 4096;
 /// push; the slots' vectors grow to their largest occupancy once and are
 /// reused, so nothing is allocated per packet. Written here rather than
 /// taken from a crate: it holds client indices whose send times are
-/// computed from the stream, not owned timers, and it is ten lines of
-/// arithmetic on the pacing path.
+/// computed from the stream, not owned timers, and it is small and on
+/// the pacing path.
 struct Wheel {
     slots: Vec<Vec<u32>>,
     /// Absolute index of the slot being drained.

@@ -67,10 +67,13 @@
 //! from a release (or the first wake after it) to the batch's end is its
 //! response, whose maximum is kept. An iteration longer than `c` is an
 //! overrun (counted); a period in which the owner used more than `B·c`, or
-//! one iteration more than `2c` (plus the configured release jitter), overran, and [`SchedConfig::demote_after`]
-//! such periods in a row demote the owner to best-effort with a log line
-//! (RTU's first security issue: an admitted set must stay schedulable). A reactive owner spends
-//! its bucket's tokens with its iterations' time and refills at its share.
+//! one iteration more than `2c` (plus the configured release jitter),
+//! overran, and [`SchedConfig::demote_after`] such periods in a row demote
+//! the owner to best-effort with a log line (RTU's first security issue: an
+//! admitted set must stay schedulable). A demoted owner keeps its period as
+//! a timer: its tasks are still woken every period, at best-effort
+//! priority, while it has any. A reactive owner spends its bucket's tokens
+//! with its iterations' time and refills at its share.
 //! [`Executor::add_owner`] admits a real-time owner only if the
 //! [`admission`] test passes for the set with it.
 //!
@@ -490,8 +493,8 @@ struct Rt {
     job_released: bool,
     /// Periodic: time its iterations took in this period.
     used_ns: u64,
-    /// Periodic: an iteration took more than twice its declared cost in
-    /// this period.
+    /// Periodic: an iteration took more than twice its declared cost (and
+    /// the configured release jitter) in this period.
     gross: bool,
     /// Periodic: consecutive periods that overran (see `release`).
     streak: u32,
@@ -568,7 +571,8 @@ struct Core {
     yield_flag: bool,
     pick_seq: u64,
     stats: ExecStats,
-    /// The earliest release of any periodic owner (`u64::MAX`: none).
+    /// The earliest release of any periodic owner, or timer of a demoted
+    /// one (`u64::MAX`: none).
     next_release_ns: u64,
     /// The owner of the last run and how long it took.
     last_run: Option<(OwnerId, u64)>,
@@ -777,7 +781,12 @@ impl Core {
                     self.release(o, p, now);
                 }
                 Class::BestEffort if self.owners[o].rt.timer_ns > 0 => {
-                    // Demoted: still woken every period (below).
+                    // Demoted: still woken every period (below), until it
+                    // has no task left.
+                    if self.owners[o].members == NIL {
+                        self.owners[o].rt.timer_ns = 0;
+                        continue;
+                    }
                     let rt = &mut self.owners[o].rt;
                     if rt.next_release_ns <= now {
                         let periods = (now - rt.next_release_ns) / rt.timer_ns + 1;
@@ -836,8 +845,8 @@ impl Core {
         owner.usage.deadline_misses += periods - 1;
         owner.rt.budget = p.batch;
         // A period overran if the owner used more than its declared demand
-        // `B·c`, or if one iteration took more than twice `c` (it holds
-        // everyone below it up). Single iterations a little over `c` are
+        // `B·c`, or if one iteration took more than twice `c` plus the
+        // release jitter (it holds everyone below it up). Single iterations a little over `c` are
         // counted (`overruns`) but do not demote: they are measurement
         // noise (an interrupt) as often as a lie, and admission already
         // uses the measured maximum.
@@ -1255,8 +1264,8 @@ impl<S> Executor<S> {
         admission::analyse(&loads, &interference)
     }
 
-    /// The earliest periodic release still to come (`None`: no periodic
-    /// owner). A sleeping host wakes for it.
+    /// The earliest periodic release (or demoted owner's timer) still to
+    /// come (`None`: none). A sleeping host wakes for it.
     pub fn next_release_ns(&self) -> Option<u64> {
         (self.core.next_release_ns != u64::MAX).then_some(self.core.next_release_ns)
     }
