@@ -238,11 +238,7 @@ pub fn run(opts: &ExpOpts) -> anyhow::Result<()> {
             for (i, &m) in p.measured_bps.iter().enumerate() {
                 let ratio = m / RATE_BPS as f64;
                 w = w.min(ratio);
-                let us = |b: Option<u64>| match b {
-                    Some(u64::MAX) => "unbounded".to_string(),
-                    Some(b) => format!("{:.0}", b as f64 / 1e3),
-                    None => String::new(),
-                };
+                let us = |b: Option<u64>| b.map(bound_us).unwrap_or_default();
                 let (misses, resp, bound, run_bound) = match p.usage.get(i) {
                     Some(u) => (
                         u.deadline_misses.to_string(),
@@ -455,11 +451,7 @@ fn periods_run(res: &mut Results, checks: &mut Checks, secs: f64) -> anyhow::Res
             let mut r = seed;
             ex.spawn(o, move |cx: &mut Cx<'_>, sink: &mut u64| {
                 for _ in 0..64 {
-                    r ^= r << 13;
-                    r ^= r >> 7;
-                    r ^= r << 17;
-                    let ns = iter_ns / 3 + r % (iter_ns / 6 + 1);
-                    *sink = super::busy_for(ns, *sink ^ r);
+                    *sink = synthetic_iteration(&mut r, iter_ns, *sink);
                     if !cx.iteration_done() {
                         break;
                     }
@@ -516,13 +508,6 @@ fn periods_run(res: &mut Results, checks: &mut Checks, secs: f64) -> anyhow::Res
     let skipped: u64 = rows.iter().map(|r| r.usage.skipped_releases).sum();
     let overruns: u64 = rows.iter().map(|r| r.usage.overruns).sum();
     let demoted = rows.iter().filter(|r| !r.periodic).count();
-    let us = |ns: u64| {
-        if ns == u64::MAX {
-            "unbounded".to_string()
-        } else {
-            format!("{:.0}", ns as f64 / 1e3)
-        }
-    };
     let within_declared = rows
         .iter()
         .filter(|r| r.usage.max_response_ns <= r.declared)
@@ -537,8 +522,8 @@ fn periods_run(res: &mut Results, checks: &mut Checks, secs: f64) -> anyhow::Res
             r.name,
             r.usage.deadline_misses,
             r.usage.max_response_ns as f64 / 1e3,
-            us(r.declared),
-            us(r.observed),
+            bound_us(r.declared),
+            bound_us(r.observed),
         ));
     }
     res.note(format!(
@@ -661,11 +646,7 @@ fn threads_run(
                         std::thread::sleep(release - now);
                     }
                     for _ in 0..p.batch {
-                        r ^= r << 13;
-                        r ^= r >> 7;
-                        r ^= r << 17;
-                        let ns = p.iteration_ns / 3 + r % (p.iteration_ns / 6 + 1);
-                        sink = super::busy_for(ns, sink ^ r);
+                        sink = synthetic_iteration(&mut r, p.iteration_ns, sink);
                     }
                     let resp = release.elapsed().as_nanos() as u64;
                     worst = worst.max(resp);
@@ -705,6 +686,26 @@ fn threads_run(
         per_s / lazynet_switches.max(1.0)
     ));
     Ok(())
+}
+
+/// One iteration of the synthetic handlers: busy for a third to a half of
+/// the declared `iteration_ns` (the draw from the xorshift state `r`).
+fn synthetic_iteration(r: &mut u64, iteration_ns: u64, sink: u64) -> u64 {
+    *r ^= *r << 13;
+    *r ^= *r >> 7;
+    *r ^= *r << 17;
+    let ns = iteration_ns / 3 + *r % (iteration_ns / 6 + 1);
+    super::busy_for(ns, sink ^ *r)
+}
+
+/// A response bound in µs for the CSV ("unbounded": the busy window never
+/// closes).
+fn bound_us(ns: u64) -> String {
+    if ns == u64::MAX {
+        "unbounded".to_string()
+    } else {
+        format!("{:.0}", ns as f64 / 1e3)
+    }
 }
 
 /// Milliseconds the hypervisor has taken from `cpu` (its "steal" time in

@@ -463,27 +463,13 @@ impl TapNic {
     /// Waits until a frame can be read or `timeout` passes (`None`: forever).
     /// Returns whether the fd is readable.
     pub fn wait_readable(&self, timeout: Option<Duration>) -> io::Result<bool> {
-        // Rounded up: a wait shorter than a millisecond is not a poll.
-        let ms: libc::c_int = match timeout {
-            None => -1,
-            Some(t) => t.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as libc::c_int,
-        };
-        let mut pfd = libc::pollfd {
-            fd: self.fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
+        let mut pfd = [pollin(self.fd.as_raw_fd())];
         loop {
-            // SAFETY: `pfd` is one valid pollfd, and we pass count 1.
-            let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
-            if rc < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(e);
+            match ppoll(&mut pfd, timeout) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+                Ok(n) => return Ok(n > 0 && pfd[0].revents & libc::POLLIN != 0),
             }
-            return Ok(rc > 0 && pfd.revents & libc::POLLIN != 0);
         }
     }
 
@@ -967,28 +953,9 @@ impl Nic for TapNic {
         // Sleep in poll(2) on the device and the wake eventfd; at most
         // 10 ms so timers still run.
         let t = Duration::from_nanos(timeout_ns.unwrap_or(10_000_000).min(10_000_000));
-        let mut pfd = [
-            libc::pollfd {
-                fd: self.fd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: self.wake.raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
-        // ppoll, not poll: a host sleeping to a release less than a
-        // millisecond away must not round its timeout down to 0 and spin.
-        let ts = libc::timespec {
-            tv_sec: t.as_secs() as libc::time_t,
-            tv_nsec: libc::c_long::from(t.subsec_nanos() as i32),
-        };
-        // SAFETY: `pfd` is two valid pollfds and we pass count 2; `ts`
-        // outlives the call; a null signal mask leaves the mask as it is.
+        let mut pfd = [pollin(self.fd.as_raw_fd()), pollin(self.wake.raw_fd())];
         // An error (EINTR) just ends the wait early, which callers allow.
-        let rc = unsafe { libc::ppoll(pfd.as_mut_ptr(), 2, &ts, std::ptr::null()) };
+        let rc = ppoll(&mut pfd, Some(t)).unwrap_or(0);
         if rc > 0 && pfd[1].revents & libc::POLLIN != 0 {
             self.wake.drain();
         }
@@ -997,6 +964,42 @@ impl Nic for TapNic {
     fn remote_waker(&self) -> Option<Arc<EventFd>> {
         Some(self.wake.clone())
     }
+}
+
+fn pollin(fd: RawFd) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    }
+}
+
+/// `ppoll(2)` on `fds` for at most `timeout` (`None`: no limit); returns
+/// how many are ready. ppoll rather than poll: its nanosecond timeout does
+/// not round a wait of less than a millisecond down to a busy 0.
+fn ppoll(fds: &mut [libc::pollfd], timeout: Option<Duration>) -> io::Result<usize> {
+    let ts = timeout.map(|t| libc::timespec {
+        tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: libc::c_long::from(t.subsec_nanos() as i32),
+    });
+    let tsp = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: `fds` is a valid slice of pollfds and we pass its length;
+    // `tsp` is null or points to `ts`, which outlives the call; a null
+    // signal mask leaves the mask as it is.
+    let rc = unsafe {
+        libc::ppoll(
+            fds.as_mut_ptr(),
+            fds.len() as libc::nfds_t,
+            tsp,
+            std::ptr::null(),
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(rc as usize)
 }
 
 #[cfg(test)]

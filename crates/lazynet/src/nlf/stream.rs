@@ -76,6 +76,17 @@ impl Default for StreamConfig {
     }
 }
 
+/// What one [`Streamer::poll_up_to`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Polled {
+    /// Packets the NIC accepted.
+    pub sent: usize,
+    /// Clients whose next hop it resolved (their streams begin).
+    pub resolved: usize,
+    /// The next time there is work; `None` when the stream is finished.
+    pub next: Option<u64>,
+}
+
 /// Counters of a [`Streamer`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StreamStats {
@@ -107,11 +118,10 @@ struct Client {
     next: usize,
     /// Send time of packet `next` while in the wheel.
     due: u64,
-    /// Packet `next`'s meta-data, read when it was scheduled (build reads
-    /// it from here, beside the header, rather than from the meta file
-    /// again); valid while `cached == next`.
-    pkt: PacketMeta,
-    cached: usize,
+    /// Packet `next`'s meta-data, read when it was scheduled; `build`
+    /// takes it from here, beside the header, rather than from the meta
+    /// file again.
+    pkt: Option<PacketMeta>,
     /// When its stream began: when its next hop was resolved.
     start: u64,
 }
@@ -126,8 +136,6 @@ pub struct Streamer<M: AsRef<[u8]>> {
     wheel: Wheel,
     /// Clients whose next hop is not resolved yet.
     unresolved: Vec<usize>,
-    /// Clients the last poll resolved.
-    resolved_last: usize,
     /// When the first client was resolved: the clock the others' starts
     /// are aligned to.
     start: Option<u64>,
@@ -182,8 +190,7 @@ impl<M: AsRef<[u8]>> Streamer<M> {
                 header: None,
                 next: 0,
                 due: u64::MAX,
-                pkt: PacketMeta::default(),
-                cached: usize::MAX,
+                pkt: None,
                 start: 0,
             })
             .collect::<Vec<_>>();
@@ -195,7 +202,6 @@ impl<M: AsRef<[u8]>> Streamer<M> {
             clients,
             wheel: Wheel::new(),
             unresolved: (0..n).collect(),
-            resolved_last: 0,
             start: None,
             interval_ns: interval,
             by_ref: false,
@@ -248,17 +254,12 @@ impl<M: AsRef<[u8]>> Streamer<M> {
     /// its address is resolved. Returns the next time there
     /// is work, or `None` when the stream is finished.
     pub fn poll<N: Nic>(&mut self, stack: &mut Stack<N>, now: u64) -> Option<u64> {
-        self.poll_up_to(stack, now, MAX_PER_POLL).1
+        self.poll_up_to(stack, now, MAX_PER_POLL).next
     }
 
-    /// [`Streamer::poll`] sending at most `max` packets; also returns how
-    /// many it sent (a periodic handler's iteration is one batch).
-    pub fn poll_up_to<N: Nic>(
-        &mut self,
-        stack: &mut Stack<N>,
-        now: u64,
-        max: usize,
-    ) -> (usize, Option<u64>) {
+    /// [`Streamer::poll`] sending at most `max` packets (a periodic
+    /// handler's iteration is one batch).
+    pub fn poll_up_to<N: Nic>(&mut self, stack: &mut Stack<N>, now: u64, max: usize) -> Polled {
         // Clients waiting for ARP: each try is one cache lookup and, once
         // resolved, a header template; at most a batch of tries per call,
         // so that a poll stays short however many clients start at once.
@@ -288,7 +289,6 @@ impl<M: AsRef<[u8]>> Streamer<M> {
         }
         // The ones not tried go first next time.
         self.unresolved.rotate_left(i);
-        self.resolved_last = resolved;
         if !self.unresolved.is_empty() {
             self.stats.arp_waits += 1;
         }
@@ -341,7 +341,11 @@ impl<M: AsRef<[u8]>> Streamer<M> {
         }
         let sent = (self.stats.packets - before) as usize;
         if self.pending_len() > 0 || budget == 0 || (resolved > 0 && !self.unresolved.is_empty()) {
-            return (sent, Some(now));
+            return Polled {
+                sent,
+                resolved,
+                next: Some(now),
+            };
         }
         let clients = &self.clients;
         let next = match self.wheel.next_due(|ci| clients[ci as usize].due) {
@@ -350,7 +354,11 @@ impl<M: AsRef<[u8]>> Streamer<M> {
             None if !self.unresolved.is_empty() => Some(now + 1_000_000),
             None => None,
         };
-        (sent, next)
+        Polled {
+            sent,
+            resolved,
+            next,
+        }
     }
 
     /// The periodic class that carries these streams (RTU §III-D, media on
@@ -381,11 +389,11 @@ impl<M: AsRef<[u8]>> Streamer<M> {
         // Bounded by the period's batch (`iteration_done`), and for a
         // demoted (best-effort) handler by one poll's worth.
         for _ in 0..MAX_PER_POLL / BATCH {
-            let (sent, next) = self.poll_up_to(stack, now, BATCH);
-            if next.is_none() {
+            let p = self.poll_up_to(stack, now, BATCH);
+            if p.next.is_none() {
                 return Status::Done;
             }
-            if sent < BATCH && self.resolved_last == 0 {
+            if p.sent < BATCH && p.resolved == 0 {
                 // Nothing more due this period (or the NIC is full: the
                 // next release retries). Clients resolved this time may
                 // have packets due: one more round for them.
@@ -403,8 +411,7 @@ impl<M: AsRef<[u8]>> Streamer<M> {
         let c = &mut self.clients[ci];
         if let Some(p) = self.meta.get(c.next) {
             c.due = c.start + c.offset_ns + p.send_ns;
-            c.pkt = p;
-            c.cached = c.next;
+            c.pkt = Some(p);
             self.wheel.insert(ci as u32, c.due);
         }
     }
@@ -418,11 +425,8 @@ impl<M: AsRef<[u8]>> Streamer<M> {
     fn build<N: Nic>(&mut self, stack: &mut Stack<N>, ci: usize, b: u32) -> bool {
         let media = self.media.as_ref();
         let c = &mut self.clients[ci];
-        let pkt = if c.cached == c.next {
-            Some(c.pkt)
-        } else {
-            self.meta.get(c.next)
-        };
+        // Scheduled with its packet's meta-data, or (`send_batch`) not.
+        let pkt = c.pkt.take().or_else(|| self.meta.get(c.next));
         let sent_len = match (
             c.header.as_mut(),
             pkt,
@@ -603,6 +607,7 @@ impl<M: AsRef<[u8]>> Streamer<M> {
     pub fn rewind(&mut self) {
         for c in &mut self.clients {
             c.next = 0;
+            c.pkt = None;
         }
         self.wheel.clear();
         self.unresolved = (0..self.clients.len()).collect();

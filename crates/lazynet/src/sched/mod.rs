@@ -735,6 +735,15 @@ const LEVEL_PERIODIC: u8 = 2;
 const LEVEL_BEST_EFFORT: u8 = 3;
 const LEVEL_IDLE: u8 = 4;
 
+/// Moves a release due at `*next` (≤ `now`) past `now` by whole periods;
+/// returns how many periods began (1, or more if releases were skipped).
+fn catch_up(next: &mut u64, period: u64, now: u64) -> u64 {
+    let period = period.max(1);
+    let periods = (now - *next) / period + 1;
+    *next += periods * period;
+    periods
+}
+
 impl Core {
     /// The owner's scheduling key (smaller runs first), `None` if it may not
     /// run now (a periodic owner whose batch is spent).
@@ -789,8 +798,7 @@ impl Core {
                     }
                     let rt = &mut self.owners[o].rt;
                     if rt.next_release_ns <= now {
-                        let periods = (now - rt.next_release_ns) / rt.timer_ns + 1;
-                        rt.next_release_ns += periods * rt.timer_ns;
+                        catch_up(&mut rt.next_release_ns, rt.timer_ns, now);
                         self.wake_members(o);
                     }
                 }
@@ -828,9 +836,8 @@ impl Core {
         let period = p.period_ns.max(1);
         let owner = &mut self.owners[o];
         let due = owner.rt.next_release_ns;
-        let periods = (now - due) / period + 1;
+        let periods = catch_up(&mut owner.rt.next_release_ns, period, now);
         let release_at = due + (periods - 1) * period;
-        owner.rt.next_release_ns = due + periods * period;
         owner.usage.releases += 1;
         self.stats.releases += 1;
         if let Some(start) = owner.rt.job_start.take() {
