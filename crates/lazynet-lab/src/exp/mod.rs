@@ -32,6 +32,7 @@ pub mod linux;
 pub mod livelock;
 pub mod rtu;
 mod rtu_echo;
+mod rtu_mix;
 pub mod synflood;
 
 /// The CPU the host (server under test) is pinned to.

@@ -1,6 +1,8 @@
 //! `rtu-qos`: guaranteed TCP streams on periodic handlers (RTU Fig. 7), a
 //! reactive echo beside best-effort bulk streams (Fig. 8, in
-//! `rtu_echo`), and admission up to refusal, lazynet beside Linux TCP.
+//! `rtu_echo`), the paper's mix of TCP and UDP periodic streams beside a
+//! reactive UDP echo (Table II and Fig. 9, in `rtu_mix`), and admission up
+//! to refusal, lazynet beside Linux.
 //!
 //! **Fig. 7.** Six TCP streams of equal specified bandwidth into a receiver
 //! on the host core ([`HOST_CPU`]); each received 8-KiB message costs the
@@ -77,7 +79,7 @@ pub(super) const SPINNERS: usize = 4;
 /// The executor set-up of the lazynet series: the system's own work (the
 /// receive loop) is bounded by a 5% bucket, and admission may give the
 /// periodic streams up to 90% of the core.
-fn sched_config() -> SchedConfig {
+pub(super) fn sched_config() -> SchedConfig {
     SchedConfig {
         system: Bucket {
             share_ppm: 50_000,
@@ -314,6 +316,7 @@ pub fn run(opts: &ExpOpts) -> anyhow::Result<()> {
         ));
     }
     let echo = super::rtu_echo::fig8(&mut res, &mut checks, opts)?;
+    let mix = super::rtu_mix::table2_fig9(&mut res, &mut checks, opts)?;
     admission(&mut res, &mut checks, &plan)?;
     if root {
         let secs = if opts.quick { 2.0 } else { 180.0 };
@@ -334,7 +337,7 @@ pub fn run(opts: &ExpOpts) -> anyhow::Result<()> {
     idle_cpu(&mut res, &mut checks, &plan)?;
     checks.finish(&mut res, opts.quick)?;
     res.write(opts)?;
-    plot(&res, &worst, &echo)?;
+    plot(&res, &worst, &echo, &mix)?;
     Ok(())
 }
 
@@ -382,6 +385,19 @@ const PERIODS_US: [u64; 8] = [500, 700, 1000, 1300, 2000, 2500, 3000, 4000];
 const PERIODS_SHARE: f64 = 0.13;
 const ITER_US: u64 = 30;
 
+/// One handler of the periods run.
+struct Row {
+    name: String,
+    usage: OwnerUsage,
+    /// Worst-case response by the analysis at admission (declared costs).
+    declared: u64,
+    /// Worst-case response by the analysis of the run's own costs: the
+    /// longest iteration and the latest release seen, where larger.
+    observed: u64,
+    /// Still periodic at the end (not demoted).
+    periodic: bool,
+}
+
 /// Real-time periodic handlers on the host core, beside spinning
 /// processes, for `secs`: synthetic iterations (the Fig. 7 streams have too
 /// long a period to reach 10^6 periods in minutes). Handlers are added in
@@ -396,19 +412,6 @@ const ITER_US: u64 = 30;
 /// a virtual machine's stall breaks the declared premise, and the
 /// scheduler is then held to what the analysis says of what happened);
 /// and the deadline misses over all periods.
-/// One handler of the periods run.
-struct Row {
-    name: String,
-    usage: OwnerUsage,
-    /// Worst-case response by the analysis at admission (declared costs).
-    declared: u64,
-    /// Worst-case response by the analysis of the run's own costs: the
-    /// longest iteration and the latest release seen, where larger.
-    observed: u64,
-    /// Still periodic at the end (not demoted).
-    periodic: bool,
-}
-
 fn periods_run(res: &mut Results, checks: &mut Checks, secs: f64) -> anyhow::Result<PeriodsOut> {
     let iter_ns = ITER_US * 1_000;
     let th = std::thread::spawn(move || -> anyhow::Result<PeriodsThread> {
@@ -700,7 +703,7 @@ fn synthetic_iteration(r: &mut u64, iteration_ns: u64, sink: u64) -> u64 {
 
 /// A response bound in µs for the CSV ("unbounded": the busy window never
 /// closes).
-fn bound_us(ns: u64) -> String {
+pub(super) fn bound_us(ns: u64) -> String {
     if ns == u64::MAX {
         "unbounded".to_string()
     } else {
@@ -855,8 +858,9 @@ fn forced_run(res: &mut Results, checks: &mut Checks, secs: f64) -> anyhow::Resu
     ));
     // The lower-priority handler misses regularly, whatever the machine
     // does. The other misses none where the run kept the premise: releases
-    // seen within the declared jitter and no vCPU stolen (a stall of the
-    // guest loses the periods it covers, whatever the scheduler does).
+    // seen within the declared jitter, no iteration stretched by a stall,
+    // no vCPU stolen (a stall of the guest, or Linux throttling a real-time
+    // thread, loses the periods it covers, whatever the scheduler does).
     checks.check(
         lo.deadline_misses * 10 >= lo.releases,
         format!(
@@ -864,12 +868,19 @@ fn forced_run(res: &mut Results, checks: &mut Checks, secs: f64) -> anyhow::Resu
             lo.deadline_misses, lo.releases
         ),
     );
-    if late > bare_config().release_jitter_ns || stolen > 0 {
+    // A stall while a handler runs shows as a long iteration (of 15 µs of
+    // work); one while the executor sleeps, as a late release. A stall
+    // shorter than the slack `hi` has in the analysis cannot make it miss.
+    let jitter = bare_config().release_jitter_ns;
+    let longest = hi.max_iteration_ns.max(lo.max_iteration_ns);
+    let hi_slack = 4_000_000u64.saturating_sub(rows[0].2);
+    if late > jitter || stolen > 0 || longest > hi_slack {
         res.note(format!(
-            "forced: the higher-priority handler's {} misses of {} not judged (a release seen {:.0} us late, {stolen} ms stolen)",
+            "forced: the higher-priority handler's {} misses of {} not judged (a release seen {:.0} us late, an iteration of {:.0} us, {stolen} ms stolen)",
             hi.deadline_misses,
             hi.releases,
-            late as f64 / 1e3
+            late as f64 / 1e3,
+            longest as f64 / 1e3
         ));
     } else {
         checks.check(
@@ -948,11 +959,11 @@ pub(super) fn stacks() -> anyhow::Result<(Stack<WireEnd>, Stack<WireEnd>)> {
 }
 
 #[derive(Default)]
-struct App {
-    sink: u64,
+pub(super) struct App {
+    pub(super) sink: u64,
 }
 
-type St = HostState<WireEnd, App>;
+pub(super) type St = HostState<WireEnd, App>;
 
 /// The handler's one connection: `conn`, or the first one `listener`
 /// accepts (registered to the running task), or `None` while there is none.
@@ -992,7 +1003,7 @@ pub(super) fn establish(client: &mut Stack<WireEnd>, conns: &[TcpHandle]) -> boo
 
 /// A stream's handler: the stream's TCP input and, for every complete
 /// message, the application's work — one message per iteration.
-fn stream_handler(
+pub(super) fn stream_handler(
     listener: ListenHandle,
     consumed: Arc<AtomicU64>,
     work_iters: u32,
@@ -1172,7 +1183,12 @@ fn pace(
 
 /// Writes (`write` returns what it took) up to `target - sent` bytes of
 /// `chunk`, in at most eight writes.
-fn top_up(target: u64, sent: &mut u64, chunk: &[u8], mut write: impl FnMut(&[u8]) -> usize) {
+pub(super) fn top_up(
+    target: u64,
+    sent: &mut u64,
+    chunk: &[u8],
+    mut write: impl FnMut(&[u8]) -> usize,
+) {
     for _ in 0..8 {
         let want = target.saturating_sub(*sent).min(chunk.len() as u64) as usize;
         if want == 0 {
@@ -1252,6 +1268,7 @@ fn plot(
     res: &Results,
     worst: &[(Series, usize, f64)],
     echo: &[super::rtu_echo::EchoPoint],
+    mix: &super::rtu_mix::MixOut,
 ) -> anyhow::Result<()> {
     let cats: Vec<String> = [0, SPINNERS]
         .iter()
@@ -1316,6 +1333,63 @@ fn plot(
             y_label: "us",
             categories: &echo_cats,
             series: &echo_series,
+        });
+    }
+    // Table II: each stream's measured ÷ specified, per series.
+    let mut streams: Vec<String> = Vec::new();
+    let mut mix_names: Vec<&str> = Vec::new();
+    for &(series, stream, _) in &mix.table {
+        if !streams.iter().any(|s| s == stream) {
+            streams.push(stream.to_string());
+        }
+        if !mix_names.contains(&series) {
+            mix_names.push(series);
+        }
+    }
+    let table_series: Vec<(String, Vec<f64>)> = mix_names
+        .iter()
+        .map(|n| {
+            let v = streams
+                .iter()
+                .map(|st| {
+                    mix.table
+                        .iter()
+                        .find(|x| x.0 == *n && x.1 == st)
+                        .map_or(0.0, |x| x.2 * 100.0)
+                })
+                .collect();
+            (n.to_string(), v)
+        })
+        .collect();
+    // Fig. 9: the echo's p99 against the message size.
+    let mut fig9_series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    for &(series, with, size, p99) in &mix.fig9 {
+        let name = format!(
+            "{series}: {}",
+            if with { "with the streams" } else { "alone" }
+        );
+        match fig9_series.iter_mut().find(|s| s.0 == name) {
+            Some(s) => s.1.push((size as f64, p99)),
+            None => fig9_series.push((name, vec![(size as f64, p99)])),
+        }
+    }
+    if !mix.table.is_empty() {
+        panels.push(crate::plot::Panel::Bars {
+            title: "Table II: each stream, % of its specified rate (4 spinning processes)",
+            x_label: "stream",
+            y_label: "% of specified rate",
+            categories: &streams,
+            series: &table_series,
+        });
+    }
+    if !mix.fig9.is_empty() {
+        panels.push(crate::plot::Panel::Lines {
+            title: "Fig. 9: low-delay UDP echo round trip p99",
+            x_label: "message bytes",
+            y_label: "us",
+            series: &fig9_series,
+            log_x: true,
+            log_y: true,
         });
     }
     crate::plot::figure(&res.path("png"), &panels)
