@@ -704,12 +704,11 @@ impl<N: Nic + 'static, A: 'static> Host<N, A> {
 
     /// Wakes what the core's "interrupt lines" and timers call for, before
     /// a scheduling decision: cheap checks only.
-    fn pre_step(&mut self) {
+    fn pre_step(&mut self, now: u64) {
         let exec = &mut self.exec;
         let st = &mut self.st;
         match st.reg.rx {
             Some(rx) => {
-                let now = exec.now_ns();
                 let allowed = match self.cfg.rx_budget {
                     None => true,
                     Some(b) => {
@@ -740,7 +739,6 @@ impl<N: Nic + 'static, A: 'static> Host<N, A> {
             // would pay a miss per step for nothing.
             None => {
                 if let Some(c) = st.reg.control {
-                    let now = exec.now_ns();
                     let d = st.stack.demux();
                     if now >= self.next_tick {
                         self.next_tick = now + self.cfg.tick_ns.max(1);
@@ -792,8 +790,13 @@ impl<N: Nic + 'static, A: 'static> Host<N, A> {
     /// consecutive steps leave no time unaccounted between them); returns
     /// what ran and when the step ended.
     fn step_at(&mut self, t0: u64) -> (Option<TaskId>, u64) {
-        let ran = self.step_inner();
-        let t1 = self.exec.now_ns();
+        let ran = self.step_inner(t0);
+        // The end of the run (the executor's last read), or now when
+        // nothing ran: the pre-checks' time is then idle time.
+        let t1 = match ran {
+            Some(_) => self.exec.last_now_ns(),
+            None => self.exec.now_ns(),
+        };
         let spent = t1.saturating_sub(t0);
         match (ran, self.exec.last_run()) {
             (Some(_), Some((_, ns))) => {
@@ -806,8 +809,8 @@ impl<N: Nic + 'static, A: 'static> Host<N, A> {
         (ran, t1)
     }
 
-    fn step_inner(&mut self) -> Option<TaskId> {
-        self.pre_step();
+    fn step_inner(&mut self, now: u64) -> Option<TaskId> {
+        self.pre_step(now);
         let before = self.exec.usage(self.net).task_ns;
         let mut ran = self.exec.run_once(&mut self.st);
         if ran.is_none() && self.cfg.rx_budget.is_some() {

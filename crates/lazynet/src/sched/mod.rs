@@ -576,6 +576,9 @@ struct Core {
     next_release_ns: u64,
     /// The owner of the last run and how long it took.
     last_run: Option<(OwnerId, u64)>,
+    /// The clock as [`Executor::run_once`] last read it (at its start when
+    /// nothing ran, at the end of the run otherwise).
+    last_now_ns: u64,
     /// Whether any owner is reactive (else a run skips the bucket refill).
     any_reactive: bool,
 }
@@ -1146,6 +1149,7 @@ impl<S> Executor<S> {
                 stats: ExecStats::default(),
                 next_release_ns: u64::MAX,
                 last_run: None,
+                last_now_ns: now,
                 any_reactive: false,
             },
             bodies: Vec::with_capacity(cfg.max_tasks),
@@ -1293,6 +1297,13 @@ impl<S> Executor<S> {
     /// The owner of the last task run and how long the run took.
     pub fn last_run(&self) -> Option<(OwnerId, u64)> {
         self.core.last_run
+    }
+
+    /// The time [`Executor::run_once`] last read: the end of the last run,
+    /// or the start of the last call that ran nothing. Saves a caller that
+    /// steps the executor in a loop a clock read per step.
+    pub fn last_now_ns(&self) -> u64 {
+        self.core.last_now_ns
     }
 
     /// Spawns a task of `owner`, charged to its owner, runnable at once.
@@ -1449,6 +1460,7 @@ impl<S> Executor<S> {
         core.release_due(now);
         core.refill(now);
         core.drain_remote();
+        core.last_now_ns = now;
         let Some(o) = core.pick() else {
             core.last_process_owner = None;
             core.stats.idle += 1;
@@ -1490,6 +1502,7 @@ impl<S> Executor<S> {
         let status = body.run(&mut cx, state);
         let (excluded, mark_ns, marks) = (cx.excluded_ns, cx.mark_ns, cx.marks);
         let t1 = core.clock.now_ns();
+        core.last_now_ns = t1;
         let elapsed = t1.saturating_sub(t0);
 
         core.charge(target, elapsed.saturating_sub(excluded), Some(owner));

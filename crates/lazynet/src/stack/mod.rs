@@ -52,7 +52,6 @@
 //! quiescent) and channels' inbound rings count as queued.
 
 use std::net::Ipv4Addr;
-use std::time::Instant;
 
 use rand::RngCore;
 use rand::SeedableRng;
@@ -133,7 +132,8 @@ pub struct Stack<N: Nic> {
     control_budget: usize,
     udp_channel_cap: usize,
     next_timer: u64,
-    epoch: Instant,
+    /// [`crate::sched::clock::mono_ns`] when the stack was created.
+    epoch_ns: u64,
     stats: StackStats,
     /// `ni-lrp`: the link to the NI thread.
     ni: Option<Box<ni::NiHost>>,
@@ -226,7 +226,7 @@ impl<N: Nic> Stack<N> {
             control_budget: cfg.control_budget.max(1),
             udp_channel_cap: cfg.udp_channel_cap,
             next_timer: 0,
-            epoch: Instant::now(),
+            epoch_ns: crate::sched::clock::mono_ns(),
             stats: StackStats::default(),
             ni: None,
         }
@@ -235,7 +235,7 @@ impl<N: Nic> Stack<N> {
     /// Monotonic nanoseconds since the stack was created; for callers that
     /// have no clock of their own (blocking-style socket calls, programs).
     pub fn now(&self) -> u64 {
-        self.epoch.elapsed().as_nanos() as u64
+        crate::sched::clock::mono_ns().saturating_sub(self.epoch_ns)
     }
 
     /// Our IPv4 address.
