@@ -140,6 +140,41 @@ fn receive_task_runs_before_best_effort_work_when_frames_wait() {
     assert_eq!(host.app().got, 1);
 }
 
+/// Interrupt coalescing: a busy soft-lrp host looks at the ring once per
+/// `rx_check_ns`, so a frame waits behind best-effort iterations for at
+/// most that long (and one iteration), not for ever.
+#[test]
+fn a_busy_host_looks_at_the_ring_once_per_check_interval() {
+    let hcfg = HostConfig {
+        rx_check_ns: 50_000,
+        ..HostConfig::for_mode(ReceiveMode::SoftLrp)
+    };
+    let (mut client, mut host) = setup_with(ReceiveMode::SoftLrp, hcfg);
+    let (_srv, _) = udp_server(&mut host, 7000, true);
+    let (_b, bt) = burner(&mut host, 100_000);
+    for _ in 0..20 {
+        host.step();
+    }
+    assert_eq!(host.step(), Some(bt));
+    send_udp(&mut client, 7000);
+    let sent = host.now_ns();
+    let mut burner_steps = 0;
+    loop {
+        let ran = host.step();
+        if ran == host.receive_task() {
+            break;
+        }
+        assert_eq!(ran, Some(bt));
+        burner_steps += 1;
+        assert!(burner_steps < 1_000, "the frame was never looked at");
+    }
+    let waited = host.now_ns() - sent;
+    assert!(burner_steps >= 5, "only {burner_steps} burner steps first");
+    assert!(waited <= 50_000 + 5_000, "waited {waited} ns");
+    host.run_until(u64::MAX, 5);
+    assert_eq!(host.app().got, 1);
+}
+
 #[test]
 fn eager_charges_protocol_work_to_the_interrupted_owner() {
     let (mut client, mut host) = setup(ReceiveMode::Eager);
