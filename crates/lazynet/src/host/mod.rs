@@ -101,8 +101,9 @@ use crate::stack::{ListenHandle, ReceiveMode, Stack, TcpEvent, TcpHandle, UdpHan
 /// even without traffic.
 pub const TICK_NS: u64 = 10_000_000;
 
-/// How often a busy `soft-lrp` host looks at the NIC's receive ring by
-/// default ([`HostConfig::rx_check_ns`]): interrupt coalescing. The ring's
+/// How often a busy `soft-lrp` host looks at the NIC's receive ring (a
+/// busy `ni-lrp` host at its sockets' channels) by default
+/// ([`HostConfig::rx_check_ns`]): interrupt coalescing. The ring's
 /// producer index is a cache line the sending core keeps writing, so every
 /// look costs a miss; looking every step cost a busy `soft-lrp` host ~15% of
 /// its core between iterations (LRP Table 2's worker lost that share).
@@ -136,8 +137,8 @@ pub struct HostConfig {
     pub spin_ns: u64,
     /// How often the receive task runs without traffic ([`TICK_NS`]).
     pub tick_ns: u64,
-    /// How often a busy host looks at the receive ring ([`RX_CHECK_NS`];
-    /// 0: at every step).
+    /// How often a busy host looks at the receive ring, or in `ni-lrp` at
+    /// the channels ([`RX_CHECK_NS`]; 0: at every step).
     pub rx_check_ns: u64,
 }
 
@@ -768,31 +769,37 @@ impl<N: Nic + 'static, A: 'static> Host<N, A> {
             // is a cache line the NI core keeps writing, and a busy owner
             // would pay a miss per step for nothing.
             None => {
-                if let Some(c) = st.reg.control {
-                    let d = st.stack.demux();
-                    if now >= self.next_tick {
-                        self.next_tick = now + self.cfg.tick_ns.max(1);
-                        exec.wake(c);
-                    } else if d.queued(CONTROL) > 0 || d.queued(FRAGMENT) > 0 {
-                        exec.wake(c);
+                // Coalesced as the ring check is (the channels' lengths are
+                // lines the NI core keeps writing).
+                let look = self.idle_last || now >= self.next_rx_check;
+                if look {
+                    self.next_rx_check = now + self.cfg.rx_check_ns;
+                    if let Some(c) = st.reg.control {
+                        let d = st.stack.demux();
+                        if now >= self.next_tick {
+                            self.next_tick = now + self.cfg.tick_ns.max(1);
+                            exec.wake(c);
+                        } else if d.queued(CONTROL) > 0 || d.queued(FRAGMENT) > 0 {
+                            exec.wake(c);
+                        }
                     }
-                }
-                let mut any = false;
-                for r in &st.reg.udp {
-                    if exec.task_state(r.task) == Some(TaskState::Queued) {
-                        continue;
+                    let mut any = false;
+                    for r in &st.reg.udp {
+                        if exec.task_state(r.task) == Some(TaskState::Queued) {
+                            continue;
+                        }
+                        if st.stack.udp(r.h).pending().unwrap_or(0) > 0 {
+                            exec.wake(r.task);
+                            any = true;
+                        }
                     }
-                    if st.stack.udp(r.h).pending().unwrap_or(0) > 0 {
-                        exec.wake(r.task);
-                        any = true;
+                    if let (true, Some(t)) = (any, st.reg.idle) {
+                        exec.wake(t);
                     }
-                }
-                if let (true, Some(t)) = (any, st.reg.idle) {
-                    exec.wake(t);
-                }
-                let mask = st.stack.tcp_ready_tags();
-                if mask != 0 {
-                    st.wake_tags(mask, &mut |t| exec.wake(t));
+                    let mask = st.stack.tcp_ready_tags();
+                    if mask != 0 {
+                        st.wake_tags(mask, &mut |t| exec.wake(t));
+                    }
                 }
             }
         }
