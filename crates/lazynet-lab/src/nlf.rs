@@ -366,7 +366,8 @@ struct Search {
 
 /// Doubles from `from` streams while at most 0.1% of packets are later
 /// than 1 ms (one wake-up outlier on this VM should not decide), then
-/// bisects.
+/// bisects. A point with more late packets is run once more and the better
+/// of the two counts (a stall of the guest is rare, an overload is not).
 fn search(
     media_path: &Path,
     meta: &Path,
@@ -384,10 +385,23 @@ fn search(
     };
     let mut n_bad = usize::MAX;
     let mut n = from;
+    let secs = if quick { 0.5 } else { 2.0 };
     for _ in 0..if quick { 4 } else { 9 } {
-        let r = streams_per_core(media_path, meta, n, if quick { 0.5 } else { 2.0 }, pacing)?;
+        let mut r = streams_per_core(media_path, meta, n, secs, pacing)?;
         out.runs += 1;
         out.fifo_runs += usize::from(r.fifo);
+        if r.refused.is_none() && r.late * 1000 > r.packets {
+            // Once more: a stall of this guest (tens of milliseconds now
+            // and then) makes a short run late whatever the load; an
+            // overloaded core is late every time.
+            let again = streams_per_core(media_path, meta, n, secs, pacing)?;
+            out.runs += 1;
+            out.fifo_runs += usize::from(again.fifo);
+            let _ = write!(out.tried, " {n}:{}pkts/{}late(retried)", r.packets, r.late);
+            if again.late * r.packets < r.late * again.packets.max(1) {
+                r = again;
+            }
+        }
         let (pkts, late) = (r.packets, r.late);
         match &r.refused {
             Some(_) => {
