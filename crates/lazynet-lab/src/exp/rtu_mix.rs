@@ -420,20 +420,22 @@ pub fn table2_fig9(
             l.lost
         ));
         if s == Series::Lazynet {
-            // The analysis takes the measured longest iteration where it
-            // is longer than declared (as admission does).
+            // Judged against the analysis at admission (declared costs):
+            // the measured longest iteration is reported beside it, since
+            // one stall of the guest inside an iteration would make a
+            // bound taken from it say nothing.
             let measured = l
                 .usage
                 .iter()
                 .map(|u| u.max_iteration_ns)
                 .max()
                 .unwrap_or(0);
-            let b = (c_max.max(measured) + system.burst_ns) as f64 / 1e3;
+            let b = bound_ns as f64 / 1e3;
             res.note(format!(
-                "  the analytic bound on the reactive echo's growth: the longest periodic iteration (declared {} us, measured {} us) + the system bucket's burst {} us = {b:.0} us (paper: grew by at most 1.2 ms)",
+                "  the analytic bound on the reactive echo's growth: the longest declared periodic iteration {} us + the system bucket's burst {} us = {b:.0} us (the longest measured iteration: {} us; paper: grew by at most 1.2 ms)",
                 c_max / 1_000,
-                measured / 1_000,
-                system.burst_ns / 1_000
+                system.burst_ns / 1_000,
+                measured / 1_000
             ));
             checks.check(
                 u.lost + l.lost == 0,
