@@ -1216,25 +1216,11 @@ fn linux_point(plan: &Plan, fifo: bool) -> anyhow::Result<Point> {
             if fifo {
                 set_sched_class(SchedClass::Fifo(10)).context("SCHED_FIFO for a receiver")?;
             }
-            let (mut s, _) = l.accept()?;
-            s.set_read_timeout(Some(Duration::from_millis(50)))?;
-            let mut buf = vec![0u8; MSG];
-            let (mut got, mut sink) = (0usize, 0u64);
-            while !stop.load(Ordering::Relaxed) {
-                match s.read(&mut buf[got..]) {
-                    Ok(0) => break,
-                    Ok(n) => got += n,
-                    Err(_) => continue,
-                }
-                if got == MSG {
-                    sink = super::work(work_iters, sink ^ u64::from(buf[0]));
-                    consumed[i].fetch_add(MSG as u64, Ordering::Relaxed);
-                    got = 0;
-                }
-            }
-            std::hint::black_box(sink);
+            let r = linux_receiver(&l, MSG, work_iters, &stop, |n| {
+                consumed[i].fetch_add(n, Ordering::Relaxed);
+            });
             let _ = set_sched_class(SchedClass::Normal);
-            Ok(())
+            r
         }));
     }
     super::pin_load();
@@ -1262,6 +1248,37 @@ fn linux_point(plan: &Plan, fifo: bool) -> anyhow::Result<Point> {
         measured_bps: measured,
         ..Point::default()
     })
+}
+
+/// A Linux receiving application: accepts one connection on `l`, reads
+/// it in messages of `msg` bytes, spends `work_iters` of [`super::work`]
+/// on each and reports it to `consumed`, until `stop` or the end of the
+/// stream.
+pub(super) fn linux_receiver(
+    l: &StdListener,
+    msg: usize,
+    work_iters: u32,
+    stop: &AtomicBool,
+    consumed: impl Fn(u64),
+) -> anyhow::Result<()> {
+    let (mut s, _) = l.accept()?;
+    s.set_read_timeout(Some(Duration::from_millis(50)))?;
+    let mut buf = vec![0u8; msg];
+    let (mut got, mut sink) = (0usize, 0u64);
+    while !stop.load(Ordering::Relaxed) {
+        match s.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(_) => continue,
+        }
+        if got == msg {
+            sink = super::work(work_iters, sink ^ u64::from(buf[0]));
+            consumed(msg as u64);
+            got = 0;
+        }
+    }
+    std::hint::black_box(sink);
+    Ok(())
 }
 
 fn plot(

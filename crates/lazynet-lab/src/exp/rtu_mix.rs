@@ -36,7 +36,7 @@
 //! **May not touch:** the stack's internals (public API only). Every load
 //! is bounded in time; the spinning processes are killed by their pid.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{
     Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener as StdListener, TcpStream as StdStream,
     UdpSocket,
@@ -56,8 +56,8 @@ use lazynet::sys::{set_sched_class, SchedClass};
 use lazynet_cli::echo::hist;
 
 use super::rtu::{
-    calibrate, establish, host_config, sched_config, stacks, stream_handler, top_up, Spinners, St,
-    HOST, SPINNERS,
+    calibrate, establish, host_config, linux_receiver, sched_config, stacks, stream_handler,
+    top_up, Spinners, St, HOST, SPINNERS,
 };
 use super::{Checks, ExpOpts, Results};
 
@@ -637,73 +637,13 @@ fn lazynet_run(plan: &Plan, periodics: &[Periodic], streams: bool) -> anyhow::Re
     }
     let usock = client.udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0), None)?;
     let esock = client.udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0), Some(64))?;
-    let echo_dst = SocketAddrV4::new(HOST, ECHO_PORT);
-    let chunk = vec![0x5au8; 16 * 1024];
-    let mut run = Run {
-        rtt: plan.sizes.iter().map(|_| hist()).collect(),
-        ..Run::default()
+    let mut c = LazynetClient {
+        stack: client,
+        clients,
+        usock,
+        esock,
     };
-    let mut sent = vec![0u64; clients.len()];
-    let mut snap0 = None;
-    let start = Instant::now();
-    let mut next_echo = start;
-    let mut k = 0usize;
-    loop {
-        let el = start.elapsed();
-        if snap0.is_none() && el >= plan.warm {
-            snap0 = Some((el, snapshot_arcs(&consumed)));
-        }
-        if el >= plan.warm + plan.measure {
-            let (t0, s0) = snap0.unwrap_or((el, snapshot_arcs(&consumed)));
-            let secs = (el - t0).as_secs_f64().max(1e-9);
-            run.measured_bps = s0
-                .iter()
-                .zip(snapshot_arcs(&consumed))
-                .map(|(a, b)| (b - a) as f64 * 8.0 / secs)
-                .collect();
-            break;
-        }
-        if streams {
-            let now = client.now();
-            for (i, c) in clients.iter().enumerate() {
-                let target = (MIX[i].rate_bps() as f64 / 8.0 * el.as_secs_f64()) as u64;
-                match *c {
-                    Client::Tcp(h) => top_up(target, &mut sent[i], &chunk, |b| {
-                        client.tcp_mut(h).send(b, now).unwrap_or(0)
-                    }),
-                    Client::Udp(dst) => {
-                        let size = MIX[i].size;
-                        for _ in 0..32 {
-                            if sent[i] + size as u64 > target {
-                                break;
-                            }
-                            match client.udp_mut(usock).send_to(&chunk[..size], dst, now) {
-                                Ok(_) => sent[i] += size as u64,
-                                Err(_) => break,
-                            }
-                        }
-                    }
-                }
-            }
-            client.poll(now);
-            client.tcp_service(now, 256);
-        }
-        if Instant::now() >= next_echo {
-            let size = plan.sizes[k % plan.sizes.len()];
-            let rtt = lazynet_echo(&mut client, esock, echo_dst, &chunk[..size]);
-            if el >= plan.warm {
-                match rtt {
-                    Some(ns) => {
-                        let _ = run.rtt[k % plan.sizes.len()].record(ns.max(1));
-                    }
-                    None => run.lost += 1,
-                }
-            }
-            k += 1;
-            next_echo = (next_echo + ECHO_GAP).max(Instant::now());
-        }
-        client.nic_mut().wait(Some(50_000));
-    }
+    let mut run = drive(plan, &consumed, &mut c);
     stop.store(true, Ordering::Relaxed);
     let (usage, b, rb) = host
         .join()
@@ -718,27 +658,173 @@ fn snapshot_arcs(c: &[Arc<AtomicU64>]) -> Vec<u64> {
     c.iter().map(|x| x.load(Ordering::Relaxed)).collect()
 }
 
-/// One echo round trip on the lazynet client: send `msg`, poll until a
-/// reply of its length comes back. `None` if none within [`ECHO_TIMEOUT`].
-fn lazynet_echo(
-    client: &mut Stack<WireEnd>,
-    sock: UdpHandle,
-    dst: SocketAddrV4,
-    msg: &[u8],
-) -> Option<u64> {
-    let t0 = Instant::now();
-    let now = client.now();
-    client.udp_mut(sock).send_to(msg, dst, now).ok()?;
-    while t0.elapsed() < ECHO_TIMEOUT {
-        let now = client.now();
-        client.poll(now);
-        while let Ok(n) = client.udp_mut(sock).recv_with(|p, _| p.len()) {
-            if n == msg.len() {
-                return Some(t0.elapsed().as_nanos() as u64);
+/// The client's side of a run, lazynet's or Linux's.
+trait MixClient {
+    /// Brings stream `i`'s `sent` bytes up to `target`, in messages of
+    /// `chunk` (TCP) or datagrams of the stream's size (UDP).
+    fn stream(&mut self, i: usize, target: u64, sent: &mut u64, chunk: &[u8]);
+    /// Between rounds: moves what the streams sent, waits a little.
+    fn idle(&mut self);
+    /// One echo round trip of `msg`: its time, or `None` if no reply came
+    /// within [`ECHO_TIMEOUT`].
+    fn echo(&mut self, msg: &[u8]) -> Option<u64>;
+}
+
+/// Sends the datagrams of `size` bytes that bring `sent` up to `target`
+/// (at most 32); `send` says whether one went.
+fn top_up_datagrams(
+    target: u64,
+    sent: &mut u64,
+    size: usize,
+    chunk: &[u8],
+    mut send: impl FnMut(&[u8]) -> bool,
+) {
+    for _ in 0..32 {
+        if *sent + size as u64 > target || !send(&chunk[..size]) {
+            return;
+        }
+        *sent += size as u64;
+    }
+}
+
+/// Paces the streams whose consumption `consumed` counts and makes one
+/// echo round trip every [`ECHO_GAP`], cycling through the sizes, for the
+/// warm-up and the measurement; returns what each stream's application
+/// consumed per second of the measurement and the round trips measured.
+fn drive(plan: &Plan, consumed: &[Arc<AtomicU64>], c: &mut impl MixClient) -> Run {
+    let chunk = vec![0x5au8; 16 * 1024];
+    let mut run = Run {
+        rtt: plan.sizes.iter().map(|_| hist()).collect(),
+        ..Run::default()
+    };
+    let mut sent = vec![0u64; consumed.len()];
+    let mut snap0 = None;
+    let start = Instant::now();
+    let mut next_echo = start;
+    let mut k = 0usize;
+    loop {
+        let el = start.elapsed();
+        if snap0.is_none() && el >= plan.warm {
+            snap0 = Some((el, snapshot_arcs(consumed)));
+        }
+        if el >= plan.warm + plan.measure {
+            let (t0, s0) = snap0.unwrap_or((el, snapshot_arcs(consumed)));
+            let secs = (el - t0).as_secs_f64().max(1e-9);
+            run.measured_bps = s0
+                .iter()
+                .zip(snapshot_arcs(consumed))
+                .map(|(a, b)| (b - a) as f64 * 8.0 / secs)
+                .collect();
+            return run;
+        }
+        for (i, sent) in sent.iter_mut().enumerate() {
+            let target = (MIX[i].rate_bps() as f64 / 8.0 * el.as_secs_f64()) as u64;
+            c.stream(i, target, sent, &chunk);
+        }
+        if Instant::now() >= next_echo {
+            let size = plan.sizes[k % plan.sizes.len()];
+            let rtt = c.echo(&chunk[..size]);
+            if el >= plan.warm {
+                match rtt {
+                    Some(ns) => {
+                        let _ = run.rtt[k % plan.sizes.len()].record(ns.max(1));
+                    }
+                    None => run.lost += 1,
+                }
+            }
+            k += 1;
+            next_echo = (next_echo + ECHO_GAP).max(Instant::now());
+        }
+        c.idle();
+    }
+}
+
+struct LazynetClient {
+    stack: Stack<WireEnd>,
+    clients: Vec<Client>,
+    usock: UdpHandle,
+    esock: UdpHandle,
+}
+
+impl MixClient for LazynetClient {
+    fn stream(&mut self, i: usize, target: u64, sent: &mut u64, chunk: &[u8]) {
+        let now = self.stack.now();
+        let stack = &mut self.stack;
+        match self.clients[i] {
+            Client::Tcp(h) => top_up(target, sent, chunk, |b| {
+                stack.tcp_mut(h).send(b, now).unwrap_or(0)
+            }),
+            Client::Udp(dst) => top_up_datagrams(target, sent, MIX[i].size, chunk, |d| {
+                stack.udp_mut(self.usock).send_to(d, dst, now).is_ok()
+            }),
+        }
+    }
+
+    fn idle(&mut self) {
+        let now = self.stack.now();
+        self.stack.poll(now);
+        self.stack.tcp_service(now, 256);
+        self.stack.nic_mut().wait(Some(50_000));
+    }
+
+    /// Sends `msg`, then polls (nothing else) until a reply of its length
+    /// comes back.
+    fn echo(&mut self, msg: &[u8]) -> Option<u64> {
+        let t0 = Instant::now();
+        let now = self.stack.now();
+        let dst = SocketAddrV4::new(HOST, ECHO_PORT);
+        self.stack.udp_mut(self.esock).send_to(msg, dst, now).ok()?;
+        while t0.elapsed() < ECHO_TIMEOUT {
+            let now = self.stack.now();
+            self.stack.poll(now);
+            while let Ok(n) = self.stack.udp_mut(self.esock).recv_with(|p, _| p.len()) {
+                if n == msg.len() {
+                    return Some(t0.elapsed().as_nanos() as u64);
+                }
+            }
+        }
+        None
+    }
+}
+
+struct LinuxClient {
+    /// Per stream: its TCP connection, or `None` for a UDP stream.
+    tcp: Vec<Option<StdStream>>,
+    addrs: Vec<SocketAddr>,
+    usock: UdpSocket,
+    esock: UdpSocket,
+    echo_addr: SocketAddr,
+    back: Vec<u8>,
+}
+
+impl MixClient for LinuxClient {
+    fn stream(&mut self, i: usize, target: u64, sent: &mut u64, chunk: &[u8]) {
+        match &mut self.tcp[i] {
+            Some(s) => top_up(target, sent, chunk, |b| s.write(b).unwrap_or(0)),
+            None => {
+                let (usock, to) = (&self.usock, self.addrs[i]);
+                top_up_datagrams(target, sent, MIX[i].size, chunk, |d| {
+                    usock.send_to(d, to).is_ok()
+                })
             }
         }
     }
-    None
+
+    fn idle(&mut self) {
+        std::thread::sleep(Duration::from_micros(50));
+    }
+
+    fn echo(&mut self, msg: &[u8]) -> Option<u64> {
+        let t0 = Instant::now();
+        self.esock.send_to(msg, self.echo_addr).ok()?;
+        loop {
+            match self.esock.recv(&mut self.back) {
+                Ok(n) if n == msg.len() => return Some(t0.elapsed().as_nanos() as u64),
+                Ok(_) => continue,
+                Err(_) => return None,
+            }
+        }
+    }
 }
 
 fn linux_run(plan: &Plan, streams: bool) -> anyhow::Result<Run> {
@@ -756,24 +842,9 @@ fn linux_run(plan: &Plan, streams: bool) -> anyhow::Result<Run> {
             addrs.push(l.local_addr()?);
             threads.push(std::thread::spawn(move || -> anyhow::Result<()> {
                 super::pin_host();
-                let (mut s, _) = l.accept()?;
-                s.set_read_timeout(Some(Duration::from_millis(50)))?;
-                let mut buf = vec![0u8; size];
-                let (mut got, mut sink) = (0usize, 0u64);
-                while !stop.load(Ordering::Relaxed) {
-                    match s.read(&mut buf[got..]) {
-                        Ok(0) => break,
-                        Ok(n) => got += n,
-                        Err(_) => continue,
-                    }
-                    if got == size {
-                        sink = super::work(iters, sink ^ u64::from(buf[0]));
-                        c.fetch_add(size as u64, Ordering::Relaxed);
-                        got = 0;
-                    }
-                }
-                std::hint::black_box(sink);
-                Ok(())
+                linux_receiver(&l, size, iters, &stop, |n| {
+                    c.fetch_add(n, Ordering::Relaxed);
+                })
             }));
         } else {
             let u = UdpSocket::bind("127.0.0.1:0")?;
@@ -827,76 +898,17 @@ fn linux_run(plan: &Plan, streams: bool) -> anyhow::Result<Run> {
     usock.set_nonblocking(true)?;
     let esock = UdpSocket::bind("127.0.0.1:0")?;
     esock.set_read_timeout(Some(ECHO_TIMEOUT))?;
-    let chunk = vec![0x5au8; 16 * 1024];
-    let mut back = vec![0u8; 64 * 1024];
-    let mut run = Run {
-        rtt: plan.sizes.iter().map(|_| hist()).collect(),
-        ..Run::default()
+    let mut c = LinuxClient {
+        tcp,
+        addrs,
+        usock,
+        esock,
+        echo_addr,
+        back: vec![0u8; 64 * 1024],
     };
-    let mut sent = vec![0u64; addrs.len()];
-    let mut snap0 = None;
-    let start = Instant::now();
-    let mut next_echo = start;
-    let mut k = 0usize;
-    loop {
-        let el = start.elapsed();
-        if snap0.is_none() && el >= plan.warm {
-            snap0 = Some((el, snapshot_arcs(&consumed)));
-        }
-        if el >= plan.warm + plan.measure {
-            let (t0, s0) = snap0.unwrap_or((el, snapshot_arcs(&consumed)));
-            let secs = (el - t0).as_secs_f64().max(1e-9);
-            run.measured_bps = s0
-                .iter()
-                .zip(snapshot_arcs(&consumed))
-                .map(|(a, b)| (b - a) as f64 * 8.0 / secs)
-                .collect();
-            break;
-        }
-        for (i, a) in addrs.iter().enumerate() {
-            let target = (MIX[i].rate_bps() as f64 / 8.0 * el.as_secs_f64()) as u64;
-            match &mut tcp[i] {
-                Some(s) => top_up(target, &mut sent[i], &chunk, |b| s.write(b).unwrap_or(0)),
-                None => {
-                    let size = MIX[i].size;
-                    for _ in 0..32 {
-                        if sent[i] + size as u64 > target {
-                            break;
-                        }
-                        match usock.send_to(&chunk[..size], a) {
-                            Ok(_) => sent[i] += size as u64,
-                            Err(_) => break,
-                        }
-                    }
-                }
-            }
-        }
-        if Instant::now() >= next_echo {
-            let size = plan.sizes[k % plan.sizes.len()];
-            let t0 = Instant::now();
-            let ok = esock.send_to(&chunk[..size], echo_addr).is_ok()
-                && loop {
-                    match esock.recv(&mut back) {
-                        Ok(n) if n == size => break true,
-                        Ok(_) => continue,
-                        Err(_) => break false,
-                    }
-                };
-            let ns = t0.elapsed().as_nanos() as u64;
-            if el >= plan.warm {
-                if ok {
-                    let _ = run.rtt[k % plan.sizes.len()].record(ns.max(1));
-                } else {
-                    run.lost += 1;
-                }
-            }
-            k += 1;
-            next_echo = (next_echo + ECHO_GAP).max(Instant::now());
-        }
-        std::thread::sleep(Duration::from_micros(50));
-    }
+    let run = drive(plan, &consumed, &mut c);
     stop.store(true, Ordering::Relaxed);
-    drop(tcp);
+    drop(c);
     for t in threads {
         t.join()
             .map_err(|_| anyhow::anyhow!("a receiver panicked"))??;
