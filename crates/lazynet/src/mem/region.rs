@@ -37,10 +37,52 @@ impl Region {
         Self::map(file)
     }
 
+    /// Creates a zero-filled region of `len` bytes whose size can never
+    /// change again (memfd seals: no shrinking, no growing, no more seals),
+    /// for memory shared with a process that is not trusted. A process
+    /// that could shrink the file would make this one's next access beyond
+    /// the new end a `SIGBUS`; sealed, its `ftruncate` fails with `EPERM`.
+    pub fn create_sealed(name: &str, len: usize) -> io::Result<Arc<Region>> {
+        let mfd = memfd::MemfdOptions::default()
+            .close_on_exec(true)
+            .allow_sealing(true)
+            .create(name)
+            .map_err(io::Error::other)?;
+        mfd.as_file().set_len(len as u64)?;
+        mfd.add_seals(&[
+            memfd::FileSeal::SealShrink,
+            memfd::FileSeal::SealGrow,
+            memfd::FileSeal::SealSeal,
+        ])
+        .map_err(io::Error::other)?;
+        Self::map(mfd.into_file())
+    }
+
     /// Maps a region created by another process (or an earlier call) from
     /// its file descriptor. The length is the file's length.
     pub fn open(fd: OwnedFd) -> io::Result<Arc<Region>> {
         Self::map(File::from(fd))
+    }
+
+    /// [`Region::open`] for a descriptor handed over by a process that is
+    /// not trusted: refused (`PermissionDenied`) unless it is a memfd
+    /// whose size is sealed (see [`Region::create_sealed`]), so that the
+    /// sender cannot shrink it under this process's mapping.
+    pub fn open_sealed(fd: OwnedFd) -> io::Result<Arc<Region>> {
+        let file = File::from(fd);
+        if !size_sealed(&file) {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "region not sealed against resizing",
+            ));
+        }
+        Self::map(file)
+    }
+
+    /// Whether the region's size is sealed (it can neither shrink nor
+    /// grow).
+    pub fn is_size_sealed(&self) -> bool {
+        size_sealed(&self.file)
     }
 
     fn map(file: File) -> io::Result<Arc<Region>> {
@@ -86,6 +128,19 @@ impl Region {
     /// Base address of the mapping. Valid for as long as the region lives.
     pub fn as_ptr(&self) -> *mut u8 {
         self.map.as_mut_ptr()
+    }
+}
+
+/// Whether `file` is a memfd whose size can neither shrink nor grow.
+fn size_sealed(file: &File) -> bool {
+    let Ok(dup) = file.try_clone() else {
+        return false;
+    };
+    match memfd::Memfd::try_from_file(dup) {
+        Ok(m) => m.seals().is_ok_and(|s| {
+            s.contains(&memfd::FileSeal::SealShrink) && s.contains(&memfd::FileSeal::SealGrow)
+        }),
+        Err(_) => false,
     }
 }
 
@@ -369,6 +424,32 @@ fn prefetch_write_line(p: *const u8) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sealed_region_cannot_be_resized_through_any_descriptor() {
+        let r = Region::create_sealed("sealed", 8192).unwrap();
+        assert!(r.is_size_sealed());
+        // Another descriptor of the same memfd, as a peer would hold it.
+        let peer = File::from(r.fd().try_clone_to_owned().unwrap());
+        for len in [0, 4096, 1 << 20] {
+            let e = peer.set_len(len).unwrap_err();
+            assert_eq!(e.raw_os_error(), Some(libc::EPERM), "set_len({len})");
+        }
+        assert_eq!(r.len(), 8192);
+        let other = Region::open_sealed(r.fd().try_clone_to_owned().unwrap()).unwrap();
+        assert_eq!(other.len(), 8192);
+    }
+
+    #[test]
+    fn an_unsealed_region_is_refused_where_a_sealed_one_is_required() {
+        let r = Region::create("plain", 4096).unwrap();
+        assert!(!r.is_size_sealed());
+        let e = Region::open_sealed(r.fd().try_clone_to_owned().unwrap()).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::PermissionDenied);
+        // Not a memfd at all: refused too.
+        let f = File::open("/proc/self/status").unwrap();
+        assert!(Region::open_sealed(OwnedFd::from(f)).is_err());
+    }
 
     #[test]
     fn read_prefetches_change_nothing_and_ignore_descriptors_out_of_range() {
