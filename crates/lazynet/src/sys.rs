@@ -1,8 +1,10 @@
 //! Operating-system helpers that need `unsafe`: CPU pinning and the CPU
 //! count, a thread's CPU time, its scheduling class and nice value, the
 //! time-stamp counter, the effective user, signals to child processes, the
-//! futex calls a sleeping thread and its waker use, and an eventfd for
-//! waking a thread that sleeps in `poll(2)` on a device.
+//! futex calls a sleeping thread and its waker use, an eventfd for
+//! waking a thread that sleeps in `poll(2)` on a device, and passing
+//! descriptors between processes over a Unix socket (`SCM_RIGHTS`, through
+//! `rustix`'s safe control-message API rather than by hand).
 //!
 //! **Owns:** every such call of the library and of the programs built on it
 //! (the `lazynet` program and the lab), so that each is written, and its
@@ -294,5 +296,137 @@ impl EventFd {
     /// The descriptor, to poll beside others. Stays owned here.
     pub fn raw_fd(&self) -> std::os::fd::RawFd {
         std::os::fd::AsRawFd::as_raw_fd(&self.0)
+    }
+}
+
+/// Most descriptors [`recv_with_fds`] takes with one message.
+pub const MAX_FDS: usize = 4;
+
+/// Sends `bytes` on the Unix socket `sock` with the descriptors `fds`
+/// (`SCM_RIGHTS`, at most [`MAX_FDS`]): how a process hands another its
+/// communication area (a memfd) and a doorbell (an eventfd). `rustix`
+/// builds the control message, safely. Returns the bytes sent.
+pub fn send_with_fds(
+    sock: impl std::os::fd::AsFd,
+    bytes: &[u8],
+    fds: &[std::os::fd::BorrowedFd<'_>],
+) -> io::Result<usize> {
+    use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+    if fds.len() > MAX_FDS {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "too many descriptors",
+        ));
+    }
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if !fds.is_empty() && !control.push(SendAncillaryMessage::ScmRights(fds)) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "control message too large",
+        ));
+    }
+    let iov = [io::IoSlice::new(bytes)];
+    Ok(rustix::net::sendmsg(
+        sock,
+        &iov,
+        &mut control,
+        SendFlags::NOSIGNAL,
+    )?)
+}
+
+/// Receives one message from the Unix socket `sock` into `buf`, with the
+/// descriptors sent beside it, up to [`MAX_FDS`]. A message that carried
+/// more descriptors than that, or more bytes than `buf` holds, is refused
+/// (`InvalidData`) and every descriptor it carried is closed: a peer cannot
+/// make this process keep descriptors it did not ask for. `Ok((0, []))` is
+/// the end of the stream.
+pub fn recv_with_fds(
+    sock: impl std::os::fd::AsFd,
+    buf: &mut [u8],
+) -> io::Result<(usize, Vec<std::os::fd::OwnedFd>)> {
+    use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags};
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let mut iov = [io::IoSliceMut::new(buf)];
+    let got = rustix::net::recvmsg(sock, &mut iov, &mut control, RecvFlags::CMSG_CLOEXEC)?;
+    let mut fds = Vec::new();
+    for msg in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(rights) = msg {
+            fds.extend(rights);
+        }
+    }
+    if got
+        .flags
+        .intersects(ReturnFlags::CTRUNC | ReturnFlags::TRUNC)
+    {
+        // `fds` (whatever arrived) is dropped, so closed, here.
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "message or descriptors truncated",
+        ));
+    }
+    Ok((got.bytes, fds))
+}
+
+#[cfg(test)]
+mod fd_tests {
+    use std::io::{Read, Seek, SeekFrom, Write};
+    use std::os::fd::AsFd;
+    use std::os::unix::net::UnixDatagram;
+
+    use super::*;
+
+    /// Descriptors of this process open on memfds named `name` (other
+    /// tests open descriptors meanwhile, so only these are counted).
+    fn open_memfds(name: &str) -> usize {
+        let want = format!("/memfd:{name} ");
+        std::fs::read_dir("/proc/self/fd").map_or(0, |d| {
+            d.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                .filter(|l| l.to_string_lossy().starts_with(&want))
+                .count()
+        })
+    }
+
+    #[test]
+    fn a_descriptor_passed_over_a_socket_reaches_the_same_file() {
+        let (a, b) = UnixDatagram::pair().unwrap();
+        let mut f = memfd::MemfdOptions::default()
+            .create("pass")
+            .unwrap()
+            .into_file();
+        f.write_all(b"area").unwrap();
+        assert_eq!(send_with_fds(&a, b"hello", &[f.as_fd()]).unwrap(), 5);
+        let mut buf = [0u8; 64];
+        let (n, fds) = recv_with_fds(&b, &mut buf).unwrap();
+        assert_eq!(&buf[..n], b"hello");
+        assert_eq!(fds.len(), 1);
+        let mut g = std::fs::File::from(fds.into_iter().next().unwrap());
+        g.seek(SeekFrom::Start(0)).unwrap();
+        let mut s = String::new();
+        g.read_to_string(&mut s).unwrap();
+        assert_eq!(s, "area");
+    }
+
+    #[test]
+    fn a_message_too_long_for_the_buffer_is_refused_and_its_descriptors_closed() {
+        let (a, b) = UnixDatagram::pair().unwrap();
+        let name = "lazynet-truncated-message";
+        let m = || {
+            memfd::MemfdOptions::default()
+                .create(name)
+                .unwrap()
+                .into_file()
+        };
+        let (f1, f2) = (m(), m());
+        assert_eq!(open_memfds(name), 2);
+        send_with_fds(&a, &[7u8; 100], &[f1.as_fd(), f2.as_fd()]).unwrap();
+        let mut small = [0u8; 10];
+        let e = recv_with_fds(&b, &mut small).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        assert_eq!(open_memfds(name), 2, "the received copies were closed");
+        // More descriptors than allowed are refused on the sending side.
+        let many: Vec<_> = (0..=MAX_FDS).map(|_| f1.as_fd()).collect();
+        assert!(send_with_fds(&a, b"x", &many).is_err());
     }
 }
