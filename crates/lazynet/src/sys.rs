@@ -215,87 +215,39 @@ pub fn futex_wake(word: &AtomicU32, n: i32) -> usize {
     r.max(0) as usize
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn thread_cpu_time_moves_with_work() {
-        let t0 = thread_cpu_ns();
-        let mut x = 0u64;
-        for i in 0..2_000_000u64 {
-            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
-        }
-        assert!(thread_cpu_ns() > t0, "{x}");
-    }
-
-    #[test]
-    fn pinning_to_a_cpu_that_does_not_exist_fails() {
-        assert!(!pin_thread(libc::CPU_SETSIZE as usize));
-        assert!(cpus_online() >= 1);
-    }
-
-    #[test]
-    fn signals_to_process_groups_are_refused() {
-        assert!(!signal(0, 0));
-        assert!(!signal(u32::MAX, 0));
-        // Signal 0 checks that the process exists: this one does.
-        assert!(signal(std::process::id(), 0));
-    }
-}
-
 /// An eventfd (non-blocking): a counter another thread adds to, to end a
-/// `poll(2)` that includes it ([`EventFd::raw_fd`]) — how a remote wake
-/// reaches a thread sleeping on a device such as TAP.
+/// `poll(2)` that includes it ([`EventFd::fd`]) — how a remote wake
+/// reaches a thread sleeping on a device such as TAP. Through `rustix`'s
+/// safe calls.
 #[derive(Debug)]
 pub struct EventFd(std::os::fd::OwnedFd);
 
 impl EventFd {
     /// A new eventfd, its counter 0.
     pub fn new() -> io::Result<EventFd> {
-        // SAFETY: eventfd takes no pointers; it returns a new descriptor or
-        // -1.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `fd` is a fresh descriptor nobody else owns.
-        Ok(EventFd(unsafe {
-            <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd)
-        }))
+        use rustix::event::EventfdFlags;
+        Ok(EventFd(rustix::event::eventfd(
+            0,
+            EventfdFlags::NONBLOCK | EventfdFlags::CLOEXEC,
+        )?))
     }
 
-    /// Makes the eventfd readable (adds 1): a poller wakes.
+    /// Makes the eventfd readable (adds 1): a poller wakes. A full counter
+    /// (`EAGAIN`) is already readable.
     pub fn signal(&self) {
-        let one: u64 = 1;
-        // SAFETY: writes 8 bytes from `one`, which outlives the call, to a
-        // descriptor we own. A full counter (EAGAIN) is already readable.
-        let _ = unsafe {
-            libc::write(
-                std::os::fd::AsRawFd::as_raw_fd(&self.0),
-                (&one as *const u64).cast(),
-                8,
-            )
-        };
+        let _ = rustix::io::write(&self.0, &1u64.to_ne_bytes());
     }
 
-    /// Resets the counter (after a poll found it readable).
+    /// Resets the counter (after a poll found it readable; `EAGAIN` when it
+    /// is 0).
     pub fn drain(&self) {
-        let mut v: u64 = 0;
-        // SAFETY: reads at most 8 bytes into `v`, which outlives the call,
-        // from a non-blocking descriptor we own (EAGAIN when it is 0).
-        let _ = unsafe {
-            libc::read(
-                std::os::fd::AsRawFd::as_raw_fd(&self.0),
-                (&mut v as *mut u64).cast(),
-                8,
-            )
-        };
+        let mut v = [0u8; 8];
+        let _ = rustix::io::read(&self.0, &mut v);
     }
 
     /// The descriptor, to poll beside others. Stays owned here.
-    pub fn raw_fd(&self) -> std::os::fd::RawFd {
-        std::os::fd::AsRawFd::as_raw_fd(&self.0)
+    pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        std::os::fd::AsFd::as_fd(&self.0)
     }
 }
 
@@ -370,12 +322,36 @@ pub fn recv_with_fds(
 }
 
 #[cfg(test)]
-mod fd_tests {
+mod tests {
     use std::io::{Read, Seek, SeekFrom, Write};
     use std::os::fd::AsFd;
     use std::os::unix::net::UnixDatagram;
 
     use super::*;
+
+    #[test]
+    fn thread_cpu_time_moves_with_work() {
+        let t0 = thread_cpu_ns();
+        let mut x = 0u64;
+        for i in 0..2_000_000u64 {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+        }
+        assert!(thread_cpu_ns() > t0, "{x}");
+    }
+
+    #[test]
+    fn pinning_to_a_cpu_that_does_not_exist_fails() {
+        assert!(!pin_thread(libc::CPU_SETSIZE as usize));
+        assert!(cpus_online() >= 1);
+    }
+
+    #[test]
+    fn signals_to_process_groups_are_refused() {
+        assert!(!signal(0, 0));
+        assert!(!signal(u32::MAX, 0));
+        // Signal 0 checks that the process exists: this one does.
+        assert!(signal(std::process::id(), 0));
+    }
 
     /// Descriptors of this process open on memfds named `name` (other
     /// tests open descriptors meanwhile, so only these are counted).

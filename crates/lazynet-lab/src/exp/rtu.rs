@@ -1144,8 +1144,53 @@ fn lazynet_point(plan: &Plan, fifo: bool) -> anyhow::Result<Point> {
     Ok(pt)
 }
 
-fn snapshot(c: &[AtomicU64]) -> Vec<u64> {
-    c.iter().map(|x| x.load(Ordering::Relaxed)).collect()
+/// A warm-up then a measurement, on the wall clock: how much counters of
+/// consumed bytes grew, per second of the measurement.
+pub(super) struct Window {
+    start: Instant,
+    warm: Duration,
+    end: Duration,
+    /// The counters when the measurement began, and when that was.
+    first: Option<(Duration, Vec<u64>)>,
+}
+
+/// One round of a [`Window`].
+pub(super) enum Tick {
+    /// Still running: the time since the start.
+    Running(Duration),
+    /// Over: what each counter grew by, in bit/s of the measurement.
+    Done(Vec<f64>),
+}
+
+impl Window {
+    pub(super) fn start(warm: Duration, measure: Duration) -> Window {
+        Window {
+            start: Instant::now(),
+            warm,
+            end: warm + measure,
+            first: None,
+        }
+    }
+
+    /// Called every round with a way to read the counters (read only when
+    /// the measurement begins and ends).
+    pub(super) fn tick(&mut self, counters: impl Fn() -> Vec<u64>) -> Tick {
+        let el = self.start.elapsed();
+        if self.first.is_none() && el >= self.warm {
+            self.first = Some((el, counters()));
+        }
+        if el < self.end {
+            return Tick::Running(el);
+        }
+        let (t0, c0) = self.first.take().unwrap_or_else(|| (el, counters()));
+        let secs = (el - t0).as_secs_f64().max(1e-9);
+        Tick::Done(
+            c0.iter()
+                .zip(counters())
+                .map(|(a, b)| b.saturating_sub(*a) as f64 * 8.0 / secs)
+                .collect(),
+        )
+    }
 }
 
 /// The sender's side of Fig. 7: round after round, `round(target, sent,
@@ -1160,22 +1205,13 @@ fn pace(
 ) -> Vec<f64> {
     let chunk = vec![0x5au8; 16 * 1024];
     let mut sent = [0u64; STREAMS];
-    let start = Instant::now();
-    let mut snap0 = None;
+    let mut w = Window::start(plan.warm, plan.measure);
     loop {
-        let el = start.elapsed();
-        if snap0.is_none() && el >= plan.warm {
-            snap0 = Some((el, snapshot(consumed)));
-        }
-        if el >= plan.warm + plan.measure {
-            let (t0, s0) = snap0.unwrap_or((el, snapshot(consumed)));
-            let secs = (el - t0).as_secs_f64().max(1e-9);
-            return s0
-                .iter()
-                .zip(snapshot(consumed))
-                .map(|(a, b)| (b - a) as f64 * 8.0 / secs)
-                .collect();
-        }
+        let counters = || consumed.iter().map(|x| x.load(Ordering::Relaxed)).collect();
+        let el = match w.tick(counters) {
+            Tick::Running(el) => el,
+            Tick::Done(bps) => return bps,
+        };
         let target = (RATE_BPS as f64 / 8.0 * el.as_secs_f64()) as u64;
         round(target, &mut sent, &chunk);
     }

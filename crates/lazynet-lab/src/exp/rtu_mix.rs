@@ -57,7 +57,7 @@ use lazynet_cli::echo::hist;
 
 use super::rtu::{
     calibrate, establish, host_config, linux_receiver, sched_config, stacks, stream_handler,
-    top_up, Spinners, St, HOST, SPINNERS,
+    top_up, Spinners, St, Tick, Window, HOST, SPINNERS,
 };
 use super::{Checks, ExpOpts, Results};
 
@@ -654,10 +654,6 @@ fn lazynet_run(plan: &Plan, periodics: &[Periodic], streams: bool) -> anyhow::Re
     Ok(run)
 }
 
-fn snapshot_arcs(c: &[Arc<AtomicU64>]) -> Vec<u64> {
-    c.iter().map(|x| x.load(Ordering::Relaxed)).collect()
-}
-
 /// The client's side of a run, lazynet's or Linux's.
 trait MixClient {
     /// Brings stream `i`'s `sent` bytes up to `target`, in messages of
@@ -698,25 +694,18 @@ fn drive(plan: &Plan, consumed: &[Arc<AtomicU64>], c: &mut impl MixClient) -> Ru
         ..Run::default()
     };
     let mut sent = vec![0u64; consumed.len()];
-    let mut snap0 = None;
-    let start = Instant::now();
-    let mut next_echo = start;
+    let mut w = Window::start(plan.warm, plan.measure);
+    let mut next_echo = Instant::now();
     let mut k = 0usize;
     loop {
-        let el = start.elapsed();
-        if snap0.is_none() && el >= plan.warm {
-            snap0 = Some((el, snapshot_arcs(consumed)));
-        }
-        if el >= plan.warm + plan.measure {
-            let (t0, s0) = snap0.unwrap_or((el, snapshot_arcs(consumed)));
-            let secs = (el - t0).as_secs_f64().max(1e-9);
-            run.measured_bps = s0
-                .iter()
-                .zip(snapshot_arcs(consumed))
-                .map(|(a, b)| (b - a) as f64 * 8.0 / secs)
-                .collect();
-            return run;
-        }
+        let counters = || consumed.iter().map(|x| x.load(Ordering::Relaxed)).collect();
+        let el = match w.tick(counters) {
+            Tick::Running(el) => el,
+            Tick::Done(bps) => {
+                run.measured_bps = bps;
+                return run;
+            }
+        };
         for (i, sent) in sent.iter_mut().enumerate() {
             let target = (MIX[i].rate_bps() as f64 / 8.0 * el.as_secs_f64()) as u64;
             c.stream(i, target, sent, &chunk);

@@ -733,6 +733,12 @@ impl<N: Nic + 'static, A: 'static> Host<N, A> {
     fn pre_step(&mut self, now: u64) {
         let exec = &mut self.exec;
         let st = &mut self.st;
+        // Whether to look at the ring (or the channels) in this step:
+        // coalesced while busy (see [`RX_CHECK_NS`]).
+        let look = self.idle_last || now >= self.next_rx_check;
+        if look {
+            self.next_rx_check = now + self.cfg.rx_check_ns;
+        }
         match st.reg.rx {
             Some(rx) => {
                 let allowed = match self.cfg.rx_budget {
@@ -747,10 +753,6 @@ impl<N: Nic + 'static, A: 'static> Host<N, A> {
                 };
                 // (A queued receive task runs next anyway: no need to
                 // touch the ring's index, a line the sender keeps writing.)
-                let look = self.idle_last || now >= self.next_rx_check;
-                if look {
-                    self.next_rx_check = now + self.cfg.rx_check_ns;
-                }
                 if look
                     && allowed
                     && exec.task_state(rx) != Some(TaskState::Queued)
@@ -769,11 +771,7 @@ impl<N: Nic + 'static, A: 'static> Host<N, A> {
             // is a cache line the NI core keeps writing, and a busy owner
             // would pay a miss per step for nothing.
             None => {
-                // Coalesced as the ring check is (the channels' lengths are
-                // lines the NI core keeps writing).
-                let look = self.idle_last || now >= self.next_rx_check;
                 if look {
-                    self.next_rx_check = now + self.cfg.rx_check_ns;
                     if let Some(c) = st.reg.control {
                         let d = st.stack.demux();
                         if now >= self.next_tick {

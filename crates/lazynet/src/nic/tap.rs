@@ -65,6 +65,7 @@ use std::time::Duration;
 use super::{tso, ExtRef, Nic};
 use crate::mem::{BufArea, Desc};
 use crate::sys::EventFd;
+use rustix::event::{PollFd, PollFlags};
 
 const IFNAMSIZ: usize = 16;
 const IFF_TAP: libc::c_short = 0x0002;
@@ -463,12 +464,12 @@ impl TapNic {
     /// Waits until a frame can be read or `timeout` passes (`None`: forever).
     /// Returns whether the fd is readable.
     pub fn wait_readable(&self, timeout: Option<Duration>) -> io::Result<bool> {
-        let mut pfd = [pollin(self.fd.as_raw_fd())];
+        let mut pfd = [PollFd::new(&self.fd, PollFlags::IN)];
         loop {
-            match ppoll(&mut pfd, timeout) {
+            match poll(&mut pfd, timeout) {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
-                Ok(n) => return Ok(n > 0 && pfd[0].revents & libc::POLLIN != 0),
+                Ok(n) => return Ok(n > 0 && pfd[0].revents().contains(PollFlags::IN)),
             }
         }
     }
@@ -953,10 +954,14 @@ impl Nic for TapNic {
         // Sleep in poll(2) on the device and the wake eventfd; at most
         // 10 ms so timers still run.
         let t = Duration::from_nanos(timeout_ns.unwrap_or(10_000_000).min(10_000_000));
-        let mut pfd = [pollin(self.fd.as_raw_fd()), pollin(self.wake.raw_fd())];
+        let wake = self.wake.fd();
+        let mut pfd = [
+            PollFd::new(&self.fd, PollFlags::IN),
+            PollFd::new(&wake, PollFlags::IN),
+        ];
         // An error (EINTR) just ends the wait early, which callers allow.
-        let rc = ppoll(&mut pfd, Some(t)).unwrap_or(0);
-        if rc > 0 && pfd[1].revents & libc::POLLIN != 0 {
+        let rc = poll(&mut pfd, Some(t)).unwrap_or(0);
+        if rc > 0 && pfd[1].revents().contains(PollFlags::IN) {
             self.wake.drain();
         }
     }
@@ -966,40 +971,15 @@ impl Nic for TapNic {
     }
 }
 
-fn pollin(fd: RawFd) -> libc::pollfd {
-    libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    }
-}
-
-/// `ppoll(2)` on `fds` for at most `timeout` (`None`: no limit); returns
-/// how many are ready. ppoll rather than poll: its nanosecond timeout does
-/// not round a wait of less than a millisecond down to a busy 0.
-fn ppoll(fds: &mut [libc::pollfd], timeout: Option<Duration>) -> io::Result<usize> {
-    let ts = timeout.map(|t| libc::timespec {
-        tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
-        tv_nsec: libc::c_long::from(t.subsec_nanos() as i32),
+/// `poll(2)` on `fds` for at most `timeout` (`None`: no limit); returns
+/// how many are ready. `rustix` passes a nanosecond timeout (`ppoll`), so
+/// a wait of less than a millisecond does not round down to a busy 0.
+fn poll(fds: &mut [PollFd<'_>], timeout: Option<Duration>) -> io::Result<usize> {
+    let ts = timeout.map(|t| rustix::event::Timespec {
+        tv_sec: t.as_secs().min(i64::MAX as u64) as i64,
+        tv_nsec: i64::from(t.subsec_nanos()),
     });
-    let tsp = ts
-        .as_ref()
-        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY: `fds` is a valid slice of pollfds and we pass its length;
-    // `tsp` is null or points to `ts`, which outlives the call; a null
-    // signal mask leaves the mask as it is.
-    let rc = unsafe {
-        libc::ppoll(
-            fds.as_mut_ptr(),
-            fds.len() as libc::nfds_t,
-            tsp,
-            std::ptr::null(),
-        )
-    };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(rc as usize)
+    Ok(rustix::event::poll(fds, ts.as_ref())?)
 }
 
 #[cfg(test)]
