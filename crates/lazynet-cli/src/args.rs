@@ -55,6 +55,12 @@ pub struct NetArgs {
     /// there are two or more; `serve media` runs ni-lrp as soft-lrp).
     #[arg(long, value_parser = parse_mode, default_value = "soft-lrp")]
     pub mode: ReceiveMode,
+    /// Attach to the lazynet daemon listening at this control socket
+    /// instead of opening a NIC (the multi-process placement: the daemon
+    /// owns the NIC and its address; `--nic`, `--addr` and `--mode` are
+    /// the daemon's then).
+    #[arg(long)]
+    pub daemon: Option<PathBuf>,
     /// With `--nic tap`: segmentation offload, runs of TCP segments written
     /// as one frame the kernel takes as a GSO packet (`IFF_VNET_HDR`).
     #[arg(long, value_enum, default_value_t = OnOff::On)]

@@ -13,6 +13,7 @@
 #![deny(unsafe_code)]
 
 pub mod args;
+pub mod daemon_cmd;
 pub mod echo;
 pub mod http;
 pub mod media;

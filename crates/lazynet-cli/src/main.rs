@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 use lazynet::stack::ReceiveMode;
 use lazynet_cli::args::{NetArgs, NetnsCmd, NicKind, NsArgs, OnOff};
-use lazynet_cli::{echo, media, nlf_cmd, serve, tcp_cmd};
+use lazynet_cli::{daemon_cmd, echo, media, nlf_cmd, serve, tcp_cmd};
 
 #[derive(Parser)]
 #[command(
@@ -82,8 +82,34 @@ enum Cmd {
         /// Segmentation offload on the TAP device (see `serve --help`).
         #[arg(long, value_enum, default_value_t = OnOff::On)]
         tso: OnOff,
+        /// Attach to the lazynet daemon at this control socket (see
+        /// `serve --help`).
+        #[arg(long)]
+        daemon: Option<PathBuf>,
         #[command(flatten)]
         ns: NsArgs,
+    },
+    /// The multi-process placement: own the NIC, demultiplex, and serve
+    /// applications that attach (`serve … --daemon PATH`, `get --daemon
+    /// PATH`), each in a communication area of its own.
+    Daemon {
+        /// The control socket's path.
+        #[arg(long, default_value = "/run/lazynet.sock")]
+        socket: PathBuf,
+        /// The control socket's file mode, octal (who may attach).
+        #[arg(long, default_value = "660", value_parser = parse_octal)]
+        socket_mode: u32,
+        /// Applications attached at once, at most.
+        #[arg(long, default_value_t = 16)]
+        max_apps: usize,
+        #[command(flatten)]
+        net: NetArgs,
+    },
+    /// Print a running daemon's per-application counters and drops.
+    Stats {
+        /// The daemon's control socket.
+        #[arg(long, default_value = "/run/lazynet.sock")]
+        daemon: PathBuf,
     },
     /// Network level framing: prebuild media packets.
     Nlf {
@@ -178,6 +204,10 @@ enum ServeCmd {
     },
 }
 
+fn parse_octal(s: &str) -> Result<u32, String> {
+    u32::from_str_radix(s.trim_start_matches("0o"), 8).map_err(|e| format!("{s}: {e}"))
+}
+
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.cmd {
@@ -203,6 +233,7 @@ fn main() -> anyhow::Result<()> {
             pcap,
             fault,
             tso,
+            daemon,
             ns,
         } => tcp_cmd::get(
             &url,
@@ -215,9 +246,20 @@ fn main() -> anyhow::Result<()> {
                 fault,
                 mode: ReceiveMode::SoftLrp,
                 tso,
+                daemon,
                 ns,
             },
         ),
+        Cmd::Daemon {
+            socket,
+            socket_mode,
+            max_apps,
+            net,
+        } => daemon_cmd::run(&socket, socket_mode, max_apps, &net),
+        Cmd::Stats { daemon } => {
+            print!("{}", lazynet::daemon::stats(&daemon)?);
+            Ok(())
+        }
         Cmd::Serve {
             what:
                 ServeCmd::TcpEcho {

@@ -78,23 +78,28 @@ pub fn serve(a: &MediaArgs, net: &NetArgs) -> anyhow::Result<()> {
     };
     let mut owned_ns = None;
     let mut sink = None;
-    let nic: crate::serve::DynNic = match net.nic {
-        NicKind::Wire => {
-            let (a_end, b_end) = WirePair::new(WireConfig {
-                ext_bytes: media.bytes().len() as u64,
-                ..WireConfig::default()
-            })?;
-            sink = Some(spawn_sink(b_end, a.clients.clone(), stop.clone()));
-            Box::new(a_end)
-        }
-        NicKind::Tap => {
-            let (tap, own) = crate::serve::tap_nic(net, media.bytes().len())?;
-            owned_ns = Some(own);
-            tap
-        }
+    let mut stack = if let Some(p) = &net.daemon {
+        // Attached: the daemon's NIC; payloads are copied (no ext area).
+        crate::serve::Opened::Daemon(p.clone()).into_stack(cfg, net)?
+    } else {
+        let nic: crate::serve::DynNic = match net.nic {
+            NicKind::Wire => {
+                let (a_end, b_end) = WirePair::new(WireConfig {
+                    ext_bytes: media.bytes().len() as u64,
+                    ..WireConfig::default()
+                })?;
+                sink = Some(spawn_sink(b_end, a.clients.clone(), stop.clone()));
+                Box::new(a_end)
+            }
+            NicKind::Tap => {
+                let (tap, own) = crate::serve::tap_nic(net, media.bytes().len())?;
+                owned_ns = Some(own);
+                tap
+            }
+        };
+        let nic = crate::serve::with_pcap(nic, net)?;
+        Stack::new(nic, cfg)
     };
-    let nic = crate::serve::with_pcap(nic, net)?;
-    let mut stack = Stack::new(nic, cfg);
     let scfg = StreamConfig {
         path: a.path,
         seed: crate::serve::seed_from_os(),

@@ -49,6 +49,48 @@ pub fn tap_nic(net: &NetArgs, ext_bytes: usize) -> anyhow::Result<(DynNic, Owner
     Ok((Box::new(tap), own))
 }
 
+/// Where a program's stack runs: on a NIC of its own, or attached to a
+/// lazynet daemon (`--daemon PATH`).
+pub enum Opened {
+    /// A NIC this process opened.
+    Nic(DynNic),
+    /// The control socket of a daemon to attach to.
+    Daemon(std::path::PathBuf),
+}
+
+impl Opened {
+    /// The stack on it: `cfg` as given on a NIC of our own; attached, the
+    /// daemon's address and receive placement with `cfg`'s other settings.
+    /// Faults and capture (`net`) apply either way.
+    pub fn into_stack(self, cfg: StackConfig, net: &NetArgs) -> anyhow::Result<Stack<DynNic>> {
+        match self {
+            Opened::Nic(nic) => Ok(Stack::new(nic, cfg)),
+            Opened::Daemon(p) => {
+                let s = Stack::attach_with(&p, cfg, |n| {
+                    with_pcap(Box::new(n), net).map_err(std::io::Error::other)
+                })?;
+                eprintln!(
+                    "attached to the daemon at {} as {} ({})",
+                    p.display(),
+                    s.addr(),
+                    s.mode().name()
+                );
+                Ok(s)
+            }
+        }
+    }
+}
+
+/// Opens what `net` names: the daemon to attach to (`--daemon`), or the
+/// NIC ([`open_nic`]).
+pub fn open(net: &NetArgs) -> anyhow::Result<(Opened, Option<Ownership>)> {
+    if let Some(p) = &net.daemon {
+        return Ok((Opened::Daemon(p.clone()), None));
+    }
+    let (nic, own) = open_nic(net)?;
+    Ok((Opened::Nic(nic), own))
+}
+
 /// Opens the NIC `net` names, with its faults and capture ([`with_pcap`]).
 /// For `wire`, prints the path another process attaches to (as side B,
 /// through `/proc/PID/fd/N`). The namespace we created, if any, comes back
@@ -139,16 +181,15 @@ pub fn udp_echo(port: u16, net: &NetArgs) -> anyhow::Result<()> {
         seed: seed_from_os(),
         ..StackConfig::default()
     };
-    let (nic, owned_ns) = open_nic(net)?;
+    let (nic, owned_ns) = open(net)?;
     struct Echo {
-        addr: std::net::Ipv4Addr,
         port: u16,
         stop: Arc<AtomicBool>,
     }
     impl OnStack for Echo {
         type Out = anyhow::Result<()>;
         fn run<N: Nic>(self, stack: &mut Stack<N>) -> Self::Out {
-            let (addr, port) = (self.addr, self.port);
+            let (addr, port) = (stack.addr(), self.port);
             let sock = UdpSocket::bind(stack, SocketAddrV4::new(addr, port))?;
             eprintln!(
                 "serving UDP echo on {addr}:{port} ({})",
@@ -164,7 +205,7 @@ pub fn udp_echo(port: u16, net: &NetArgs) -> anyhow::Result<()> {
     }
     // The stack is dropped inside: the pcap file is flushed before the
     // namespace goes.
-    run_on_stack(nic, cfg, net.mode, Echo { addr, port, stop })??;
+    run_on_stack(nic, cfg, net, Echo { port, stop })??;
     if let Some(Ownership::Created(g)) = owned_ns {
         g.cleanup()?;
     }
@@ -183,18 +224,27 @@ pub trait OnStack {
     fn run<N: Nic>(self, stack: &mut Stack<N>) -> Self::Out;
 }
 
-/// Builds the stack on `nic` in receive mode `mode` and runs `job` on it.
+/// Builds the stack on `nic` in receive mode `net.mode` (or attached to
+/// the daemon `--daemon` names) and runs `job` on it.
 /// In `ni-lrp` the NI engine runs on a thread of its own, pinned to another
 /// CPU than this thread (which is pinned to the one it is on) when there are
 /// two or more; when `job` returns, the host hands every buffer back
 /// through the NI (bounded wait), the engine is stopped and joined, and the
 /// NIC dropped. Both are dropped before this returns.
 pub fn run_on_stack<T: OnStack>(
-    nic: DynNic,
+    opened: Opened,
     cfg: StackConfig,
-    mode: ReceiveMode,
+    net: &NetArgs,
     job: T,
 ) -> anyhow::Result<T::Out> {
+    let mode = net.mode;
+    let nic = match opened {
+        Opened::Nic(nic) => nic,
+        daemon @ Opened::Daemon(_) => {
+            let mut stack = daemon.into_stack(cfg, net)?;
+            return Ok(job.run(&mut stack));
+        }
+    };
     if mode != ReceiveMode::NiLrp {
         let mut stack = Stack::new(nic, StackConfig { mode, ..cfg });
         return Ok(job.run(&mut stack));

@@ -262,12 +262,10 @@ pub fn serve<S: ConnApp>(
     make: impl FnMut() -> S,
 ) -> anyhow::Result<()> {
     let cfg = stack_config(net)?;
-    let addr = cfg.addr;
     let stop = crate::util::stop_flag()?;
-    let (nic, owned_ns) = crate::serve::open_nic(net)?;
+    let (nic, owned_ns) = crate::serve::open(net)?;
     struct Serve<'a, M> {
         what: &'a str,
-        addr: Ipv4Addr,
         port: u16,
         syn_queue: Option<usize>,
         make: M,
@@ -276,7 +274,8 @@ pub fn serve<S: ConnApp>(
     impl<S: ConnApp, M: FnMut() -> S> crate::serve::OnStack for Serve<'_, M> {
         type Out = anyhow::Result<()>;
         fn run<N: Nic>(self, stack: &mut Stack<N>) -> Self::Out {
-            let (what, addr, port) = (self.what, self.addr, self.port);
+            // The stack's own address: the daemon's, when attached.
+            let (what, addr, port) = (self.what, stack.addr(), self.port);
             let mut lcfg = ListenConfig {
                 backlog: 1024,
                 ..ListenConfig::default()
@@ -316,13 +315,12 @@ pub fn serve<S: ConnApp>(
     }
     let job = Serve {
         what,
-        addr,
         port,
         syn_queue,
         make,
         stop: &stop,
     };
-    crate::serve::run_on_stack(nic, cfg, net.mode, job)??;
+    crate::serve::run_on_stack(nic, cfg, net, job)??;
     if let Some(Ownership::Created(g)) = owned_ns {
         g.cleanup()?;
     }
@@ -523,8 +521,8 @@ pub fn get(
 ) -> anyhow::Result<()> {
     let url = crate::http::parse_url(url)?;
     let cfg = stack_config(net)?;
-    let (nic, owned_ns) = crate::serve::open_nic(net)?;
-    let mut stack = Stack::new(nic, cfg);
+    let (opened, owned_ns) = crate::serve::open(net)?;
+    let mut stack = opened.into_stack(cfg, net)?;
     let r = get_on(&mut stack, &url, out, timeout_s);
     if let (Err(_), Some(p)) = (&r, out) {
         // Only a regular file: `-o /dev/null` (or any device, FIFO or

@@ -232,6 +232,11 @@ impl EventFd {
         )?))
     }
 
+    /// An eventfd received from another process.
+    pub fn from_fd(fd: std::os::fd::OwnedFd) -> EventFd {
+        EventFd(fd)
+    }
+
     /// Makes the eventfd readable (adds 1): a poller wakes. A full counter
     /// (`EAGAIN`) is already readable.
     pub fn signal(&self) {

@@ -67,10 +67,9 @@ use std::cell::Cell;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::sync::Arc;
 
 use crate::keyhash::{folded_multiply, mix};
-use crate::mem::{Consumer, Desc, Producer, ReadyFlag};
+use crate::mem::{Consumer, Desc, FlagRef, Producer, ReadyFlag};
 
 /// Identifies a channel in a [`Classifier`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -175,14 +174,14 @@ pub enum Link {
         /// Consumer of the NI's ring for this channel.
         ring: Consumer<Desc>,
         /// Armed while the channel's id is on the ready ring.
-        flag: Arc<ReadyFlag>,
+        flag: FlagRef,
     },
     /// NI side: every frame goes onto the host's ring.
     Outbound {
         /// Producer of the host channel's inbound ring.
         ring: Producer<Desc>,
         /// The host channel's flag (notifying channels).
-        flag: Arc<ReadyFlag>,
+        flag: FlagRef,
         /// The host's id of the channel, which is what goes on the ready ring.
         host_id: u32,
     },

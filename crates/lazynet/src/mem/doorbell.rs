@@ -57,6 +57,9 @@ const _: () = assert!(std::mem::size_of::<Words>() == DOORBELL_BYTES);
 pub struct Doorbell {
     region: Arc<Region>,
     off: usize,
+    /// Wakes through this eventfd instead of the futex: for a consumer
+    /// that sleeps in `epoll` on many bells and devices (the daemon).
+    waker: Option<Arc<crate::sys::EventFd>>,
 }
 
 impl std::fmt::Debug for Doorbell {
@@ -83,7 +86,35 @@ impl Doorbell {
                 "doorbell outside its region or misaligned",
             ));
         }
-        Ok(Doorbell { region, off })
+        Ok(Doorbell {
+            region,
+            off,
+            waker: None,
+        })
+    }
+
+    /// This bell, its wake going to `waker` (the consumer polls the
+    /// eventfd) instead of the futex.
+    pub fn with_eventfd(mut self, waker: Arc<crate::sys::EventFd>) -> Doorbell {
+        self.waker = Some(waker);
+        self
+    }
+
+    /// Consumer sleeping on several bells at once (in `epoll`, woken
+    /// through eventfds): announces the sleep on this one. Then, once for
+    /// all of them, a `SeqCst` fence, the emptiness checks, the wait, and
+    /// [`Doorbell::end_sleep`] on each. The same Dekker argument as
+    /// [`Doorbell::sleep`], with the eventfd's counter in the futex's
+    /// place: a producer that saw `sleeping` made the eventfd readable.
+    pub fn begin_sleep(&self) {
+        let w = self.words();
+        w.armed.store(1, Ordering::Relaxed);
+        w.sleeping.store(1, Ordering::Relaxed);
+    }
+
+    /// Ends a sleep begun with [`Doorbell::begin_sleep`].
+    pub fn end_sleep(&self) {
+        self.words().sleeping.store(0, Ordering::Relaxed);
     }
 
     fn words(&self) -> &Words {
@@ -131,7 +162,12 @@ impl Doorbell {
             return false;
         }
         w.seq.fetch_add(1, Ordering::Release);
-        crate::sys::futex_wake(&w.seq, i32::MAX);
+        match &self.waker {
+            Some(e) => e.signal(),
+            None => {
+                crate::sys::futex_wake(&w.seq, i32::MAX);
+            }
+        }
         true
     }
 

@@ -14,15 +14,17 @@
 //! This module (with `nic` and `sys`) is one of the only places allowed to
 //! use `unsafe`; each block says why it is sound.
 
+pub mod area;
 pub mod doorbell;
 pub mod file;
 pub mod notify;
 pub mod region;
 pub mod ring;
 
+pub use area::AppArea;
 pub use doorbell::Doorbell;
 pub use file::MappedFile;
-pub use notify::{Applied, ReadyFlag};
+pub use notify::{Applied, FlagRef, ReadyFlag};
 pub use region::{prefetch, BufArea, Region};
 pub use ring::{Consumer, Pod, Producer, Ring, RingError};
 

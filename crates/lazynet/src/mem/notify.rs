@@ -34,8 +34,13 @@ use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
 #[cfg(not(loom))]
 use std::sync::atomic::{AtomicBool, AtomicU64};
 
-/// One channel's armed flag.
+#[cfg(not(loom))]
+use super::Region;
+
+/// One channel's armed flag. One byte, valid for any bit pattern a peer
+/// process may leave in shared memory (0 is disarmed, anything else armed).
 #[derive(Debug)]
+#[repr(transparent)]
 pub struct ReadyFlag {
     armed: AtomicBool,
 }
@@ -80,6 +85,89 @@ impl ReadyFlag {
     pub fn disarm_weak(&self) {
         self.armed
             .store(false, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// A handle on a [`ReadyFlag`] that lives either on the heap (an NI thread
+/// of the same process) or inside a shared [`Region`] (an application's
+/// communication area, shared with the daemon). Both sides hold one; a
+/// dereference is one pointer load either way.
+pub struct FlagRef {
+    ptr: std::ptr::NonNull<ReadyFlag>,
+    _keep: Keep,
+}
+
+#[allow(dead_code)] // Held only to keep the memory alive.
+enum Keep {
+    Heap(std::sync::Arc<ReadyFlag>),
+    #[cfg(not(loom))]
+    Region(std::sync::Arc<Region>),
+}
+
+// SAFETY: a `FlagRef` is a shared reference to an atomic (`Sync`) kept
+// alive by the `Arc` it holds; sending or sharing it is sending or sharing
+// that `Arc` and a `&ReadyFlag`.
+unsafe impl Send for FlagRef {}
+// SAFETY: as above; every access through it is atomic.
+unsafe impl Sync for FlagRef {}
+
+impl FlagRef {
+    /// A new disarmed flag on the heap.
+    pub fn heap() -> FlagRef {
+        let a = std::sync::Arc::new(ReadyFlag::new());
+        FlagRef {
+            ptr: std::ptr::NonNull::from(&*a),
+            _keep: Keep::Heap(a),
+        }
+    }
+
+    /// The flag at byte `off` of `region` (any offset inside it: the flag
+    /// is one byte). Its state is whatever the region holds.
+    #[cfg(not(loom))]
+    pub fn in_region(region: &std::sync::Arc<Region>, off: usize) -> std::io::Result<FlagRef> {
+        if off >= region.len() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "ready flag outside its region",
+            ));
+        }
+        // SAFETY: `off` is inside the mapping (checked above), which stays
+        // mapped while the `Arc<Region>` we keep lives; a one-byte atomic
+        // needs no alignment and is valid for any byte value, and the
+        // peer only ever accesses it atomically.
+        let p = unsafe { region.as_ptr().add(off) }.cast::<ReadyFlag>();
+        Ok(FlagRef {
+            ptr: std::ptr::NonNull::new(p).expect("a mapping is never at address 0"),
+            _keep: Keep::Region(region.clone()),
+        })
+    }
+}
+
+impl Clone for FlagRef {
+    fn clone(&self) -> Self {
+        FlagRef {
+            ptr: self.ptr,
+            _keep: match &self._keep {
+                Keep::Heap(a) => Keep::Heap(a.clone()),
+                #[cfg(not(loom))]
+                Keep::Region(r) => Keep::Region(r.clone()),
+            },
+        }
+    }
+}
+
+impl std::ops::Deref for FlagRef {
+    type Target = ReadyFlag;
+    #[inline]
+    fn deref(&self) -> &ReadyFlag {
+        // SAFETY: see the constructors: the pointee is alive while `_keep` is.
+        unsafe { self.ptr.as_ref() }
+    }
+}
+
+impl std::fmt::Debug for FlagRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("FlagRef").field(&**self).finish()
     }
 }
 

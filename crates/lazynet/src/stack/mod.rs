@@ -70,6 +70,7 @@ mod control;
 pub mod handback;
 mod iface;
 mod ni;
+mod remote;
 mod stats;
 mod tcp;
 #[cfg(test)]
@@ -79,6 +80,7 @@ mod udp;
 pub use config::{ReceiveMode, StackConfig};
 pub use handback::HandbackMode;
 pub use ni::{NiEngine, NiNic, NiStats, NI_CMDS_PER_STEP, NI_RELEASES_PER_STEP, NI_TX_RETRY_STEPS};
+pub use remote::AreaNic;
 pub use stats::{SocketError, StackDrop, StackStats};
 pub use tcp::{
     ListenHandle, TcpEvent, TcpHandle, TcpStats, MAX_TX_PER_CALL, RX_AHEAD, SERVICE_PER_CHANNEL,
@@ -376,24 +378,7 @@ impl<N: Nic> Stack<N> {
                 }
             }
         }
-        for _ in 0..self.control_budget {
-            let Some(d) = self.demux.channel_mut(CONTROL).and_then(|c| c.pop()) else {
-                break;
-            };
-            self.control_input(d, now);
-            work.processed += 1;
-        }
-        for _ in 0..self.control_budget {
-            let Some(d) = self.demux.channel_mut(FRAGMENT).and_then(|c| c.pop()) else {
-                break;
-            };
-            self.fragment_input(d, now);
-            work.processed += 1;
-        }
-        if now >= self.next_timer {
-            self.timers(now);
-            self.next_timer = now + TIMER_INTERVAL_NS;
-        }
+        work.processed += self.serve_control(now);
         if self.mode.eager_protocol() {
             // TCP input at once, in the receive loop.
             work.processed += self.tcp_service(now, 2 * self.rx_batch);
@@ -421,6 +406,54 @@ impl<N: Nic> Stack<N> {
         self.iface.flush_release();
         self.iface.nic.flush();
         work
+    }
+
+    /// The control and fragment channels, bounded by the control budget,
+    /// and the timer sweep when due: the part of [`Stack::poll`] after
+    /// receiving. Returns the frames processed.
+    fn serve_control(&mut self, now: u64) -> usize {
+        let mut n = 0;
+        for _ in 0..self.control_budget {
+            let Some(d) = self.demux.channel_mut(CONTROL).and_then(|c| c.pop()) else {
+                break;
+            };
+            self.control_input(d, now);
+            n += 1;
+        }
+        for _ in 0..self.control_budget {
+            let Some(d) = self.demux.channel_mut(FRAGMENT).and_then(|c| c.pop()) else {
+                break;
+            };
+            self.fragment_input(d, now);
+            n += 1;
+        }
+        if now >= self.next_timer {
+            self.timers(now);
+            self.next_timer = now + TIMER_INTERVAL_NS;
+        }
+        n
+    }
+
+    /// The daemon's step after it received and classified a batch itself:
+    /// control, fragments and timers, then releases and the NIC's flush.
+    pub(crate) fn poll_queued(&mut self, now: u64) -> usize {
+        let n = self.serve_control(now);
+        self.iface.flush_release();
+        self.iface.nic.flush();
+        n
+    }
+
+    /// Frees one entry the daemon took off a channel of this stack's
+    /// classifier (counted as the socket's close).
+    pub(crate) fn release_queued(&mut self, d: Desc) {
+        self.drop_queued(d);
+        self.iface.flush_release();
+    }
+
+    /// The classifier, for the daemon that binds other processes' sockets
+    /// in it.
+    pub(crate) fn demux_mut(&mut self) -> &mut Classifier {
+        &mut self.demux
     }
 
     /// `eager` and `early-demux`: demultiplexes `d` and, for a UDP socket,

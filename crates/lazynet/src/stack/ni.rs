@@ -81,7 +81,7 @@ use std::thread::JoinHandle;
 use super::{ReceiveMode, Stack, StackConfig, StackDrop, MAX_BATCH};
 use crate::demux::{ChannelId, Classifier, DemuxStats, DropReason, Link, CONTROL, FRAGMENT};
 use crate::mem::ring::{self, Consumer, Producer};
-use crate::mem::{Applied, BufArea, Desc, ReadyFlag};
+use crate::mem::{Applied, BufArea, Desc, FlagRef};
 use crate::nic::Nic;
 
 /// Commands the NI applies per step (the rest wait for the next one).
@@ -105,7 +105,7 @@ fn ring_cap(n: usize) -> u32 {
 /// The NI's end of one channel's link, carried by a bind command.
 pub(super) struct OutLink {
     ring: Producer<Desc>,
-    flag: Arc<ReadyFlag>,
+    flag: FlagRef,
     host_id: u32,
 }
 
@@ -132,7 +132,7 @@ pub(super) enum Cmd {
 }
 
 /// Counters the NI publishes (running totals, single writer).
-struct Shared {
+pub(super) struct Shared {
     applied: Applied,
     rx_frames: AtomicU64,
     demux_frames: AtomicU64,
@@ -265,27 +265,52 @@ impl Nic for NiNic {
 
 /// The host's side of the link to the NI, kept in its [`Stack`].
 pub(super) struct NiHost {
-    cmds: Sender<Cmd>,
+    to: NiTo,
     /// Commands sent so far (the last one's sequence number).
     sent: u64,
-    shared: Arc<Shared>,
-    /// Inbound rings of unbound channels, with the unbind's sequence number.
-    retired: Vec<(u64, Consumer<Desc>)>,
+    /// Inbound rings of unbound channels, with the unbind's sequence number
+    /// (and, attached to a daemon, the slot the ring is in).
+    retired: Vec<(u64, Consumer<Desc>, Option<u32>)>,
     detached: Vec<(ChannelId, Link)>,
     /// Sequence number of the quiesce command, once sent.
     quiesce: Option<u64>,
 }
 
+/// Where the NI is: a thread of this process, or a daemon this process is
+/// attached to ([`super::remote`]).
+pub(super) enum NiTo {
+    Thread {
+        cmds: Sender<Cmd>,
+        shared: Arc<Shared>,
+    },
+    Daemon(Box<super::remote::DaemonLink>),
+}
+
 impl NiHost {
+    pub(super) fn remote(link: super::remote::DaemonLink) -> NiHost {
+        NiHost {
+            to: NiTo::Daemon(Box::new(link)),
+            sent: 0,
+            retired: Vec::new(),
+            detached: Vec::new(),
+            quiesce: None,
+        }
+    }
+
     fn send(&mut self, c: Cmd) -> u64 {
         self.sent += 1;
-        // A closed queue means the engine is gone; nothing will push then.
-        let _ = self.cmds.send(c);
+        if let NiTo::Thread { cmds, .. } = &self.to {
+            // A closed queue means the engine is gone; nothing will push then.
+            let _ = cmds.send(c);
+        }
         self.sent
     }
 
     fn applied(&self) -> u64 {
-        self.shared.applied.get()
+        match &self.to {
+            NiTo::Thread { shared, .. } => shared.applied.get(),
+            NiTo::Daemon(d) => d.applied(),
+        }
     }
 }
 
@@ -293,7 +318,7 @@ impl NiHost {
 /// (rounded up to a power of two).
 fn link_pair(id: ChannelId, cap: usize) -> (Link, OutLink) {
     let (p, c) = ring::heap::<Desc>(ring_cap(cap));
-    let flag = Arc::new(ReadyFlag::new());
+    let flag = FlagRef::heap();
     (
         Link::Inbound {
             ring: c,
@@ -317,10 +342,43 @@ pub(super) enum BindKind {
 impl<N: Nic> Stack<N> {
     /// `ni-lrp`: gives the new host channel `chan` (of `cap` frames) an
     /// inbound ring and mirrors the binding to the NI. No-op in other modes.
-    pub(super) fn ni_bind(&mut self, chan: ChannelId, cap: usize, kind: BindKind) {
+    /// Attached to a daemon, the daemon may refuse (a port another
+    /// application holds): the local binding is undone and the error
+    /// returned.
+    pub(super) fn ni_bind(
+        &mut self,
+        chan: ChannelId,
+        cap: usize,
+        kind: BindKind,
+    ) -> Result<(), crate::socket::SocketError> {
         let Some(ni) = self.ni.as_deref_mut() else {
-            return;
+            return Ok(());
         };
+        if let NiTo::Daemon(d) = &mut ni.to {
+            let r = d.bind(chan, &kind);
+            ni.sent = d.sent();
+            match r {
+                Ok(inb) => {
+                    self.demux.attach_link(chan, inb);
+                    return Ok(());
+                }
+                Err(e) => {
+                    let mut left = Vec::new();
+                    let _ = match kind {
+                        BindKind::Udp(a, p) => self.demux.unbind_udp(a, p, &mut left),
+                        BindKind::Listen(a, p) => self.demux.unbind_tcp_listen(a, p, &mut left),
+                        BindKind::Conn(l, r) => self.demux.unbind_tcp_conn(l, r, &mut left),
+                    };
+                    // Nothing was queued yet: the channel was just made.
+                    let mut gone = Vec::new();
+                    self.demux.take_detached(&mut gone);
+                    for d in left {
+                        self.drop_queued(d);
+                    }
+                    return Err(e);
+                }
+            }
+        }
         let (inb, out) = link_pair(chan, cap);
         self.demux.attach_link(chan, inb);
         ni.send(match kind {
@@ -328,6 +386,7 @@ impl<N: Nic> Stack<N> {
             BindKind::Listen(a, p) => Cmd::Listen(a, p, out),
             BindKind::Conn(l, r) => Cmd::Conn(l, r, out),
         });
+        Ok(())
     }
 
     /// `ni-lrp`: mirrors an unbind the host just did and retires the old
@@ -336,15 +395,26 @@ impl<N: Nic> Stack<N> {
         let Some(ni) = self.ni.as_deref_mut() else {
             return;
         };
-        let seq = ni.send(match kind {
-            BindKind::Udp(a, p) => Cmd::UdpOff(a, p),
-            BindKind::Listen(a, p) => Cmd::ListenOff(a, p),
-            BindKind::Conn(l, r) => Cmd::ConnOff(l, r),
-        });
+        let seq = match &mut ni.to {
+            NiTo::Daemon(d) => {
+                d.unbind(&kind);
+                ni.sent = d.sent();
+                ni.sent
+            }
+            NiTo::Thread { .. } => ni.send(match kind {
+                BindKind::Udp(a, p) => Cmd::UdpOff(a, p),
+                BindKind::Listen(a, p) => Cmd::ListenOff(a, p),
+                BindKind::Conn(l, r) => Cmd::ConnOff(l, r),
+            }),
+        };
         self.demux.take_detached(&mut ni.detached);
-        for (_, l) in ni.detached.drain(..) {
+        for (c, l) in ni.detached.drain(..) {
             if let Link::Inbound { ring, .. } = l {
-                ni.retired.push((seq, ring));
+                let slot = match &mut ni.to {
+                    NiTo::Daemon(d) => d.slot_of(c),
+                    NiTo::Thread { .. } => None,
+                };
+                ni.retired.push((seq, ring, slot));
             }
         }
         self.ni_retire();
@@ -367,12 +437,17 @@ impl<N: Nic> Stack<N> {
                 i += 1;
                 continue;
             }
-            let (_, mut ring) = ni.retired.swap_remove(i);
+            let (_, mut ring, slot) = ni.retired.swap_remove(i);
             for _ in 0..ring.capacity() {
                 let Some(d) = ring.pop_one() else { break };
                 self.stats.drops[StackDrop::SocketClosed as usize] += 1;
                 self.stats.rx_frame_drops += 1;
                 self.iface.release(d);
+            }
+            if let (Some(s), NiTo::Daemon(d)) = (slot, &mut ni.to) {
+                // Drained and detached: the slot may serve another socket.
+                drop(ring);
+                d.free_slot(s);
             }
         }
         self.iface.flush_release();
@@ -380,9 +455,9 @@ impl<N: Nic> Stack<N> {
 
     /// Frames on retired rings (still queued, for [`Stack::queued_frames`]).
     pub(super) fn ni_retired_frames(&self) -> usize {
-        self.ni
-            .as_deref()
-            .map_or(0, |ni| ni.retired.iter().map(|(_, r)| r.peek_len()).sum())
+        self.ni.as_deref().map_or(0, |ni| {
+            ni.retired.iter().map(|(_, r, _)| r.peek_len()).sum()
+        })
     }
 
     /// Adds the NI's published counters to `s` (see the module docs).
@@ -390,7 +465,10 @@ impl<N: Nic> Stack<N> {
         let Some(ni) = self.ni.as_deref() else {
             return;
         };
-        let n = snapshot(&ni.shared);
+        let n = match &ni.to {
+            NiTo::Thread { shared, .. } => snapshot(shared),
+            NiTo::Daemon(d) => d.snapshot(),
+        };
         s.rx_frames += n.rx_frames;
         s.demux.frames += n.demux.frames;
         s.demux.enqueued += n.demux.enqueued;
@@ -404,7 +482,10 @@ impl<N: Nic> Stack<N> {
 
     /// The NI's counters, in `ni-lrp` mode.
     pub fn ni_stats(&self) -> Option<NiStats> {
-        self.ni.as_deref().map(|ni| snapshot(&ni.shared))
+        self.ni.as_deref().map(|ni| match &ni.to {
+            NiTo::Thread { shared, .. } => snapshot(shared),
+            NiTo::Daemon(d) => d.snapshot(),
+        })
     }
 
     /// Shutdown step of `ni-lrp` (see the module docs): asks the NI to stop
@@ -417,6 +498,10 @@ impl<N: Nic> Stack<N> {
         let Some(ni) = self.ni.as_deref_mut() else {
             return true;
         };
+        if matches!(ni.to, NiTo::Daemon(_)) {
+            // The area is this process's: leaving the daemon gives it all back.
+            return true;
+        }
         let seq = match ni.quiesce {
             Some(s) => s,
             None => {
@@ -508,9 +593,11 @@ impl Stack<NiNic> {
         }
         stack.demux.set_ready_inbound(ready_c);
         stack.ni = Some(Box::new(NiHost {
-            cmds: cmd_tx,
+            to: NiTo::Thread {
+                cmds: cmd_tx,
+                shared: shared.clone(),
+            },
             sent: 0,
-            shared: shared.clone(),
             retired: Vec::new(),
             detached: Vec::new(),
             quiesce: None,

@@ -180,7 +180,7 @@ impl<N: Nic> Stack<N> {
                 BindError::NoChannel => SocketError::BadHandle,
             })?;
         let cap = cap.unwrap_or(self.udp_channel_cap);
-        self.ni_bind(chan, cap, ni::BindKind::Udp(addr, port));
+        self.ni_bind(chan, cap, ni::BindKind::Udp(addr, port))?;
         let s = UdpEntry {
             local: SocketAddrV4::new(addr, port),
             chan,

@@ -71,7 +71,7 @@ impl<N: Nic> Stack<N> {
             chan,
             cap,
             crate::stack::ni::BindKind::Listen(addr, local.port()),
-        );
+        )?;
         let cfg = cfg.unwrap_or(self.tcp.cfg);
         let mut cfg = self.fit(cfg);
         // Each passive connection gets its own offset from the listener's

@@ -359,7 +359,7 @@ impl<N: Nic> Stack<N> {
                 BindError::NoChannel => SocketError::BadHandle,
             })?;
         let cap = self.tcp.chan_cap;
-        self.ni_bind(chan, cap, super::ni::BindKind::Conn(local, remote));
+        self.ni_bind(chan, cap, super::ni::BindKind::Conn(local, remote))?;
         let idx = match self.tcp.free_conns.pop() {
             Some(i) => i,
             None => {

@@ -1,0 +1,1070 @@
+//! The lazynet daemon: the multi-process placement's NI. One process owns
+//! the NIC and only demultiplexes; every application process attaches
+//! ([`crate::stack::Stack::attach`]) and runs its own protocol work in its
+//! own communication area ([`crate::mem::area`]), at its own priority
+//! (LRP's NI demultiplexing; RTU's one area per process).
+//!
+//! **[`Daemon`] owns:** the NIC, a [`Stack`] of its own on it (which
+//! answers ARP and ICMP echo, reassembles fragments, and sends resets and
+//! port-unreachables for ports nobody holds), the table of which
+//! application holds which port and channel, each attached application's
+//! area and the daemon's ends of its rings, the control socket, and the
+//! per-application counters.
+//!
+//! **May not touch:** an application's protocol state, or any memory of an
+//! application but its area. It never runs TCP or UDP for an application.
+//!
+//! # The data path (one [`Daemon::step`])
+//!
+//! 1. **Commands.** Up to [`CMDS_PER_STEP`] per application from its `cmd`
+//!    ring: binds go into the daemon's classifier, a port another
+//!    application holds is refused ([`Refusal::InUse`]), a connection's
+//!    local port must be one of the application's (its ephemeral range or a
+//!    port it listens on). The count applied is published.
+//! 2. **Receive.** A batch from the NIC; each frame is classified once.
+//!    A frame for an application's channel is *copied* into one of that
+//!    application's free buffers and its descriptor pushed onto the slot's
+//!    ring (a full ring, or no free buffer, drops it right there, counted
+//!    for that application: early discard); a notifying channel's slot id
+//!    goes onto the `ready` ring when its flag arms. Everything else goes
+//!    to the daemon's own stack; ARP replies are also copied to every
+//!    application's control slot (their stacks resolve neighbours
+//!    themselves). The NIC's buffer is released at once.
+//! 3. **Control.** The daemon's stack serves its control and fragment
+//!    channels and timers.
+//! 4. **Transmit.** Up to [`TX_PER_STEP`] frames per application from its
+//!    `tx` ring: each is copied into a NIC buffer, *then* checked (source
+//!    MAC and address ours; a TCP or UDP source port the application holds;
+//!    ARP as ourselves; ICMP), so the application cannot change it after
+//!    the check; its buffer goes back on `done`.
+//! 5. **Publish.** Per application that got frames: the delivery count,
+//!    its counters, and a ring of its doorbell.
+//!
+//! Nothing on it allocates or locks; its system calls are the NIC's. Every
+//! loop is bounded by a batch or a ring's capacity.
+//!
+//! # Why a copy
+//!
+//! TAP (and the in-memory wire) receive into the daemon's own buffers
+//! before anyone knows whose frame it is; only a NIC that steers by flow
+//! into per-application buffer pools could avoid it. One copy of each
+//! frame into the application's area is the price of isolation: an
+//! application's area holds only its own frames, and nothing the
+//! application writes there can reach another application or the daemon's
+//! memory. It is charged to the daemon.
+//!
+//! # Isolation and reclaim
+//!
+//! The daemon keeps no state inside an area it relies on: ring capacities
+//! and claims are read once at creation, indices the application writes
+//! are checked by the rings ([`AppCounter::RingCorrupt`]), every buffer
+//! number and descriptor by the area ([`AppCounter::BadDescriptor`]), and a
+//! buffer an application lies about only corrupts that application's own
+//! frames. Nothing in the daemon grows with what an application does:
+//! bindings are bounded by its slots, pending notifications by its slots,
+//! and connections that have not said hello by [`MAX_PENDING`]. When an
+//! application's control connection closes (exit, crash, `kill -9`), the
+//! daemon unbinds all it had and drops its area within one control check
+//! (at most [`CTL_CHECK_NS`] while busy, the sleep timeout while idle). A
+//! stopped application (`SIGSTOP`) fills its own rings and loses its own
+//! frames, nobody else's.
+
+pub mod ctl;
+
+use std::io;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{fence, AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::demux::{ChannelId, Verdict, CONTROL};
+use crate::mem::area::{AppCounter, AreaParams, Cmd, Op, Refusal, Reply, COUNTERS};
+use crate::mem::{AppArea, BufArea, Consumer, Desc, Doorbell, FlagRef, Producer};
+use crate::nic::Nic;
+use crate::stack::{Stack, StackConfig};
+use crate::sys::EventFd;
+use ctl::{CtlError, Msg, Welcome};
+
+/// Commands applied per application per step.
+pub const CMDS_PER_STEP: usize = 32;
+/// Frames taken from one application's `tx` ring per step.
+pub const TX_PER_STEP: usize = 32;
+/// Frames received from the NIC per step.
+pub const RX_BATCH: usize = 32;
+/// Connections that have not yet said hello, at most.
+pub const MAX_PENDING: usize = 16;
+/// Time between control checks (accepts, hang-ups) while busy.
+pub const CTL_CHECK_NS: u64 = 1_000_000;
+/// First ephemeral port handed out; each application gets its own range.
+pub const EPHEMERAL_BASE: u16 = 49152;
+/// Frames the daemon's classifier keeps per application channel (only
+/// reassembled datagrams ever wait there).
+const DAEMON_CHAN_CAP: usize = 16;
+/// Idle steps before the daemon yields, and before it sleeps.
+const IDLE_YIELD: u32 = 1 << 10;
+const IDLE_SLEEP: u32 = 1 << 14;
+
+/// How a daemon is set up.
+#[derive(Clone, Debug)]
+pub struct DaemonConfig {
+    /// The control socket's path.
+    pub socket: PathBuf,
+    /// Its file mode (who may attach).
+    pub socket_mode: u32,
+    /// Applications attached at once, at most.
+    pub max_apps: usize,
+    /// The areas' sizes.
+    pub area: AreaParams,
+    /// Ephemeral ports per application.
+    pub ports_per_app: u16,
+    /// The daemon's own stack (address, prefix, seed, control budget).
+    pub stack: StackConfig,
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        DaemonConfig {
+            socket: PathBuf::from("/run/lazynet.sock"),
+            socket_mode: 0o660,
+            max_apps: 16,
+            area: AreaParams::default(),
+            ports_per_app: 1024,
+            stack: StackConfig::default(),
+        }
+    }
+}
+
+/// What one application's socket is bound to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Binding {
+    Udp(Ipv4Addr, u16),
+    Listen(Ipv4Addr, u16),
+    Conn(SocketAddrV4, SocketAddrV4),
+}
+
+/// Who a channel of the daemon's classifier delivers to.
+#[derive(Clone, Copy, Debug)]
+struct Owner {
+    app: u16,
+    slot: u32,
+    id: u32,
+    notify: bool,
+}
+
+/// One attached application (see the module docs).
+struct App {
+    id: u32,
+    pid: Option<u32>,
+    conn: OwnedFd,
+    area: AppArea,
+    bufs: BufArea,
+    bell: Doorbell,
+    app_bell: Doorbell,
+    free: Consumer<u32>,
+    tx: Consumer<Desc>,
+    done: Producer<u32>,
+    ready: Producer<u32>,
+    cmd: Consumer<Cmd>,
+    reply: Producer<Reply>,
+    slots: Vec<Producer<Desc>>,
+    flags: Vec<FlagRef>,
+    /// Per slot: what it is bound to and the daemon's channel.
+    bound: Vec<Option<(Binding, ChannelId)>>,
+    eph: (u16, u16),
+    applied: u64,
+    delivered: u64,
+    counters: [u64; COUNTERS],
+    /// Ids armed but not yet on the `ready` ring (at most one per slot).
+    ready_pend: Vec<u32>,
+    dirty: bool,
+    last_corrupt: u64,
+}
+
+impl App {
+    fn count(&mut self, c: AppCounter) {
+        self.counters[c as usize] += 1;
+    }
+
+    /// Copies `frame` into a free buffer of this application and queues it
+    /// on `slot` (see step 2).
+    #[inline]
+    fn deliver(&mut self, slot: u32, id: u32, notify: bool, frame: &[u8]) {
+        let s = slot as usize;
+        if self.slots[s].free() == 0 {
+            return self.count(AppCounter::DropSlotFull);
+        }
+        if frame.len() > self.bufs.buf_size() {
+            return self.count(AppCounter::DropSlotFull);
+        }
+        let buf = loop {
+            match self.free.pop_one() {
+                Some(b) if b < self.bufs.count() => break b,
+                Some(_) => self.count(AppCounter::BadDescriptor),
+                None => return self.count(AppCounter::DropNoBuffer),
+            }
+        };
+        let Some(dst) = self.bufs.buf_mut(buf) else {
+            return self.count(AppCounter::BadDescriptor);
+        };
+        dst[..frame.len()].copy_from_slice(frame);
+        let d = Desc::new(buf, frame.len() as u16);
+        if self.slots[s].push_one(d).is_err() {
+            // Checked above; an application that moved the index meanwhile
+            // loses the buffer to itself only.
+            let _ = self.done.push_one(buf);
+            return self.count(AppCounter::DropSlotFull);
+        }
+        self.count(AppCounter::Delivered);
+        self.dirty = true;
+        if notify && self.flags[s].arm() {
+            // After the push (mem::notify).
+            if (!self.ready_pend.is_empty() || self.ready.push_one(id).is_err())
+                && self.ready_pend.len() < self.slots.len()
+            {
+                self.ready_pend.push(id);
+            }
+        }
+    }
+
+    fn flush_ready(&mut self) {
+        let mut k = 0;
+        while k < self.ready_pend.len() && self.ready.push_one(self.ready_pend[k]).is_ok() {
+            k += 1;
+        }
+        self.ready_pend.drain(..k);
+    }
+
+    fn publish(&mut self) {
+        let corrupt = self.free.corrupt()
+            + self.tx.corrupt()
+            + self.cmd.corrupt()
+            + self.done.corrupt()
+            + self.ready.corrupt()
+            + self.reply.corrupt()
+            + self.slots.iter().map(|p| p.corrupt()).sum::<u64>();
+        if corrupt != self.last_corrupt {
+            self.counters[AppCounter::RingCorrupt as usize] = corrupt;
+            self.last_corrupt = corrupt;
+        }
+        let p = self.area.published();
+        for c in AppCounter::ALL {
+            p.set_counter(c, self.counters[c as usize]);
+        }
+        if self.dirty {
+            self.dirty = false;
+            self.delivered += 1;
+            p.set_delivered(self.delivered);
+            self.app_bell.ring();
+        }
+    }
+
+    fn owns_port(&self, tcp: bool, port: u16, owners: &Ports, me: u16) -> bool {
+        (self.eph.0..=self.eph.1).contains(&port)
+            || if tcp {
+                owners.tcp[port as usize] == me + 1
+            } else {
+                owners.udp[port as usize] == me + 1
+            }
+    }
+}
+
+/// Which application (index + 1; 0: none) holds each port.
+struct Ports {
+    udp: Box<[u16]>,
+    tcp: Box<[u16]>,
+}
+
+/// Daemon-wide counters.
+#[derive(Clone, Debug, Default)]
+pub struct DaemonStats {
+    /// Applications attached over the daemon's life.
+    pub attached: u64,
+    /// Applications whose control connection closed (reclaimed).
+    pub detached: u64,
+    /// Attach requests refused (full, garbage, out of memory).
+    pub refused: u64,
+    /// Frames received from the NIC.
+    pub rx_frames: u64,
+    /// Frames copied into applications' areas.
+    pub delivered: u64,
+    /// Frames sent for applications.
+    pub tx_frames: u64,
+}
+
+/// The daemon (see the module docs).
+pub struct Daemon<N: Nic> {
+    stack: Stack<N>,
+    cfg: DaemonConfig,
+    listener: OwnedFd,
+    pending: Vec<(OwnedFd, Instant)>,
+    apps: Vec<Option<App>>,
+    next_id: u32,
+    chans: Vec<Option<Owner>>,
+    ports: Ports,
+    /// The eventfd every application's ring of the daemon bell signals.
+    wake: Arc<EventFd>,
+    rx: Vec<Desc>,
+    rel: Vec<Desc>,
+    txb: Vec<Desc>,
+    txa: Vec<u32>,
+    next_ctl: u64,
+    idle: u32,
+    stats: DaemonStats,
+}
+
+impl<N: Nic> std::fmt::Debug for Daemon<N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Daemon")
+            .field("socket", &self.cfg.socket)
+            .field("apps", &self.attached())
+            .finish()
+    }
+}
+
+impl<N: Nic> Daemon<N> {
+    /// A daemon on `nic`, listening at `cfg.socket`.
+    pub fn new(nic: N, cfg: DaemonConfig) -> io::Result<Daemon<N>> {
+        cfg.area.check()?;
+        let per = u32::from(cfg.ports_per_app.max(1));
+        let max_apps = cfg.max_apps.clamp(1, 1024);
+        if u32::from(EPHEMERAL_BASE) + per * max_apps as u32 > 65536 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "max_apps × ports_per_app does not fit the ephemeral ports",
+            ));
+        }
+        let listener = ctl::listen(&cfg.socket, cfg.socket_mode)?;
+        rustix::io::ioctl_fionbio(&listener, true)?;
+        let stack = Stack::new(nic, cfg.stack.clone());
+        Ok(Daemon {
+            stack,
+            listener,
+            pending: Vec::with_capacity(MAX_PENDING),
+            apps: (0..max_apps).map(|_| None).collect(),
+            next_id: 1,
+            chans: Vec::new(),
+            ports: Ports {
+                udp: vec![0; 65536].into_boxed_slice(),
+                tcp: vec![0; 65536].into_boxed_slice(),
+            },
+            wake: Arc::new(EventFd::new()?),
+            rx: vec![Desc::default(); RX_BATCH],
+            rel: Vec::with_capacity(RX_BATCH + TX_PER_STEP),
+            txb: Vec::with_capacity(TX_PER_STEP),
+            txa: Vec::with_capacity(TX_PER_STEP),
+            next_ctl: 0,
+            idle: 0,
+            stats: DaemonStats::default(),
+            cfg: DaemonConfig { max_apps, ..cfg },
+        })
+    }
+
+    /// The daemon's own stack (its counters, its NIC).
+    pub fn stack(&self) -> &Stack<N> {
+        &self.stack
+    }
+
+    /// Applications attached now.
+    pub fn attached(&self) -> usize {
+        self.apps.iter().filter(|a| a.is_some()).count()
+    }
+
+    /// The daemon-wide counters.
+    pub fn stats(&self) -> &DaemonStats {
+        &self.stats
+    }
+
+    /// The statistics text (`lazynet stats --daemon`): one line per
+    /// application, then the daemon's.
+    pub fn stats_text(&self) -> String {
+        let mut s = String::new();
+        for a in self.apps.iter().flatten() {
+            s.push_str(&format!(
+                "app {} pid {} sockets {}",
+                a.id,
+                a.pid.map_or("?".into(), |p| p.to_string()),
+                a.bound.iter().filter(|b| b.is_some()).count()
+            ));
+            for c in AppCounter::ALL {
+                s.push_str(&format!(" {}={}", c.name(), a.counters[c as usize]));
+            }
+            s.push('\n');
+        }
+        let d = &self.stats;
+        let st = self.stack.stats();
+        s.push_str(&format!(
+            "daemon apps={} attached={} detached={} refused={} rx_frames={} delivered={} tx_frames={} own_rx_frames={} own_tx_frames={} classifier_drops={}\n",
+            self.attached(),
+            d.attached,
+            d.detached,
+            d.refused,
+            d.rx_frames,
+            d.delivered,
+            d.tx_frames,
+            st.rx_frames,
+            st.tx_frames,
+            st.demux.dropped(),
+        ));
+        s
+    }
+
+    /// One bounded step (see the module docs). Returns the work done.
+    pub fn step(&mut self) -> usize {
+        let now = self.stack.now();
+        let mut work = 0;
+        if now >= self.next_ctl {
+            self.next_ctl = now + CTL_CHECK_NS;
+            work += self.control();
+        }
+        for k in 0..self.apps.len() {
+            if self.apps[k].is_some() {
+                work += self.commands(k);
+            }
+        }
+        work += self.receive();
+        work += self.stack.poll_queued(now);
+        for k in 0..self.apps.len() {
+            if self.apps[k].is_some() {
+                work += self.transmit(k);
+            }
+        }
+        for a in self.apps.iter_mut().flatten() {
+            a.flush_ready();
+            a.publish();
+        }
+        work
+    }
+
+    /// Runs until `stop`: steps while there is work, yields after a while
+    /// idle, and sleeps after longer (see [`Daemon::sleep`]).
+    pub fn run(&mut self, stop: &AtomicBool) {
+        while !stop.load(Ordering::Acquire) {
+            if self.step() > 0 {
+                self.idle = 0;
+                continue;
+            }
+            self.idle = self.idle.saturating_add(1);
+            if self.idle > IDLE_SLEEP {
+                self.sleep(50_000_000);
+            } else if self.idle > IDLE_YIELD {
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    /// Sleeps until the NIC may have a frame, an application rings, or
+    /// `timeout_ns` passes: announces the sleep on every application's
+    /// bell, fences, checks their rings once more, then waits on the NIC
+    /// (whose wait a helper thread ends when the daemon's eventfd fires).
+    /// Hang-ups and new connections are seen at the next control check,
+    /// at most `timeout_ns` later.
+    pub fn sleep(&mut self, timeout_ns: u64) {
+        for a in self.apps.iter().flatten() {
+            a.bell.begin_sleep();
+        }
+        fence(Ordering::SeqCst);
+        let busy = self
+            .apps
+            .iter()
+            .flatten()
+            .any(|a| a.tx.peek_len() > 0 || a.cmd.peek_len() > 0)
+            || self.stack.nic_mut().rx_ready();
+        if !busy {
+            self.stack.nic_mut().wait(Some(timeout_ns));
+        }
+        for a in self.apps.iter().flatten() {
+            a.bell.end_sleep();
+        }
+        self.wake.drain();
+        self.next_ctl = 0;
+    }
+
+    /// A thread that ends the NIC's wait whenever an application rings
+    /// the daemon's bell or someone connects to the control socket; it
+    /// runs until `stop`. Needed only by [`Daemon::run`]'s sleeps.
+    pub fn spawn_waker(
+        &mut self,
+        stop: Arc<AtomicBool>,
+    ) -> io::Result<std::thread::JoinHandle<()>> {
+        let ev = self.wake.clone();
+        let bell = self.stack.nic().doorbell();
+        let remote = self.stack.nic().remote_waker();
+        let listener = rustix::io::dup(&self.listener)?;
+        std::thread::Builder::new()
+            .name("lazynet-waker".into())
+            .spawn(move || {
+                use rustix::event::{poll, PollFd, PollFlags};
+                while !stop.load(Ordering::Acquire) {
+                    let evfd = ev.fd();
+                    let mut fds = [
+                        PollFd::new(&evfd, PollFlags::IN),
+                        PollFd::new(&listener, PollFlags::IN),
+                    ];
+                    let t = rustix::event::Timespec {
+                        tv_sec: 0,
+                        tv_nsec: 100_000_000,
+                    };
+                    let n = poll(&mut fds, Some(&t)).unwrap_or(0);
+                    if n == 0 {
+                        continue;
+                    }
+                    let conn = fds[1].revents().contains(PollFlags::IN);
+                    ev.drain();
+                    if let Some(b) = &bell {
+                        b.wake();
+                    }
+                    if let Some(r) = &remote {
+                        r.signal();
+                    }
+                    if conn {
+                        // The daemon accepts at its next check; do not spin
+                        // on a listener that stays readable until then.
+                        std::thread::sleep(std::time::Duration::from_millis(1));
+                    }
+                }
+            })
+    }
+
+    // ---- control path -------------------------------------------------
+
+    /// Accepts connections, answers hellos and statistics requests, and
+    /// reclaims applications whose connection closed. Bounded by
+    /// [`MAX_PENDING`] and the number of applications.
+    fn control(&mut self) -> usize {
+        let mut work = 0;
+        for _ in 0..MAX_PENDING {
+            match ctl::accept(&self.listener) {
+                Ok(c) => {
+                    if self.pending.len() == MAX_PENDING {
+                        // The oldest silent connection makes room.
+                        self.pending.remove(0);
+                        self.stats.refused += 1;
+                    }
+                    self.pending.push((c, Instant::now()));
+                    work += 1;
+                }
+                Err(_) => break,
+            }
+        }
+        let mut i = 0;
+        while i < self.pending.len() {
+            let got = ctl::recv(&self.pending[i].0);
+            match got {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if self.pending[i].1.elapsed().as_secs() >= 1 {
+                        self.pending.swap_remove(i);
+                        self.stats.refused += 1;
+                    } else {
+                        i += 1;
+                    }
+                }
+                Ok(Some((Ok(Msg::Hello), _fds))) => {
+                    let (c, _) = self.pending.swap_remove(i);
+                    work += 1;
+                    if let Err(e) = self.admit(c) {
+                        self.stats.refused += 1;
+                        let _ = e;
+                    }
+                }
+                Ok(Some((Ok(Msg::StatsRequest), _))) => {
+                    let (c, _) = self.pending.swap_remove(i);
+                    let _ = ctl::send(&c, &Msg::Stats(self.stats_text()), &[]);
+                    work += 1;
+                }
+                Ok(Some((m, _))) => {
+                    let (c, _) = self.pending.swap_remove(i);
+                    let e = match m {
+                        Err(e) => e,
+                        Ok(_) => CtlError::Garbage,
+                    };
+                    let _ = ctl::send(&c, &Msg::Refused(e), &[]);
+                    self.stats.refused += 1;
+                }
+                Ok(None) | Err(_) => {
+                    self.pending.swap_remove(i);
+                }
+            }
+        }
+        for k in 0..self.apps.len() {
+            let gone = match &self.apps[k] {
+                None => false,
+                Some(a) => match ctl::recv(&a.conn) {
+                    Err(e) => e.kind() != io::ErrorKind::WouldBlock,
+                    Ok(None) => true,
+                    // An attached application has nothing more to say.
+                    Ok(Some(_)) => false,
+                },
+            };
+            if gone {
+                self.reclaim(k);
+                work += 1;
+            }
+        }
+        work
+    }
+
+    /// Builds an area for a new application and sends it over.
+    fn admit(&mut self, conn: OwnedFd) -> io::Result<()> {
+        let Some(k) = self.apps.iter().position(|a| a.is_none()) else {
+            let _ = ctl::send(&conn, &Msg::Refused(CtlError::Full), &[]);
+            return Err(io::Error::other("full"));
+        };
+        let id = self.next_id;
+        let app = match self.build_app(k, id, conn) {
+            Ok(a) => a,
+            Err((conn, e)) => {
+                let _ = ctl::send(&conn, &Msg::Refused(CtlError::NoMemory), &[]);
+                return Err(e);
+            }
+        };
+        let w = Welcome {
+            app_id: id,
+            addr: self.stack.addr(),
+            prefix_len: self.cfg.stack.prefix_len,
+            mac: self.stack.mac(),
+            mtu: self.stack.nic().mtu().min(u16::MAX as usize) as u16,
+            eph_first: app.eph.0,
+            eph_last: app.eph.1,
+        };
+        ctl::send(
+            &app.conn,
+            &Msg::Welcome(w),
+            &[app.area.region().fd(), self.wake.fd()],
+        )?;
+        self.next_id += 1;
+        self.stats.attached += 1;
+        self.apps[k] = Some(app);
+        Ok(())
+    }
+
+    fn build_app(&mut self, k: usize, id: u32, conn: OwnedFd) -> Result<App, (OwnedFd, io::Error)> {
+        let p = self.cfg.area;
+        let area = match AppArea::create(&format!("lazynet-app-{id}"), p) {
+            Ok(a) => a,
+            Err(e) => return Err((conn, e)),
+        };
+        let r = (|| -> io::Result<_> {
+            let l = *area.layout();
+            let reg = area.region();
+            let mut slots = Vec::with_capacity(p.slots as usize);
+            let mut flags = Vec::with_capacity(p.slots as usize);
+            for s in 0..p.slots {
+                slots.push(Producer::attach(reg, l.slot(s))?);
+                flags.push(area.flag(s)?);
+            }
+            Ok((
+                area.bufs()?,
+                area.daemon_bell(self.wake.clone())?,
+                area.app_bell()?,
+                Consumer::attach(reg, l.free)?,
+                Consumer::attach(reg, l.tx)?,
+                Producer::attach(reg, l.done)?,
+                Producer::attach(reg, l.ready)?,
+                Consumer::attach(reg, l.cmd)?,
+                Producer::attach(reg, l.reply)?,
+                slots,
+                flags,
+            ))
+        })();
+        let (bufs, bell, app_bell, free, tx, done, ready, cmd, reply, slots, flags) = match r {
+            Ok(v) => v,
+            Err(e) => return Err((conn, e)),
+        };
+        let per = self.cfg.ports_per_app.max(1);
+        let first = EPHEMERAL_BASE + per * k as u16;
+        Ok(App {
+            id,
+            pid: ctl::peer_pid(&conn),
+            conn,
+            area,
+            bufs,
+            bell,
+            app_bell,
+            free,
+            tx,
+            done,
+            ready,
+            cmd,
+            reply,
+            slots,
+            flags,
+            bound: vec![None; p.slots as usize],
+            eph: (first, first + (per - 1)),
+            applied: 0,
+            delivered: 0,
+            counters: [0; COUNTERS],
+            ready_pend: Vec::with_capacity(p.slots as usize),
+            dirty: false,
+            last_corrupt: 0,
+        })
+    }
+
+    /// Unbinds everything application `k` had and drops its area.
+    fn reclaim(&mut self, k: usize) {
+        let Some(mut a) = self.apps[k].take() else {
+            return;
+        };
+        for s in 0..a.bound.len() {
+            if let Some((b, c)) = a.bound[s].take() {
+                self.unbind(k, b, c);
+            }
+        }
+        self.stats.detached += 1;
+        drop(a);
+    }
+
+    /// Removes one binding from the classifier and the port tables.
+    fn unbind(&mut self, k: usize, b: Binding, c: ChannelId) {
+        let mut left = Vec::new();
+        let d = self.stack.demux_mut();
+        let _ = match b {
+            Binding::Udp(a, p) => d.unbind_udp(a, p, &mut left),
+            Binding::Listen(a, p) => d.unbind_tcp_listen(a, p, &mut left),
+            Binding::Conn(l, r) => d.unbind_tcp_conn(l, r, &mut left),
+        };
+        let mut gone = Vec::new();
+        d.take_detached(&mut gone);
+        self.release_queued(&left);
+        if let Some(o) = self.chans.get_mut(c.0 as usize) {
+            *o = None;
+        }
+        let me = k as u16 + 1;
+        match b {
+            Binding::Udp(_, p) if self.ports.udp[p as usize] == me => {
+                self.ports.udp[p as usize] = 0
+            }
+            Binding::Listen(_, p) if self.ports.tcp[p as usize] == me => {
+                self.ports.tcp[p as usize] = 0
+            }
+            _ => {}
+        }
+    }
+
+    /// Frames left on a daemon channel (reassembled datagrams the stack
+    /// queued there) are the stack's to free: give them back through it.
+    fn release_queued(&mut self, left: &[Desc]) {
+        for &d in left {
+            self.stack.release_queued(d);
+        }
+    }
+
+    /// Applies up to [`CMDS_PER_STEP`] commands of application `k`.
+    fn commands(&mut self, k: usize) -> usize {
+        let mut n = 0;
+        while n < CMDS_PER_STEP {
+            let Some(c) = self.apps[k].as_mut().and_then(|a| a.cmd.pop_one()) else {
+                break;
+            };
+            n += 1;
+            let op = Op::from_u32(c.op);
+            let r = self.apply(k, op, &c);
+            let a = self.apps[k].as_mut().expect("checked");
+            if r.is_err() {
+                a.count(AppCounter::CmdRefused);
+            }
+            if op.is_some_and(Op::needs_reply) || op.is_none() {
+                let code = r.err().map_or(0, |e| e as u32);
+                // A full reply ring is the application's own doing.
+                let _ = a.reply.push_one(Reply { seq: c.seq, code });
+                a.dirty = true;
+            }
+            a.applied += 1;
+        }
+        if n > 0 {
+            let a = self.apps[k].as_mut().expect("checked");
+            a.area.published().set_applied(a.applied);
+            a.app_bell.ring();
+        }
+        n
+    }
+
+    fn apply(&mut self, k: usize, op: Option<Op>, c: &Cmd) -> Result<(), Refusal> {
+        let op = op.ok_or(Refusal::Invalid)?;
+        let ours = self.stack.addr();
+        let laddr = Ipv4Addr::from(c.laddr);
+        if !laddr.is_unspecified() && laddr != ours {
+            return Err(Refusal::NotOurAddress);
+        }
+        let me = k as u16 + 1;
+        let a = self.apps[k].as_ref().expect("checked");
+        let slot = c.slot as usize;
+        let (lport, raddr, rport) = (c.lport, Ipv4Addr::from(c.raddr), c.rport);
+        let binding = match op {
+            Op::BindUdp | Op::UnbindUdp => Binding::Udp(laddr, lport),
+            Op::Listen | Op::Unlisten => Binding::Listen(laddr, lport),
+            Op::Conn | Op::Unconn => Binding::Conn(
+                SocketAddrV4::new(ours, lport),
+                SocketAddrV4::new(raddr, rport),
+            ),
+        };
+        if matches!(op, Op::UnbindUdp | Op::Unlisten | Op::Unconn) {
+            let s = a
+                .bound
+                .iter()
+                .position(|b| matches!(b, Some((x, _)) if *x == binding))
+                .ok_or(Refusal::Invalid)?;
+            let (b, ch) = self.apps[k].as_mut().expect("checked").bound[s]
+                .take()
+                .expect("found");
+            self.unbind(k, b, ch);
+            return Ok(());
+        }
+        // Slots 0 and 1 are the control and fragment channels.
+        if !(2..a.bound.len()).contains(&slot) || a.bound[slot].is_some() || lport == 0 {
+            return Err(Refusal::Invalid);
+        }
+        let in_other_range = |p: u16| {
+            let base = EPHEMERAL_BASE as u32;
+            let end = base + u32::from(self.cfg.ports_per_app) * self.apps.len() as u32;
+            (base..end).contains(&u32::from(p)) && !(a.eph.0..=a.eph.1).contains(&p)
+        };
+        let d = self.stack.demux_mut();
+        let (ch, notify) = match binding {
+            Binding::Udp(addr, p) => {
+                if self.ports.udp[p as usize] != 0 || in_other_range(p) {
+                    return Err(Refusal::InUse);
+                }
+                let ch = d
+                    .bind_udp(addr, p, DAEMON_CHAN_CAP)
+                    .map_err(|_| Refusal::InUse)?;
+                self.ports.udp[p as usize] = me;
+                (ch, false)
+            }
+            Binding::Listen(addr, p) => {
+                if self.ports.tcp[p as usize] != 0 || in_other_range(p) {
+                    return Err(Refusal::InUse);
+                }
+                let ch = d
+                    .bind_tcp_listen(addr, p, DAEMON_CHAN_CAP)
+                    .map_err(|_| Refusal::InUse)?;
+                self.ports.tcp[p as usize] = me;
+                (ch, true)
+            }
+            Binding::Conn(l, r) => {
+                let p = l.port();
+                if !((a.eph.0..=a.eph.1).contains(&p) || self.ports.tcp[p as usize] == me) {
+                    return Err(Refusal::InUse);
+                }
+                let ch = d
+                    .bind_tcp_conn(l, r, DAEMON_CHAN_CAP)
+                    .map_err(|_| Refusal::InUse)?;
+                (ch, true)
+            }
+        };
+        let i = ch.0 as usize;
+        if self.chans.len() <= i {
+            self.chans.resize(i + 1, None);
+        }
+        self.chans[i] = Some(Owner {
+            app: k as u16,
+            slot: c.slot,
+            id: c.id,
+            notify,
+        });
+        self.apps[k].as_mut().expect("checked").bound[slot] = Some((binding, ch));
+        Ok(())
+    }
+
+    // ---- data path ----------------------------------------------------
+
+    /// Receives one batch and delivers it (step 2).
+    fn receive(&mut self) -> usize {
+        let n = self.stack.nic_mut().recv(&mut self.rx[..RX_BATCH]);
+        self.stats.rx_frames += n as u64;
+        for i in 0..n {
+            let d = self.rx[i];
+            let Some(f) = self.stack.nic().buffers().frame(d) else {
+                continue;
+            };
+            let v = self.stack.demux().classify(f);
+            if let Verdict::Channel(c) = v {
+                if let Some(Some(o)) = self.chans.get(c.0 as usize) {
+                    let o = *o;
+                    if let Some(a) = self.apps[o.app as usize].as_mut() {
+                        a.deliver(o.slot, o.id, o.notify, f);
+                        self.stats.delivered += 1;
+                    }
+                    self.rel.push(d);
+                    continue;
+                }
+                if c == CONTROL && is_arp_reply(f) {
+                    for a in self.apps.iter_mut().flatten() {
+                        a.deliver(0, 0, false, f);
+                    }
+                }
+            }
+            if self.stack.demux_mut().deliver_classified(d, v).is_err() {
+                self.rel.push(d);
+            }
+        }
+        if !self.rel.is_empty() {
+            self.stack.nic_mut().release(&self.rel);
+            self.rel.clear();
+        }
+        n
+    }
+
+    /// Forwards up to [`TX_PER_STEP`] frames of application `k` (step 4).
+    fn transmit(&mut self, k: usize) -> usize {
+        let mut ds = [Desc::default(); TX_PER_STEP];
+        let n = match self.apps[k].as_mut() {
+            Some(a) => a.tx.pop(&mut ds),
+            None => 0,
+        };
+        if n == 0 {
+            return 0;
+        }
+        self.txa.resize(n, 0);
+        let got = self.stack.nic_mut().alloc(&mut self.txa[..n]);
+        self.txa.truncate(got);
+        let mac = self.stack.mac();
+        let ours = self.stack.addr().octets();
+        let max_len = self.stack.nic().mtu() + 14;
+        let me = k as u16;
+        for (i, &d) in ds[..n].iter().enumerate() {
+            let a = self.apps[k].as_mut().expect("checked");
+            a.count(AppCounter::TxFrames);
+            if !a.area.valid(d) || (d.len as usize) < 14 || d.len as usize > max_len {
+                a.count(AppCounter::BadDescriptor);
+                if d.buf < a.bufs.count() && a.done.push_one(d.buf).is_err() {
+                    a.count(AppCounter::DoneFull);
+                }
+                continue;
+            }
+            let Some(&nb) = self.txa.get(i) else {
+                a.count(AppCounter::TxDropped);
+                if a.done.push_one(d.buf).is_err() {
+                    a.count(AppCounter::DoneFull);
+                }
+                continue;
+            };
+            let len = d.len as usize;
+            let ok = match (
+                a.bufs.frame(d),
+                self.stack.nic_mut().buffers_mut().buf_mut(nb),
+            ) {
+                (Some(src), Some(dst)) if dst.len() >= len => {
+                    dst[..len].copy_from_slice(src);
+                    // Checked on our copy: the application cannot change it now.
+                    let f = &dst[..len];
+                    match tx_source(f, mac, ours) {
+                        TxSource::Port { tcp, port } => a.owns_port(tcp, port, &self.ports, me),
+                        TxSource::Plain => true,
+                        TxSource::Bad => false,
+                    }
+                }
+                _ => false,
+            };
+            if a.done.push_one(d.buf).is_err() {
+                a.count(AppCounter::DoneFull);
+            }
+            if ok {
+                self.txb.push(Desc::new(nb, len as u16));
+            } else {
+                a.count(AppCounter::TxSpoofed);
+                self.rel.push(Desc::new(nb, 0));
+            }
+        }
+        // Buffers allocated beyond the frames that used them.
+        for &nb in self.txa.iter().skip(n) {
+            self.rel.push(Desc::new(nb, 0));
+        }
+        let sent = self.stack.nic_mut().send(&self.txb);
+        self.stats.tx_frames += sent as u64;
+        if sent < self.txb.len() {
+            let a = self.apps[k].as_mut().expect("checked");
+            a.counters[AppCounter::TxDropped as usize] += (self.txb.len() - sent) as u64;
+            for &d in &self.txb[sent..] {
+                self.rel.push(Desc::new(d.buf, 0));
+            }
+        }
+        self.txb.clear();
+        if !self.rel.is_empty() {
+            self.stack.nic_mut().release(&self.rel);
+            self.rel.clear();
+        }
+        self.stack.nic_mut().flush();
+        n
+    }
+}
+
+impl<N: Nic> Drop for Daemon<N> {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.cfg.socket);
+    }
+}
+
+/// What a frame an application wants to send claims to come from.
+enum TxSource {
+    /// TCP or UDP from this port of ours.
+    Port { tcp: bool, port: u16 },
+    /// ARP or ICMP as ourselves, or a later fragment.
+    Plain,
+    /// Anything else.
+    Bad,
+}
+
+/// Reads the source of a frame an application wants to send (step 4).
+fn tx_source(f: &[u8], mac: [u8; 6], ours: [u8; 4]) -> TxSource {
+    if f.len() < 14 || f[6..12] != mac {
+        return TxSource::Bad;
+    }
+    match u16::from_be_bytes([f[12], f[13]]) {
+        0x0806 => {
+            // ARP for Ethernet/IPv4: sender MAC and address ours.
+            if f.len() >= 42 && f[22..28] == mac && f[28..32] == ours {
+                TxSource::Plain
+            } else {
+                TxSource::Bad
+            }
+        }
+        0x0800 => {
+            let ip = &f[14..];
+            if ip.len() < 20 || ip[0] >> 4 != 4 || ip[12..16] != ours {
+                return TxSource::Bad;
+            }
+            let ihl = usize::from(ip[0] & 0x0f) * 4;
+            let frag_off = u16::from_be_bytes([ip[6], ip[7]]) & 0x1fff;
+            match ip[9] {
+                1 => TxSource::Plain,
+                6 | 17 if frag_off != 0 => TxSource::Plain,
+                p @ (6 | 17) if ihl >= 20 && ip.len() >= ihl + 4 => TxSource::Port {
+                    tcp: p == 6,
+                    port: u16::from_be_bytes([ip[ihl], ip[ihl + 1]]),
+                },
+                _ => TxSource::Bad,
+            }
+        }
+        _ => TxSource::Bad,
+    }
+}
+
+fn is_arp_reply(f: &[u8]) -> bool {
+    f.len() >= 42 && f[12..14] == [0x08, 0x06] && f[20..22] == [0, 2]
+}
+
+/// Serves `nic` as a daemon at `cfg.socket` until `stop` (the program's
+/// loop: the waker thread and [`Daemon::run`]).
+pub fn serve<N: Nic>(nic: N, cfg: DaemonConfig, stop: Arc<AtomicBool>) -> io::Result<Daemon<N>> {
+    let mut d = Daemon::new(nic, cfg)?;
+    let waker = d.spawn_waker(stop.clone())?;
+    d.run(&stop);
+    let _ = waker.join();
+    Ok(d)
+}
+
+/// Asks the daemon at `path` for its statistics.
+pub fn stats(path: &Path) -> io::Result<String> {
+    ctl::stats(path)
+}
+
+#[allow(dead_code)]
+fn _assert_send<N: Nic + Send>(d: Daemon<N>) -> impl Send {
+    let _ = d.listener.as_fd();
+    d
+}
+
+#[cfg(test)]
+mod tests;

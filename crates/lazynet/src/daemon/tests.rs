@@ -1,0 +1,229 @@
+//! The daemon and attached applications in one process (threads), on the
+//! in-memory wire, with a plain lazynet stack as the peer. The real
+//! processes (and the Linux peer) are in `crates/lazynet-cli/tests/daemon.rs`.
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::nic::wirepair::{WireConfig, WireEnd, WirePair};
+use crate::socket::{wait_step, TcpListener, TcpStream, UdpSocket};
+use crate::stack::{SocketError, Stack, StackConfig};
+
+const PEER: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+const US: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+
+fn cfg(addr: Ipv4Addr, seed: u64) -> StackConfig {
+    StackConfig {
+        addr,
+        prefix_len: 24,
+        seed,
+        ..StackConfig::default()
+    }
+}
+
+struct Setup {
+    dir: PathBuf,
+    path: PathBuf,
+    stop: Arc<AtomicBool>,
+    daemon: Option<JoinHandle<Daemon<WireEnd>>>,
+    peer: Stack<WireEnd>,
+}
+
+impl Setup {
+    fn new(name: &str) -> Setup {
+        let dir = std::env::temp_dir().join(format!("lazynet-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("daemon.sock");
+        let (a, b) = WirePair::new(WireConfig::default()).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let dcfg = DaemonConfig {
+            socket: path.clone(),
+            socket_mode: 0o600,
+            max_apps: 4,
+            stack: cfg(US, 1),
+            ..DaemonConfig::default()
+        };
+        let st = stop.clone();
+        let d = Daemon::new(a, dcfg).unwrap();
+        let daemon = std::thread::spawn(move || {
+            let mut d = d;
+            let w = d.spawn_waker(st.clone()).unwrap();
+            d.run(&st);
+            w.join().unwrap();
+            d
+        });
+        Setup {
+            dir,
+            path,
+            stop,
+            daemon: Some(daemon),
+            peer: Stack::new(b, cfg(PEER, 2)),
+        }
+    }
+
+    fn finish(mut self) -> Daemon<WireEnd> {
+        self.stop.store(true, Ordering::Release);
+        self.daemon.take().unwrap().join().unwrap()
+    }
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// An application thread: attaches, runs `f` until `stop`.
+fn app<F>(path: &std::path::Path, stop: Arc<AtomicBool>, f: F) -> JoinHandle<()>
+where
+    F: FnOnce(&mut Stack<crate::stack::AreaNic>, &AtomicBool) + Send + 'static,
+{
+    let path = path.to_path_buf();
+    std::thread::spawn(move || {
+        let mut s = Stack::attach(&path, cfg(Ipv4Addr::UNSPECIFIED, 3)).unwrap();
+        f(&mut s, &stop);
+    })
+}
+
+fn udp_echo(s: &mut Stack<crate::stack::AreaNic>, stop: &AtomicBool) {
+    let sock = UdpSocket::bind(s, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7)).unwrap();
+    let mut buf = [0u8; 2048];
+    while !stop.load(Ordering::Acquire) {
+        while let Ok((n, from)) = sock.recv_from(s, &mut buf) {
+            let _ = sock.send_to(s, &buf[..n], from);
+        }
+        wait_step(s, None);
+    }
+}
+
+fn tcp_echo(s: &mut Stack<crate::stack::AreaNic>, stop: &AtomicBool) {
+    let l = TcpListener::bind(s, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 64).unwrap();
+    let mut conns: Vec<TcpStream> = Vec::new();
+    let mut buf = vec![0u8; 16384];
+    while !stop.load(Ordering::Acquire) {
+        while let Ok(c) = l.accept(s) {
+            conns.push(c);
+        }
+        for c in &conns {
+            if let Ok(n) = c.read(s, &mut buf) {
+                let mut at = 0;
+                let t0 = Instant::now();
+                while at < n && t0.elapsed() < Duration::from_secs(5) {
+                    match c.write(s, &buf[at..n]) {
+                        Ok(k) => at += k,
+                        Err(_) => {
+                            wait_step(s, None);
+                        }
+                    }
+                }
+            }
+        }
+        wait_step(s, None);
+    }
+}
+
+fn wait_for_socket(p: &std::path::Path) {
+    let t0 = Instant::now();
+    while !p.exists() {
+        assert!(t0.elapsed() < Duration::from_secs(5), "no daemon socket");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Drives the peer until `done` or 10 s.
+fn drive(peer: &mut Stack<WireEnd>, mut done: impl FnMut(&mut Stack<WireEnd>) -> bool) {
+    let t0 = Instant::now();
+    while !done(peer) {
+        assert!(t0.elapsed() < Duration::from_secs(10), "timed out");
+        wait_step(peer, None);
+    }
+}
+
+#[test]
+fn two_applications_serve_udp_and_tcp_through_one_daemon() {
+    let mut s = Setup::new("daemon-two-apps");
+    wait_for_socket(&s.path);
+    let stop = Arc::new(AtomicBool::new(false));
+    let a1 = app(&s.path, stop.clone(), udp_echo);
+    let a2 = app(&s.path, stop.clone(), tcp_echo);
+
+    // UDP: 200 datagrams of varied sizes, every byte back.
+    let peer = &mut s.peer;
+    let u = UdpSocket::bind(peer, SocketAddrV4::new(PEER, 5000)).unwrap();
+    let dst = SocketAddrV4::new(US, 7);
+    let mut got = 0;
+    let mut buf = [0u8; 2048];
+    for i in 0..200usize {
+        let msg: Vec<u8> = (0..(1 + i * 7 % 1400)).map(|k| (k + i) as u8).collect();
+        let t0 = Instant::now();
+        let mut echoed = false;
+        let mut sent_at = None::<Instant>;
+        while !echoed {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "datagram {i} not echoed"
+            );
+            if sent_at.is_none_or(|t| t.elapsed() > Duration::from_millis(200)) {
+                let _ = u.send_to(peer, &msg, dst);
+                sent_at = Some(Instant::now());
+            }
+            wait_step(peer, None);
+            while let Ok((n, _)) = u.recv_from(peer, &mut buf) {
+                if buf[..n] == msg[..] {
+                    echoed = true;
+                    got += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(got, 200);
+
+    // TCP: 256 KiB echoed byte-exact.
+    let c = TcpStream::connect(
+        peer,
+        SocketAddrV4::new(US, 80),
+        Some(Duration::from_secs(5)),
+    )
+    .unwrap();
+    let data: Vec<u8> = (0..256 * 1024).map(|i| (i % 251) as u8).collect();
+    let mut sent = 0;
+    let mut back = Vec::new();
+    drive(peer, |p| {
+        if sent < data.len() {
+            if let Ok(k) = c.write(p, &data[sent..]) {
+                sent += k;
+            }
+        }
+        let mut b = [0u8; 8192];
+        while let Ok(n) = c.read(p, &mut b) {
+            if n == 0 {
+                break;
+            }
+            back.extend_from_slice(&b[..n]);
+        }
+        back.len() == data.len()
+    });
+    assert!(back == data, "TCP echo differs");
+
+    // A third application cannot take the UDP port the first holds.
+    let mut third = Stack::attach(&s.path, cfg(Ipv4Addr::UNSPECIFIED, 4)).unwrap();
+    let r = UdpSocket::bind(&mut third, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7));
+    assert_eq!(r.err(), Some(SocketError::AddrInUse));
+    let r = UdpSocket::bind(&mut third, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 9));
+    assert!(r.is_ok());
+    drop(third);
+
+    stop.store(true, Ordering::Release);
+    a1.join().unwrap();
+    a2.join().unwrap();
+    let d = s.finish();
+    let st = d.stats();
+    assert_eq!(st.attached, 3);
+    assert!(st.delivered >= 200, "{st:?}");
+}
