@@ -4,6 +4,7 @@
 //! the in-memory wire. Every namespace and device gets a unique name and is
 //! removed by a guard even when a test fails.
 
+mod daemon;
 mod media;
 mod tcp;
 mod udp;

@@ -18,7 +18,7 @@ use sha2::{Digest, Sha256};
 use crate::util::*;
 
 /// SHA-256 of `/bytes/N` (byte i = i mod 251).
-fn pattern_sha256(n: u64) -> String {
+pub(crate) fn pattern_sha256(n: u64) -> String {
     let block: Vec<u8> = (0..251u32 * 64).map(|i| (i % 251) as u8).collect();
     let mut h = Sha256::new();
     let mut left = n;
@@ -34,7 +34,7 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-fn sha256_file(p: &std::path::Path) -> String {
+pub(crate) fn sha256_file(p: &std::path::Path) -> String {
     let mut f = std::fs::File::open(p).unwrap();
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];

@@ -706,11 +706,16 @@ impl<N: Nic> Daemon<N> {
         let Some(mut a) = self.apps[k].take() else {
             return;
         };
+        let now = self.stack.now();
         for s in 0..a.bound.len() {
             if let Some((b, c)) = a.bound[s].take() {
                 self.unbind(k, b, c);
+                if let Binding::Conn(l, r) = b {
+                    self.stack.tcp_probe_dead(l, r, now);
+                }
             }
         }
+        self.stack.nic_mut().flush();
         self.stats.detached += 1;
         drop(a);
     }

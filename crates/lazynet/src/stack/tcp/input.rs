@@ -242,6 +242,33 @@ impl<N: Nic> Stack<N> {
         done
     }
 
+    /// The daemon, for a connection whose application died: a bare ACK
+    /// with a sequence number outside the peer's window. The peer answers
+    /// with an ACK (RFC 9293 §3.10.7.4) whose acknowledgment number is the
+    /// dead connection's next sequence number; that ACK finds no connection
+    /// here and gets a RST with exactly that number (§3.10.7.1), which the
+    /// peer accepts. So a killed application's connections are reset
+    /// within a round trip, as a killed Linux process's are.
+    pub(crate) fn tcp_probe_dead(&mut self, local: SocketAddrV4, remote: SocketAddrV4, now: u64) {
+        use crate::wire::tcp::SeqNumber;
+        use crate::wire::tcp::TcpFlags;
+        use rand::RngCore;
+        let r = TcpRepr {
+            src_port: local.port(),
+            dst_port: remote.port(),
+            seq: SeqNumber(self.rng.next_u32()),
+            flags: TcpFlags::ACK,
+            ..TcpRepr::EMPTY
+        };
+        let Some(b) = self.iface.take_tx_buf() else {
+            self.iface.drop_tx(StackDrop::TxNoBuffer);
+            return;
+        };
+        let _ = self
+            .iface
+            .tcp_emit(b, *local.ip(), *remote.ip(), &r, None, 0, now, false);
+    }
+
     /// A segment to no connection and no listener (RFC 9293 §3.10.7.1,
     /// CLOSED): RST unless it is a RST, rate limited.
     pub(in crate::stack) fn tcp_no_socket(&mut self, d: Desc, now: u64) {

@@ -1,0 +1,202 @@
+//! The multi-process placement with real processes: one `lazynet daemon`
+//! on a TAP device into a namespace the test creates, applications
+//! attached to it (`serve … --daemon`), and the Linux kernel's clients
+//! (curl, Python's sockets) in the namespace.
+
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::tcp::{pattern_sha256, sha256_file};
+use crate::util::*;
+
+/// A child process killed on drop.
+struct Proc(Option<Child>);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Starts `lazynet ARGS` and waits for its `ready` line.
+fn spawn(args: &[&str]) -> Proc {
+    let mut c = Command::new(BIN)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(c.stdout.take().unwrap());
+    wait_ready(&mut out);
+    // Keep draining stdout so that the child never blocks on a full pipe.
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut out, &mut std::io::sink());
+    });
+    Proc(Some(c))
+}
+
+fn stats(sock: &Path) -> String {
+    let o = Command::new(BIN)
+        .args(["stats", "--daemon"])
+        .arg(sock)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).to_string()
+}
+
+/// `key=value` from the daemon's summary line.
+fn daemon_counter(text: &str, key: &str) -> u64 {
+    let line = text.lines().find(|l| l.starts_with("daemon ")).expect(text);
+    line.split_whitespace()
+        .find_map(|kv| kv.strip_prefix(&format!("{key}=")))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{key} in {line}"))
+}
+
+/// Echoes `count` datagrams of 1..1400 bytes through `ADDR:7` from the
+/// namespace, each checked byte for byte (a datagram lost on the way is
+/// sent again, at most 5 times); prints how many came back exact.
+const UDP_ECHO: &str = r#"
+import socket, sys
+addr, count = sys.argv[1], int(sys.argv[2])
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.settimeout(0.5)
+ok = 0
+for i in range(count):
+    m = bytes((i * 7 + k) % 256 for k in range(1 + (i * 131) % 1400))
+    for attempt in range(5):
+        s.sendto(m, (addr, 7))
+        try:
+            while True:
+                d, _ = s.recvfrom(65536)
+                if d == m:
+                    ok += 1
+                    break
+            break
+        except socket.timeout:
+            pass
+print(ok)
+"#;
+
+fn udp_echo_from_ns(ns: &str, addr: &str, count: u32) -> u32 {
+    let o = in_ns(ns, &["python3", "-c", UDP_ECHO, addr, &count.to_string()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).trim().parse().unwrap()
+}
+
+fn curl(ns: &str, url: &str, out: &Path, max_time: &str) -> std::process::Output {
+    in_ns(
+        ns,
+        &[
+            "curl",
+            "-s",
+            "-o",
+            out.to_str().unwrap(),
+            "-w",
+            "%{http_code}",
+            "--max-time",
+            max_time,
+            url,
+        ],
+    )
+}
+
+#[test]
+fn two_applications_share_one_daemon_and_one_survives_the_other_killed() {
+    if !lazynet::sys::root_or_skip() {
+        return;
+    }
+    let names = Names::new();
+    let _ns = Cleanup {
+        child: None,
+        ns: Some(names.ns.clone()),
+    };
+    let dir = PathBuf::from(format!("/tmp/lazynet-{}", names.ns));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("ctl.sock");
+    let s = sock.to_str().unwrap();
+    let mut dargs = vec!["daemon", "--nic", "tap", "--socket", s];
+    let nargs = names.args();
+    dargs.extend(nargs.iter().map(|a| a.as_str()));
+    let mut daemon = spawn(&dargs);
+    let mut http = spawn(&["serve", "http", "--daemon", s]);
+    let _udp = spawn(&["serve", "udp-echo", "--daemon", s]);
+    let ours = names.ours();
+
+    // curl downloads 100 MiB from one application while the other echoes.
+    const N: u64 = 100 << 20;
+    let file = dir.join("body");
+    let (ns2, url, f2) = (
+        names.ns.clone(),
+        format!("http://{ours}/bytes/{N}"),
+        file.clone(),
+    );
+    let dl = std::thread::spawn(move || curl(&ns2, &url, &f2, "120"));
+    let echoed = udp_echo_from_ns(&names.ns, &ours, 1000);
+    let o = dl.join().unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "200");
+    assert_eq!(std::fs::metadata(&file).unwrap().len(), N);
+    assert_eq!(sha256_file(&file), pattern_sha256(N), "body differs");
+    assert_eq!(echoed, 1000, "UDP echo lost datagrams beside the download");
+    let t = stats(&sock);
+    assert_eq!(daemon_counter(&t, "apps"), 2, "{t}");
+    assert!(t.lines().filter(|l| l.starts_with("app ")).count() == 2, "{t}");
+
+    // kill -9 of the HTTP server in the middle of a transfer.
+    let (ns3, url, f3) = (
+        names.ns.clone(),
+        format!("http://{ours}/bytes/{}", 4u64 << 30),
+        dir.join("cut"),
+    );
+    let cut = std::thread::spawn(move || curl(&ns3, &url, &f3, "20"));
+    std::thread::sleep(Duration::from_millis(700));
+    let mut c = http.0.take().unwrap();
+    signal(&c, libc::SIGKILL);
+    let _ = c.wait();
+    let killed_at = Instant::now();
+    loop {
+        let t = stats(&sock);
+        if daemon_counter(&t, "detached") == 1 {
+            assert_eq!(daemon_counter(&t, "apps"), 1, "{t}");
+            break;
+        }
+        assert!(
+            killed_at.elapsed() < Duration::from_secs(1),
+            "not reclaimed within 1 s: {t}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = cut.join().unwrap();
+    // The status line came (200) but the body was cut: curl fails, and
+    // soon (the daemon resets the dead application's connections), not at
+    // its 20 s limit.
+    assert!(!o.status.success(), "the transfer was cut");
+    assert!(
+        killed_at.elapsed() < Duration::from_secs(5),
+        "the dead server's connection was not reset: {:?}",
+        killed_at.elapsed()
+    );
+    // The other application is unaffected, and port 80 can be taken again.
+    assert_eq!(udp_echo_from_ns(&names.ns, &ours, 200), 200);
+    let _http2 = spawn(&["serve", "http", "--daemon", s]);
+    let o = curl(
+        &names.ns,
+        &format!("http://{ours}/bytes/1000000"),
+        &dir.join("again"),
+        "20",
+    );
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "200");
+    assert_eq!(sha256_file(&dir.join("again")), pattern_sha256(1_000_000));
+
+    let mut d = daemon.0.take().unwrap();
+    signal(&d, libc::SIGTERM);
+    assert!(d.wait().unwrap().success());
+    assert!(!sock.exists(), "the daemon removes its socket");
+    let _ = std::fs::remove_dir_all(&dir);
+}
