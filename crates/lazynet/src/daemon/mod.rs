@@ -366,6 +366,11 @@ impl<N: Nic> Daemon<N> {
         &self.stack
     }
 
+    /// The NIC, mutably (tests and accounting checks between steps).
+    pub fn nic_mut(&mut self) -> &mut N {
+        self.stack.nic_mut()
+    }
+
     /// Applications attached now.
     pub fn attached(&self) -> usize {
         self.apps.iter().filter(|a| a.is_some()).count()
@@ -928,7 +933,10 @@ impl<N: Nic> Daemon<N> {
         let ours = self.stack.addr().octets();
         let max_len = self.stack.nic().mtu() + 14;
         let me = k as u16;
-        for (i, &d) in ds[..n].iter().enumerate() {
+        // NIC buffers are taken in order by the frames that pass the
+        // descriptor check; those left over go back.
+        let mut next_nb = 0;
+        for &d in &ds[..n] {
             let a = self.apps[k].as_mut().expect("checked");
             a.count(AppCounter::TxFrames);
             if !a.area.valid(d) || (d.len as usize) < 14 || d.len as usize > max_len {
@@ -938,13 +946,14 @@ impl<N: Nic> Daemon<N> {
                 }
                 continue;
             }
-            let Some(&nb) = self.txa.get(i) else {
+            let Some(&nb) = self.txa.get(next_nb) else {
                 a.count(AppCounter::TxDropped);
                 if a.done.push_one(d.buf).is_err() {
                     a.count(AppCounter::DoneFull);
                 }
                 continue;
             };
+            next_nb += 1;
             let len = d.len as usize;
             let ok = match (
                 a.bufs.frame(d),
@@ -972,8 +981,7 @@ impl<N: Nic> Daemon<N> {
                 self.rel.push(Desc::new(nb, 0));
             }
         }
-        // Buffers allocated beyond the frames that used them.
-        for &nb in self.txa.iter().skip(n) {
+        for &nb in &self.txa[next_nb.min(self.txa.len())..] {
             self.rel.push(Desc::new(nb, 0));
         }
         let sent = self.stack.nic_mut().send(&self.txb);

@@ -442,6 +442,9 @@ impl<N: Nic> Stack<N> {
             ring_due: false,
             bad_returns: 0,
         };
+        let mut nic = nic;
+        // Receive buffers for the daemon from the start, before any poll.
+        nic.flush();
         let link = DaemonLink {
             cmd: Producer::attach(&region, l.cmd)?,
             reply: Consumer::attach(&region, l.reply)?,
