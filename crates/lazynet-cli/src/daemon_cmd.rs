@@ -10,7 +10,13 @@ use crate::args::{parse_cidr, NetArgs};
 
 /// Opens the NIC `net` names and serves it as a daemon at `socket` until
 /// SIGINT or SIGTERM; prints the counters at exit.
-pub fn run(socket: &Path, socket_mode: u32, max_apps: usize, net: &NetArgs) -> anyhow::Result<()> {
+pub fn run(
+    socket: &Path,
+    socket_mode: u32,
+    max_apps: usize,
+    idle_spin_us: u64,
+    net: &NetArgs,
+) -> anyhow::Result<()> {
     anyhow::ensure!(
         net.daemon.is_none(),
         "a daemon does not attach to another daemon"
@@ -22,6 +28,7 @@ pub fn run(socket: &Path, socket_mode: u32, max_apps: usize, net: &NetArgs) -> a
         socket: socket.to_path_buf(),
         socket_mode,
         max_apps,
+        idle_spin_ns: idle_spin_us.saturating_mul(1000),
         stack: StackConfig {
             addr,
             prefix_len,

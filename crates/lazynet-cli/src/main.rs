@@ -102,6 +102,10 @@ enum Cmd {
         /// Applications attached at once, at most.
         #[arg(long, default_value_t = 16)]
         max_apps: usize,
+        /// Microseconds the daemon keeps polling with nothing to do before
+        /// it sleeps (long with a core of its own, short on a shared one).
+        #[arg(long, default_value_t = 50)]
+        idle_spin_us: u64,
         #[command(flatten)]
         net: NetArgs,
     },
@@ -254,8 +258,9 @@ fn main() -> anyhow::Result<()> {
             socket,
             socket_mode,
             max_apps,
+            idle_spin_us,
             net,
-        } => daemon_cmd::run(&socket, socket_mode, max_apps, &net),
+        } => daemon_cmd::run(&socket, socket_mode, max_apps, idle_spin_us, &net),
         Cmd::Stats { daemon } => {
             print!("{}", lazynet::daemon::stats(&daemon)?);
             Ok(())

@@ -19,6 +19,8 @@ mod exp;
 mod instructions;
 mod linux_send;
 mod loadgen;
+mod lrp_share;
+mod multiproc;
 mod nlf;
 mod plot;
 mod report;
@@ -234,6 +236,39 @@ enum BenchCmd {
         #[arg(long, default_value = "results/wakeup")]
         out: PathBuf,
     },
+    /// The multi-process placement (daemon + attached application) beside
+    /// the in-process one and Linux: UDP echo rate and round trip, TCP
+    /// request/response and bulk (needs the `lazynet` binary built beside
+    /// this one).
+    Multiproc {
+        /// Seconds per measure.
+        #[arg(long, default_value_t = 2.0)]
+        seconds: f64,
+        /// Runs (series in rotating order; medians reported).
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        /// Directory for multiproc.csv, multiproc.txt and multiproc.png.
+        #[arg(long, default_value = "results/multiproc")]
+        out: PathBuf,
+    },
+    /// LRP's claim for the multi-process placement: two attached
+    /// applications with cgroup cpu.shares 2:1 under equal offered load
+    /// share CPU 1 2:1, protocol work included; Linux beside (root).
+    LrpShare {
+        /// Seconds per window (after 1 s of warm-up).
+        #[arg(long, default_value_t = 4.0)]
+        seconds: f64,
+        /// Runs (lazynet and Linux alternate; medians reported).
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        /// Points RATE:WORK, comma-separated: datagrams/s offered to each
+        /// application, and work iterations per datagram in each.
+        #[arg(long, value_delimiter = ',', default_value = "20000:30000,40000:3000")]
+        points: Vec<String>,
+        /// Directory for lrp-share.csv, lrp-share.txt and lrp-share.png.
+        #[arg(long, default_value = "results/lrp-share")]
+        out: PathBuf,
+    },
     /// UDP echo rate: lazynet on the in-memory wire vs Linux over loopback,
     /// server and client on separate cores, same client pattern.
     UdpEcho {
@@ -433,6 +468,27 @@ fn main() -> anyhow::Result<()> {
                     out,
                 },
         } => instructions::run(round_trips, bytes, &out),
+        Cmd::Bench {
+            what: BenchCmd::Multiproc { seconds, runs, out },
+        } => multiproc::bench(seconds, runs, &out),
+        Cmd::Bench {
+            what:
+                BenchCmd::LrpShare {
+                    seconds,
+                    runs,
+                    points,
+                    out,
+                },
+        } => {
+            let pts = points
+                .iter()
+                .map(|p| {
+                    let (r, w) = p.split_once(':').unwrap_or((p, "0"));
+                    Ok((r.parse()?, w.parse()?))
+                })
+                .collect::<anyhow::Result<Vec<(u64, u32)>>>()?;
+            lrp_share::bench(seconds, runs, &pts, &out)
+        }
         Cmd::Bench {
             what:
                 BenchCmd::UdpEcho {

@@ -1318,6 +1318,35 @@ pub enum HelperCmd {
         #[arg(long)]
         cpu: Option<usize>,
     },
+    /// `lrp-share`'s application: UDP echo spending `work(W)` per
+    /// datagram, attached to the daemon at `--daemon` or on a Linux socket
+    /// (127.0.0.1); prints `ready`, and at the end `share-echo echoed=N`.
+    ShareEcho {
+        /// The daemon's control socket (none: a Linux socket).
+        #[arg(long)]
+        daemon: Option<std::path::PathBuf>,
+        /// UDP port.
+        #[arg(long)]
+        port: u16,
+        /// Iterations of the per-datagram work.
+        #[arg(long, default_value_t = 0)]
+        work_iters: u32,
+        /// Upper bound on the run.
+        #[arg(long, default_value_t = 60.0)]
+        seconds: f64,
+    },
+    /// `lrp-share`'s paced client of the Linux series (127.0.0.1).
+    ShareClient {
+        /// Datagrams per millisecond to each application.
+        #[arg(long)]
+        per_ms: usize,
+        /// Warm-up before the window.
+        #[arg(long, default_value_t = 1000)]
+        warm_ms: u64,
+        /// The window.
+        #[arg(long, default_value_t = 4.0)]
+        seconds: f64,
+    },
     /// UDP echo (ping-pong) server: sends every datagram back.
     UdpEcho {
         /// Address to bind.
@@ -1409,6 +1438,17 @@ pub fn helper(cmd: HelperCmd) -> anyhow::Result<()> {
             cpu,
         } => udp_sink(bind, work_iters, seconds, cpu),
         HelperCmd::UdpEcho { bind, seconds, cpu } => udp_echo(bind, seconds, cpu),
+        HelperCmd::ShareEcho {
+            daemon,
+            port,
+            work_iters,
+            seconds,
+        } => crate::lrp_share::share_echo(daemon.as_deref(), port, work_iters, seconds),
+        HelperCmd::ShareClient {
+            per_ms,
+            warm_ms,
+            seconds,
+        } => crate::lrp_share::share_client(per_ms, warm_ms, seconds.clamp(0.1, 600.0)),
         HelperCmd::PingClient {
             dst,
             seconds,

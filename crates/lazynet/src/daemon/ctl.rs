@@ -220,6 +220,11 @@ pub fn accept(listener: impl AsFd) -> io::Result<OwnedFd> {
     )?)
 }
 
+/// Makes `conn`'s calls non-blocking (`WouldBlock` instead of waiting).
+pub fn set_nonblocking(conn: impl AsFd, on: bool) -> io::Result<()> {
+    Ok(rustix::io::ioctl_fionbio(conn, on)?)
+}
+
 /// The process id of a connection's peer (from the kernel, not the peer).
 pub fn peer_pid(conn: impl AsFd) -> Option<u32> {
     rustix::net::sockopt::socket_peercred(conn)

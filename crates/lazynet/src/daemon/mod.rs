@@ -102,9 +102,8 @@ pub const EPHEMERAL_BASE: u16 = 49152;
 /// Frames the daemon's classifier keeps per application channel (only
 /// reassembled datagrams ever wait there).
 const DAEMON_CHAN_CAP: usize = 16;
-/// Idle steps before the daemon yields, and before it sleeps.
-const IDLE_YIELD: u32 = 1 << 10;
-const IDLE_SLEEP: u32 = 1 << 14;
+/// How long [`Daemon::run`] sleeps at most (timers, hang-ups).
+const MAX_SLEEP_NS: u64 = 50_000_000;
 
 /// How a daemon is set up.
 #[derive(Clone, Debug)]
@@ -121,6 +120,12 @@ pub struct DaemonConfig {
     pub ports_per_app: u16,
     /// The daemon's own stack (address, prefix, seed, control budget).
     pub stack: StackConfig,
+    /// How long [`Daemon::run`] keeps polling with nothing to do before it
+    /// sleeps. A daemon with a core of its own may poll for long (each
+    /// frame then costs no wake-up); one that shares a core with
+    /// applications must sleep soon, or a woken application waits for the
+    /// end of the daemon's time slice (milliseconds under EEVDF).
+    pub idle_spin_ns: u64,
 }
 
 impl Default for DaemonConfig {
@@ -132,6 +137,7 @@ impl Default for DaemonConfig {
             area: AreaParams::default(),
             ports_per_app: 1024,
             stack: StackConfig::default(),
+            idle_spin_ns: 50_000,
         }
     }
 }
@@ -310,7 +316,6 @@ pub struct Daemon<N: Nic> {
     txb: Vec<Desc>,
     txa: Vec<u32>,
     next_ctl: u64,
-    idle: u32,
     stats: DaemonStats,
 }
 
@@ -355,7 +360,6 @@ impl<N: Nic> Daemon<N> {
             txb: Vec::with_capacity(TX_PER_STEP),
             txa: Vec::with_capacity(TX_PER_STEP),
             next_ctl: 0,
-            idle: 0,
             stats: DaemonStats::default(),
             cfg: DaemonConfig { max_apps, ..cfg },
         })
@@ -364,6 +368,12 @@ impl<N: Nic> Daemon<N> {
     /// The daemon's own stack (its counters, its NIC).
     pub fn stack(&self) -> &Stack<N> {
         &self.stack
+    }
+
+    /// Makes the next step check the control socket (accepts, hellos,
+    /// hang-ups) whatever the time since the last check.
+    pub fn poke(&mut self) {
+        self.next_ctl = 0;
     }
 
     /// The NIC, mutably (tests and accounting checks between steps).
@@ -442,19 +452,23 @@ impl<N: Nic> Daemon<N> {
         work
     }
 
-    /// Runs until `stop`: steps while there is work, yields after a while
-    /// idle, and sleeps after longer (see [`Daemon::sleep`]).
+    /// Runs until `stop`: steps while there is work, polls for
+    /// `idle_spin_ns` when there is none, then sleeps (see
+    /// [`Daemon::sleep`]) until a frame, an application or a timer needs it.
     pub fn run(&mut self, stop: &AtomicBool) {
+        let mut idle_since = None;
         while !stop.load(Ordering::Acquire) {
             if self.step() > 0 {
-                self.idle = 0;
+                idle_since = None;
                 continue;
             }
-            self.idle = self.idle.saturating_add(1);
-            if self.idle > IDLE_SLEEP {
-                self.sleep(50_000_000);
-            } else if self.idle > IDLE_YIELD {
-                std::thread::yield_now();
+            let now = crate::sched::clock::mono_ns();
+            let since = *idle_since.get_or_insert(now);
+            if now.saturating_sub(since) >= self.cfg.idle_spin_ns {
+                self.sleep(MAX_SLEEP_NS);
+                idle_since = None;
+            } else {
+                std::hint::spin_loop();
             }
         }
     }

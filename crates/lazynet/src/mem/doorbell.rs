@@ -34,7 +34,11 @@
 //! strands, the consumer.
 
 use std::io;
-use std::sync::atomic::{fence, AtomicU32, Ordering};
+#[cfg(loom)]
+use loom::sync::atomic::{fence, AtomicU32};
+use std::sync::atomic::Ordering;
+#[cfg(not(loom))]
+use std::sync::atomic::{fence, AtomicU32};
 use std::sync::Arc;
 
 use super::Region;
@@ -50,23 +54,41 @@ struct Words {
     armed: AtomicU32,
 }
 
+#[cfg(not(loom))]
 const _: () = assert!(std::mem::size_of::<Words>() == DOORBELL_BYTES);
 
 /// A handle on one doorbell in a region; cheap to clone, `Send + Sync`.
 #[derive(Clone)]
 pub struct Doorbell {
-    region: Arc<Region>,
-    off: usize,
+    at: At,
     /// Wakes through this eventfd instead of the futex: for a consumer
     /// that sleeps in `epoll` on many bells and devices (the daemon).
     waker: Option<Arc<crate::sys::EventFd>>,
+}
+
+/// Where the words are.
+#[derive(Clone)]
+enum At {
+    /// In a shared region, at this offset.
+    Region(Arc<Region>, usize),
+    /// Under loom: on the heap, with a mutex and condition variable in the
+    /// futex's place (the futex's compare-and-sleep is atomic with respect
+    /// to a wake, as the mutex makes it here).
+    #[cfg(loom)]
+    Model(loom::sync::Arc<Model>),
+}
+
+#[cfg(loom)]
+struct Model {
+    words: Words,
+    lock: loom::sync::Mutex<()>,
+    cv: loom::sync::Condvar,
 }
 
 impl std::fmt::Debug for Doorbell {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let w = self.words();
         f.debug_struct("Doorbell")
-            .field("off", &self.off)
             .field("seq", &w.seq.load(Ordering::Relaxed))
             .field("sleeping", &w.sleeping.load(Ordering::Relaxed))
             .field("armed", &w.armed.load(Ordering::Relaxed))
@@ -87,10 +109,65 @@ impl Doorbell {
             ));
         }
         Ok(Doorbell {
-            region,
-            off,
+            at: At::Region(region, off),
             waker: None,
         })
+    }
+
+    /// Under loom: a bell on the heap, for the model of its protocol
+    /// (`tests/loom/doorbell.rs`); the same code as in a region.
+    #[cfg(loom)]
+    pub fn model() -> Doorbell {
+        Doorbell {
+            at: At::Model(loom::sync::Arc::new(Model {
+                words: Words {
+                    seq: AtomicU32::new(0),
+                    sleeping: AtomicU32::new(0),
+                    armed: AtomicU32::new(0),
+                },
+                lock: loom::sync::Mutex::new(()),
+                cv: loom::sync::Condvar::new(),
+            })),
+            waker: None,
+        }
+    }
+
+    /// Waits while the sequence number is `seq` (the futex call).
+    fn wait_seq(&self, w: &Words, seq: u32, timeout_ns: Option<u64>) -> bool {
+        match &self.at {
+            #[cfg(not(loom))]
+            At::Region(..) => crate::sys::futex_wait(&w.seq, seq, timeout_ns),
+            #[cfg(loom)]
+            At::Region(..) => unreachable!("regions are not modelled"),
+            #[cfg(loom)]
+            At::Model(m) => {
+                // No time under loom: a lost wake-up is a deadlock it reports.
+                let _ = timeout_ns;
+                let g = m.lock.lock().unwrap();
+                if w.seq.load(Ordering::Relaxed) != seq {
+                    return false;
+                }
+                drop(m.cv.wait(g).unwrap());
+                true
+            }
+        }
+    }
+
+    /// Wakes every waiter of [`Doorbell::wait_seq`] (the futex wake).
+    fn wake_all(&self, w: &Words) {
+        match &self.at {
+            #[cfg(not(loom))]
+            At::Region(..) => {
+                crate::sys::futex_wake(&w.seq, i32::MAX);
+            }
+            #[cfg(loom)]
+            At::Region(..) => unreachable!("regions are not modelled"),
+            #[cfg(loom)]
+            At::Model(m) => {
+                let _g = m.lock.lock().unwrap();
+                m.cv.notify_all();
+            }
+        }
     }
 
     /// This bell, its wake going to `waker` (the consumer polls the
@@ -118,13 +195,26 @@ impl Doorbell {
     }
 
     fn words(&self) -> &Words {
+        let (region, off) = match &self.at {
+            At::Region(r, o) => (r, *o),
+            #[cfg(loom)]
+            At::Model(m) => return &m.words,
+        };
+        #[cfg(loom)]
+        {
+            let _ = (region, off);
+            unreachable!("regions are not modelled");
+        }
+        #[cfg(not(loom))]
         // SAFETY: `attach` checked that [off, off + 64) lies inside the
         // mapping, which lives as long as `self.region`, and that `off` is a
         // multiple of 64; the mapping is page-aligned, so the pointer is
         // aligned for `Words`. `Words` is three atomics, valid for any bytes,
         // and only ever accessed atomically (here and by the peer), so a
         // shared reference is sound even while another process writes them.
-        unsafe { &*self.region.as_ptr().add(self.off).cast::<Words>() }
+        unsafe {
+            &*region.as_ptr().add(off).cast::<Words>()
+        }
     }
 
     /// Consumer: from now on producers check whether it sleeps.
@@ -164,9 +254,7 @@ impl Doorbell {
         w.seq.fetch_add(1, Ordering::Release);
         match &self.waker {
             Some(e) => e.signal(),
-            None => {
-                crate::sys::futex_wake(&w.seq, i32::MAX);
-            }
+            None => self.wake_all(w),
         }
         true
     }
@@ -179,7 +267,7 @@ impl Doorbell {
         let seq = w.seq.load(Ordering::Acquire);
         w.sleeping.store(1, Ordering::Relaxed);
         fence(Ordering::SeqCst);
-        let slept = idle() && crate::sys::futex_wait(&w.seq, seq, timeout_ns);
+        let slept = idle() && self.wait_seq(w, seq, timeout_ns);
         w.sleeping.store(0, Ordering::Relaxed);
         slept
     }

@@ -111,6 +111,7 @@ impl Harness {
                     seed: 5,
                     ..StackConfig::default()
                 },
+                ..DaemonConfig::default()
             },
         )
         .unwrap();
@@ -137,15 +138,20 @@ impl Harness {
     pub fn attach_raw(&mut self) -> Option<Raw> {
         let conn = ctl::connect(&self.path).ok()?;
         ctl::send(&conn, &Msg::Hello, &[]).ok()?;
-        let before = self.daemon.stats().attached + self.daemon.stats().refused;
+        ctl::set_nonblocking(&conn, true).ok()?;
         let t0 = std::time::Instant::now();
-        while self.daemon.stats().attached + self.daemon.stats().refused == before {
+        let (m, mut fds) = loop {
+            self.daemon.poke();
             self.daemon.step();
+            match ctl::recv(&conn) {
+                Ok(Some(r)) => break r,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                _ => return None,
+            }
             if t0.elapsed().as_secs() > 5 {
                 return None;
             }
-        }
-        let (m, mut fds) = ctl::recv(&conn).ok()??;
+        };
         let Ok(Msg::Welcome(welcome)) = m else {
             return None;
         };
@@ -314,7 +320,12 @@ impl Harness {
                     }
                 }
                 8 => {
-                    // Leave (the daemon reclaims) or come back.
+                    // Leave (the daemon reclaims) or come back; one time in
+                    // eight (building an area costs a run's worth of steps).
+                    let Some(b) = next(1) else { break };
+                    if b[0] % 8 != 0 {
+                        continue;
+                    }
                     self.hostile = match self.hostile.take() {
                         Some(_) => None,
                         None => self.attach_raw(),
@@ -324,6 +335,10 @@ impl Harness {
                     // A connection that never says hello, or says garbage.
                     let Some(b) = next(2) else { break };
                     if self.silent.len() < 4 {
+                        // Let the daemon accept first: a blocking connect to
+                        // a full backlog would hang this single thread.
+                        self.daemon.poke();
+                        self.step(1);
                         if let Ok(c) = ctl::connect(&self.path) {
                             if b[0] & 1 == 1 {
                                 let _ = lazynet::sys::send_with_fds(&c, &b[..], &[]);

@@ -127,3 +127,4 @@ fn the_daemon_refuses_more_applications_than_it_serves() {
     assert_eq!(h.daemon.attached(), 3);
     assert_eq!(h.daemon.stats().refused, 1);
 }
+
