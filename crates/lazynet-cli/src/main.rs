@@ -104,7 +104,7 @@ enum Cmd {
         max_apps: usize,
         /// Microseconds the daemon keeps polling with nothing to do before
         /// it sleeps (long with a core of its own, short on a shared one).
-        #[arg(long, default_value_t = 50)]
+        #[arg(long, default_value_t = 5)]
         idle_spin_us: u64,
         #[command(flatten)]
         net: NetArgs,

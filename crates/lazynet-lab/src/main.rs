@@ -247,6 +247,10 @@ enum BenchCmd {
         /// Runs (series in rotating order; medians reported).
         #[arg(long, default_value_t = 5)]
         runs: usize,
+        /// The daemon's `--idle-spin-us` (how long it polls before it
+        /// sleeps).
+        #[arg(long, default_value_t = 5)]
+        daemon_idle_spin_us: u64,
         /// Directory for multiproc.csv, multiproc.txt and multiproc.png.
         #[arg(long, default_value = "results/multiproc")]
         out: PathBuf,
@@ -263,7 +267,7 @@ enum BenchCmd {
         runs: usize,
         /// Points RATE:WORK, comma-separated: datagrams/s offered to each
         /// application, and work iterations per datagram in each.
-        #[arg(long, value_delimiter = ',', default_value = "20000:30000,40000:3000")]
+        #[arg(long, value_delimiter = ',', default_value = "20000:30000,50000:6000,40000:3000")]
         points: Vec<String>,
         /// Directory for lrp-share.csv, lrp-share.txt and lrp-share.png.
         #[arg(long, default_value = "results/lrp-share")]
@@ -469,8 +473,14 @@ fn main() -> anyhow::Result<()> {
                 },
         } => instructions::run(round_trips, bytes, &out),
         Cmd::Bench {
-            what: BenchCmd::Multiproc { seconds, runs, out },
-        } => multiproc::bench(seconds, runs, &out),
+            what:
+                BenchCmd::Multiproc {
+                    seconds,
+                    runs,
+                    daemon_idle_spin_us,
+                    out,
+                },
+        } => multiproc::bench(seconds, runs, daemon_idle_spin_us, &out),
         Cmd::Bench {
             what:
                 BenchCmd::LrpShare {

@@ -157,7 +157,11 @@ fn serve(
             let sock = dir.join("ctl.sock");
             let s = sock.to_str().context("path")?;
             let dcpu = if series == Series::DaemonServerCore { 1 } else { 0 };
-            let (d, lines) = start(dcpu, &["daemon", "--nic", "wire", "--socket", s])?;
+            let spin = idle_spin_us().to_string();
+            let (d, lines) = start(
+                dcpu,
+                &["daemon", "--nic", "wire", "--socket", s, "--idle-spin-us", &spin],
+            )?;
             procs.push(d);
             let mut a = vec!["serve"];
             a.extend_from_slice(what);
@@ -179,6 +183,12 @@ fn serve(
         },
     );
     Ok((procs, stack))
+}
+
+static IDLE_SPIN_US: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(5);
+
+fn idle_spin_us() -> u64 {
+    IDLE_SPIN_US.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// One series' numbers in one run.
@@ -423,7 +433,8 @@ fn idle_and_wake(series: Series, dir: &Path) -> anyhow::Result<(Vec<f64>, f64)> 
 }
 
 /// `lazynet-lab bench multiproc`.
-pub fn bench(seconds: f64, runs: usize, out: &Path) -> anyhow::Result<()> {
+pub fn bench(seconds: f64, runs: usize, idle_spin: u64, out: &Path) -> anyhow::Result<()> {
+    IDLE_SPIN_US.store(idle_spin, std::sync::atomic::Ordering::Relaxed);
     let d = Duration::from_secs_f64(seconds);
     std::fs::create_dir_all(out)?;
     let dir = std::env::temp_dir().join(format!("lazynet-multiproc-{}", std::process::id()));
@@ -495,7 +506,7 @@ pub fn bench(seconds: f64, runs: usize, out: &Path) -> anyhow::Result<()> {
     print!("{summary}");
     std::fs::write(out.join("multiproc.csv"), &csv)?;
     let meta = crate::report::txt_head(&crate::report::command_line())
-        + &format!("seconds per measure: {seconds}, runs: {runs}\n")
+        + &format!("seconds per measure: {seconds}, runs: {runs}, the daemon's idle polling: {idle_spin} us\n")
         + &summary;
     std::fs::write(out.join("multiproc.txt"), meta)?;
     let cats: Vec<String> = Series::ALL.iter().map(|s| s.name().to_string()).collect();

@@ -137,7 +137,7 @@ impl Default for DaemonConfig {
             area: AreaParams::default(),
             ports_per_app: 1024,
             stack: StackConfig::default(),
-            idle_spin_ns: 50_000,
+            idle_spin_ns: 5_000,
         }
     }
 }
