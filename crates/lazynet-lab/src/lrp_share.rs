@@ -113,7 +113,11 @@ fn softirq_ns(cpu: usize) -> u64 {
 
 fn exe(name: &str) -> anyhow::Result<PathBuf> {
     let p = std::env::current_exe()?.with_file_name(name);
-    anyhow::ensure!(p.exists(), "{} not found (build lazynet-cli too)", p.display());
+    anyhow::ensure!(
+        p.exists(),
+        "{} not found (build lazynet-cli too)",
+        p.display()
+    );
     Ok(p)
 }
 
@@ -279,27 +283,66 @@ fn paced(
     got
 }
 
-fn lazynet_share(per_ms: usize, work: u32, warm: Duration, window: Duration) -> anyhow::Result<Share> {
+fn lazynet_share(
+    per_ms: usize,
+    work: u32,
+    warm: Duration,
+    window: Duration,
+) -> anyhow::Result<Share> {
     let dir = std::env::temp_dir().join(format!("lazynet-share-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let sock = dir.join("ctl.sock");
     let s = sock.to_str().context("path")?;
-    let (_d, lines) = start(0, &exe("lazynet")?, &["daemon", "--nic", "wire", "--socket", s])?;
-    let groups = [Group::new("lazynet-share-a", SHARES[0])?, Group::new("lazynet-share-b", SHARES[1])?];
+    let (_d, lines) = start(
+        0,
+        &exe("lazynet")?,
+        &["daemon", "--nic", "wire", "--socket", s],
+    )?;
+    let groups = [
+        Group::new("lazynet-share-a", SHARES[0])?,
+        Group::new("lazynet-share-b", SHARES[1])?,
+    ];
     let lab = std::env::current_exe()?;
     let w = work.to_string();
     let mut apps = Vec::new();
     for (i, g) in groups.iter().enumerate() {
         let port = PORTS[i].to_string();
-        let (p, _) = start(1, &lab, &["exp-helper", "share-echo", "--daemon", s, "--port", &port, "--work-iters", &w])?;
+        let (p, _) = start(
+            1,
+            &lab,
+            &[
+                "exp-helper",
+                "share-echo",
+                "--daemon",
+                s,
+                "--port",
+                &port,
+                "--work-iters",
+                &w,
+            ],
+        )?;
         g.add(p.0.id())?;
         apps.push(p);
     }
-    let path = lines.iter().find_map(|l| l.strip_prefix("wire ")).context("no wire line")?;
-    let f = std::fs::OpenOptions::new().read(true).write(true).open(path)?;
+    let path = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("wire "))
+        .context("no wire line")?;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)?;
     let end = WireEnd::attach(OwnedFd::from(f), Side::B)?;
     pin_thread(0);
-    let mut st = Stack::new(end, StackConfig { addr: CLIENT, prefix_len: 24, seed: 3, ..StackConfig::default() });
+    let mut st = Stack::new(
+        end,
+        StackConfig {
+            addr: CLIENT,
+            prefix_len: 24,
+            seed: 3,
+            ..StackConfig::default()
+        },
+    );
     let u = UdpSocket::bind(&mut st, SocketAddrV4::new(CLIENT, 0))?;
     let pids = [apps[0].0.id(), apps[1].0.id()];
     let mut c0 = [0u64; 2];
@@ -311,7 +354,8 @@ fn lazynet_share(per_ms: usize, work: u32, warm: Duration, window: Duration) -> 
         window,
         |i, p| {
             let mut st = st_cell.borrow_mut();
-            u.send_to(&mut st, p, SocketAddrV4::new(SERVER, PORTS[i])).is_ok()
+            u.send_to(&mut st, p, SocketAddrV4::new(SERVER, PORTS[i]))
+                .is_ok()
         },
         |b| {
             let mut st = st_cell.borrow_mut();
@@ -321,7 +365,10 @@ fn lazynet_share(per_ms: usize, work: u32, warm: Duration, window: Duration) -> 
             PORTS.iter().position(|&p| p == from.port())
         },
         |left| {
-            st_cell.borrow_mut().nic_mut().wait(Some(left.as_nanos() as u64));
+            st_cell
+                .borrow_mut()
+                .nic_mut()
+                .wait(Some(left.as_nanos() as u64));
         },
         || {
             c0 = [cpu_ns(pids[0]), cpu_ns(pids[1])];
@@ -338,7 +385,10 @@ fn lazynet_share(per_ms: usize, work: u32, warm: Duration, window: Duration) -> 
     let _ = std::fs::remove_dir_all(&dir);
     Ok(Share {
         rate: [got[0] as f64 / secs, got[1] as f64 / secs],
-        cpu: [(c1[0] - c0[0]) as f64 / 1e9 / secs, (c1[1] - c0[1]) as f64 / 1e9 / secs],
+        cpu: [
+            (c1[0] - c0[0]) as f64 / 1e9 / secs,
+            (c1[1] - c0[1]) as f64 / 1e9 / secs,
+        ],
         softirq: 0.0,
     })
 }
@@ -350,7 +400,10 @@ struct Ns(String);
 impl Ns {
     fn new() -> anyhow::Result<Ns> {
         let n = format!("lzshare{}", std::process::id());
-        let ok = Command::new("ip").args(["netns", "add", &n]).status()?.success();
+        let ok = Command::new("ip")
+            .args(["netns", "add", &n])
+            .status()?
+            .success();
         anyhow::ensure!(ok, "ip netns add {n}");
         let ns = Ns(n);
         let sh = "ip link set lo up && echo 2 > /sys/class/net/lo/queues/rx-0/rps_cpus";
@@ -380,7 +433,10 @@ pub fn share_client(per_ms: usize, warm_ms: u64, seconds: f64) -> anyhow::Result
         per_ms,
         Duration::from_millis(warm_ms),
         Duration::from_secs_f64(seconds),
-        |i, p| s.send_to(p, SocketAddrV4::new(Ipv4Addr::LOCALHOST, PORTS[i])).is_ok(),
+        |i, p| {
+            s.send_to(p, SocketAddrV4::new(Ipv4Addr::LOCALHOST, PORTS[i]))
+                .is_ok()
+        },
         |b| {
             let (_, from) = s.recv_from(b).ok()?;
             PORTS.iter().position(|&p| p == from.port())
@@ -401,9 +457,17 @@ pub fn share_client(per_ms: usize, warm_ms: u64, seconds: f64) -> anyhow::Result
     Ok(())
 }
 
-fn linux_share(per_ms: usize, work: u32, warm: Duration, window: Duration) -> anyhow::Result<Share> {
+fn linux_share(
+    per_ms: usize,
+    work: u32,
+    warm: Duration,
+    window: Duration,
+) -> anyhow::Result<Share> {
     let ns = Ns::new()?;
-    let groups = [Group::new("lazynet-share-a", SHARES[0])?, Group::new("lazynet-share-b", SHARES[1])?];
+    let groups = [
+        Group::new("lazynet-share-a", SHARES[0])?,
+        Group::new("lazynet-share-b", SHARES[1])?,
+    ];
     let lab = std::env::current_exe()?;
     let w = work.to_string();
     let mut apps = Vec::new();
@@ -413,7 +477,14 @@ fn linux_share(per_ms: usize, work: u32, warm: Duration, window: Duration) -> an
             Some(&ns.0),
             1,
             &lab,
-            &["exp-helper", "share-echo", "--port", &port, "--work-iters", &w],
+            &[
+                "exp-helper",
+                "share-echo",
+                "--port",
+                &port,
+                "--work-iters",
+                &w,
+            ],
         )?;
         g.add(p.0.id())?;
         apps.push(p);
@@ -422,7 +493,12 @@ fn linux_share(per_ms: usize, work: u32, warm: Duration, window: Duration) -> an
     let mut c = Command::new("ip")
         .args(["netns", "exec", &ns.0, "taskset", "-c", "0"])
         .arg(&lab)
-        .args(["exp-helper", "share-client", "--per-ms", &per_ms.to_string()])
+        .args([
+            "exp-helper",
+            "share-client",
+            "--per-ms",
+            &per_ms.to_string(),
+        ])
         .args(["--warm-ms", &warm.as_millis().to_string()])
         .args(["--seconds", &window.as_secs_f64().to_string()])
         .stdout(Stdio::piped())
@@ -462,7 +538,10 @@ fn linux_share(per_ms: usize, work: u32, warm: Duration, window: Duration) -> an
     drop(ns);
     Ok(Share {
         rate: [a / secs, b / secs],
-        cpu: [(c1[0] - c0[0]) as f64 / 1e9 / secs, (c1[1] - c0[1]) as f64 / 1e9 / secs],
+        cpu: [
+            (c1[0] - c0[0]) as f64 / 1e9 / secs,
+            (c1[1] - c0[1]) as f64 / 1e9 / secs,
+        ],
         softirq: (s1 - s0) as f64 / 1e9 / secs,
     })
 }
@@ -482,7 +561,8 @@ pub fn bench(seconds: f64, runs: usize, points: &[(u64, u32)], out: &Path) -> an
     );
     let mut summary = String::new();
     let mut cats = Vec::new();
-    let mut bars: Vec<(String, Vec<f64>)> = names.iter().map(|n| (n.to_string(), Vec::new())).collect();
+    let mut bars: Vec<(String, Vec<f64>)> =
+        names.iter().map(|n| (n.to_string(), Vec::new())).collect();
     for (pi, &(rate, work)) in points.iter().enumerate() {
         let per_ms = (rate / 1000).max(1) as usize;
         let mut res: [Vec<Share>; 2] = [Vec::new(), Vec::new()];
@@ -518,8 +598,18 @@ pub fn bench(seconds: f64, runs: usize, points: &[(u64, u32)], out: &Path) -> an
         for (i, name) in names.iter().enumerate() {
             let cpu = median(&res[i].iter().map(Share::cpu_ratio).collect::<Vec<_>>());
             let rr = median(&res[i].iter().map(Share::rate_ratio).collect::<Vec<_>>());
-            let tot = median(&res[i].iter().map(|s| s.cpu[0] + s.cpu[1]).collect::<Vec<_>>());
-            let echoes = median(&res[i].iter().map(|s| s.rate[0] + s.rate[1]).collect::<Vec<_>>());
+            let tot = median(
+                &res[i]
+                    .iter()
+                    .map(|s| s.cpu[0] + s.cpu[1])
+                    .collect::<Vec<_>>(),
+            );
+            let echoes = median(
+                &res[i]
+                    .iter()
+                    .map(|s| s.rate[0] + s.rate[1])
+                    .collect::<Vec<_>>(),
+            );
             let sirq = median(&res[i].iter().map(|s| s.softirq).collect::<Vec<_>>());
             summary.push_str(&format!(
                 "  {name}: CPU A:B {cpu:.2}:1, echoes A:B {rr:.2}:1 (shares 2:1; goal 1.80–2.20 while CPU 1 is saturated); the applications' CPU {tot:.2} s/s, {echoes:.0} echoes/s{}\n",

@@ -267,7 +267,11 @@ enum BenchCmd {
         runs: usize,
         /// Points RATE:WORK, comma-separated: datagrams/s offered to each
         /// application, and work iterations per datagram in each.
-        #[arg(long, value_delimiter = ',', default_value = "20000:30000,50000:6000,40000:3000")]
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "20000:30000,50000:6000,40000:3000"
+        )]
         points: Vec<String>,
         /// Directory for lrp-share.csv, lrp-share.txt and lrp-share.png.
         #[arg(long, default_value = "results/lrp-share")]

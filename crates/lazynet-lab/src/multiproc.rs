@@ -114,7 +114,10 @@ fn start(cpu: usize, args: &[&str]) -> anyhow::Result<(Proc, Vec<String>)> {
     let mut lines = Vec::new();
     loop {
         let mut l = String::new();
-        anyhow::ensure!(out.read_line(&mut l)? > 0, "lazynet {args:?} exited: {lines:?}");
+        anyhow::ensure!(
+            out.read_line(&mut l)? > 0,
+            "lazynet {args:?} exited: {lines:?}"
+        );
         if l.trim() == "ready" {
             break;
         }
@@ -138,11 +141,7 @@ fn attach_wire(lines: &[String]) -> anyhow::Result<WireEnd> {
 
 /// Starts the server `what` as `series` places it; returns the processes
 /// and the client's stack on the wire.
-fn serve(
-    series: Series,
-    what: &[&str],
-    dir: &Path,
-) -> anyhow::Result<(Vec<Proc>, Stack<WireEnd>)> {
+fn serve(series: Series, what: &[&str], dir: &Path) -> anyhow::Result<(Vec<Proc>, Stack<WireEnd>)> {
     let mut procs = Vec::new();
     let lines = match series {
         Series::InProcess => {
@@ -156,11 +155,23 @@ fn serve(
         Series::DaemonServerCore | Series::DaemonClientCore => {
             let sock = dir.join("ctl.sock");
             let s = sock.to_str().context("path")?;
-            let dcpu = if series == Series::DaemonServerCore { 1 } else { 0 };
+            let dcpu = if series == Series::DaemonServerCore {
+                1
+            } else {
+                0
+            };
             let spin = idle_spin_us().to_string();
             let (d, lines) = start(
                 dcpu,
-                &["daemon", "--nic", "wire", "--socket", s, "--idle-spin-us", &spin],
+                &[
+                    "daemon",
+                    "--nic",
+                    "wire",
+                    "--socket",
+                    s,
+                    "--idle-spin-us",
+                    &spin,
+                ],
             )?;
             procs.push(d);
             let mut a = vec!["serve"];
@@ -209,7 +220,12 @@ const METRICS: [(&str, &str); 4] = [
 
 impl Numbers {
     fn get(&self, i: usize) -> f64 {
-        [self.udp_rate, self.udp_p50_us, self.tcp_rr_p50_us, self.bulk_mb_s][i]
+        [
+            self.udp_rate,
+            self.udp_p50_us,
+            self.tcp_rr_p50_us,
+            self.bulk_mb_s,
+        ][i]
     }
 }
 
@@ -229,7 +245,11 @@ fn lazynet_series(series: Series, d: Duration, dir: &Path) -> anyhow::Result<Num
     }
     {
         let (_p, mut st) = serve(series, &["tcp-echo"], dir)?;
-        let c = TcpStream::connect(&mut st, SocketAddrV4::new(SERVER, 7), Some(Duration::from_secs(5)))?;
+        let c = TcpStream::connect(
+            &mut st,
+            SocketAddrV4::new(SERVER, 7),
+            Some(Duration::from_secs(5)),
+        )?;
         let _ = st.tcp_mut(c.handle()).set_nodelay(true);
         n.tcp_rr_p50_us = tcp_rr(&mut st, &c, d)?;
     }
@@ -276,7 +296,11 @@ fn tcp_rr(st: &mut Stack<WireEnd>, c: &TcpStream, d: Duration) -> anyhow::Result
 
 /// Downloads `/bytes/BULK_BYTES` with HTTP/1.0 semantics; MB/s of body.
 fn http_bulk(st: &mut Stack<WireEnd>) -> anyhow::Result<f64> {
-    let c = TcpStream::connect(st, SocketAddrV4::new(SERVER, 80), Some(Duration::from_secs(5)))?;
+    let c = TcpStream::connect(
+        st,
+        SocketAddrV4::new(SERVER, 80),
+        Some(Duration::from_secs(5)),
+    )?;
     let req = format!("GET /bytes/{BULK_BYTES} HTTP/1.1\r\nHost: s\r\nConnection: close\r\n\r\n");
     let mut at = 0;
     let t0 = Instant::now();
@@ -297,7 +321,10 @@ fn http_bulk(st: &mut Stack<WireEnd>) -> anyhow::Result<f64> {
             Ok(0) => break,
             Ok(k) => got += k as u64,
             Err(_) => {
-                anyhow::ensure!(start.elapsed() < Duration::from_secs(60), "download stalled");
+                anyhow::ensure!(
+                    start.elapsed() < Duration::from_secs(60),
+                    "download stalled"
+                );
                 wait_step(st, None);
             }
         }
@@ -462,7 +489,11 @@ pub fn bench(seconds: f64, runs: usize, idle_spin: u64, out: &Path) -> anyhow::R
     for s in [Series::InProcess, Series::DaemonServerCore] {
         let (idle, p50) = idle_and_wake(s, &dir)?;
         let parts: Vec<String> = idle.iter().map(|c| format!("{c:.2}%")).collect();
-        let who = if s == Series::InProcess { "server" } else { "daemon, application" };
+        let who = if s == Series::InProcess {
+            "server"
+        } else {
+            "daemon, application"
+        };
         let line = format!(
             "  {}: idle CPU ({who}) {}; sparse round trip p50 {p50:.2} us\n",
             s.name(),
@@ -487,7 +518,11 @@ pub fn bench(seconds: f64, runs: usize, idle_spin: u64, out: &Path) -> anyhow::R
     }
     let best_multi = |mi: usize, higher: bool| {
         let (a, b) = (med(1, mi), med(2, mi));
-        if higher { a.max(b) } else { a.min(b) }
+        if higher {
+            a.max(b)
+        } else {
+            a.min(b)
+        }
     };
     summary.push_str(&format!(
         "multi-process ÷ in-process UDP echo rate: {:.2} (daemon on the server's core), {:.2} (on the client's core); goal >= 0.8\n",
@@ -514,7 +549,10 @@ pub fn bench(seconds: f64, runs: usize, idle_spin: u64, out: &Path) -> anyhow::R
         .iter()
         .enumerate()
         .map(|(mi, (_, title))| {
-            (title.to_string(), (0..Series::ALL.len()).map(|si| med(si, mi)).collect())
+            (
+                title.to_string(),
+                (0..Series::ALL.len()).map(|si| med(si, mi)).collect(),
+            )
         })
         .collect();
     let panel_refs: Vec<[(String, Vec<f64>); 1]> = panels.into_iter().map(|p| [p]).collect();

@@ -146,7 +146,10 @@ fn two_applications_share_one_daemon_and_one_survives_the_other_killed() {
     assert_eq!(echoed, 1000, "UDP echo lost datagrams beside the download");
     let t = stats(&sock);
     assert_eq!(daemon_counter(&t, "apps"), 2, "{t}");
-    assert!(t.lines().filter(|l| l.starts_with("app ")).count() == 2, "{t}");
+    assert!(
+        t.lines().filter(|l| l.starts_with("app ")).count() == 2,
+        "{t}"
+    );
 
     // kill -9 of the HTTP server in the middle of a transfer.
     let (ns3, url, f3) = (

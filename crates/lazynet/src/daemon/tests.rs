@@ -158,9 +158,19 @@ fn two_applications_serve_udp_and_tcp_through_one_daemon() {
     let u = UdpSocket::bind(peer, SocketAddrV4::new(PEER, 5000)).unwrap();
     let dst = SocketAddrV4::new(US, 7);
     let mut got = 0;
-    let mut buf = [0u8; 2048];
+    let mut buf = [0u8; 4096];
+    // The last ones are fragmented both ways: the daemon reassembles them
+    // and hands the application one frame; the application's stack
+    // fragments its answer.
+    let sizes = |i: usize| {
+        if i < 195 {
+            1 + i * 7 % 1400
+        } else {
+            [1473, 1600, 1800, 1900, 2000][i - 195]
+        }
+    };
     for i in 0..200usize {
-        let msg: Vec<u8> = (0..(1 + i * 7 % 1400)).map(|k| (k + i) as u8).collect();
+        let msg: Vec<u8> = (0..sizes(i)).map(|k| (k + i) as u8).collect();
         let t0 = Instant::now();
         let mut echoed = false;
         let mut sent_at = None::<Instant>;
@@ -226,4 +236,6 @@ fn two_applications_serve_udp_and_tcp_through_one_daemon() {
     let st = d.stats();
     assert_eq!(st.attached, 3);
     assert!(st.delivered >= 200, "{st:?}");
+    // The fragmented datagrams were reassembled by the daemon.
+    assert!(d.stack().stats().reassembled >= 5, "{}", d.stack().stats());
 }

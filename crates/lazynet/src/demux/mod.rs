@@ -571,6 +571,18 @@ impl Classifier {
         }
     }
 
+    /// Makes channel `c` notifying (or not): it goes on the ready list
+    /// when it becomes non-empty. False if there is no such channel.
+    pub(crate) fn set_notify(&mut self, c: ChannelId, on: bool) -> bool {
+        match self.channel_mut(c) {
+            Some(ch) => {
+                ch.notify = on;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Host side of `ni-lrp`: the ring of ids of channels the NI queued on.
     pub fn set_ready_inbound(&mut self, ring: Consumer<u32>) {
         self.ready_in = Some(ring);

@@ -370,11 +370,13 @@ pub enum AppCounter {
     RingCorrupt,
     /// Buffers the daemon could not hand back (`done` full).
     DoneFull,
+    /// Reassembled datagrams larger than the area's buffers.
+    DropTooBig,
 }
 
 impl AppCounter {
     /// Every counter, in order.
-    pub const ALL: [AppCounter; 10] = [
+    pub const ALL: [AppCounter; 11] = [
         AppCounter::Delivered,
         AppCounter::DropSlotFull,
         AppCounter::DropNoBuffer,
@@ -385,6 +387,7 @@ impl AppCounter {
         AppCounter::CmdRefused,
         AppCounter::RingCorrupt,
         AppCounter::DoneFull,
+        AppCounter::DropTooBig,
     ];
 
     /// A short stable name.
@@ -400,6 +403,7 @@ impl AppCounter {
             AppCounter::CmdRefused => "cmd_refused",
             AppCounter::RingCorrupt => "ring_corrupt",
             AppCounter::DoneFull => "done_full",
+            AppCounter::DropTooBig => "drop_too_big",
         }
     }
 }

@@ -33,9 +33,9 @@
 //! timer), so even a hostile peer that never rings only delays, never
 //! strands, the consumer.
 
-use std::io;
 #[cfg(loom)]
 use loom::sync::atomic::{fence, AtomicU32};
+use std::io;
 use std::sync::atomic::Ordering;
 #[cfg(not(loom))]
 use std::sync::atomic::{fence, AtomicU32};
@@ -164,6 +164,7 @@ impl Doorbell {
             At::Region(..) => unreachable!("regions are not modelled"),
             #[cfg(loom)]
             At::Model(m) => {
+                let _ = w;
                 let _g = m.lock.lock().unwrap();
                 m.cv.notify_all();
             }

@@ -143,6 +143,20 @@ impl FlagRef {
     }
 }
 
+#[cfg(loom)]
+impl FlagRef {
+    /// Under loom regions are not modelled.
+    pub fn in_region(
+        _region: &std::sync::Arc<super::Region>,
+        _off: usize,
+    ) -> std::io::Result<FlagRef> {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "regions are not modelled under loom",
+        ))
+    }
+}
+
 impl Clone for FlagRef {
     fn clone(&self) -> Self {
         FlagRef {

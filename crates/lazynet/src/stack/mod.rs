@@ -450,6 +450,41 @@ impl<N: Nic> Stack<N> {
         self.iface.flush_release();
     }
 
+    /// The daemon: takes the oldest entry its own stack queued on channel
+    /// `c` (a datagram it reassembled for an application's socket) and
+    /// copies the whole UDP datagram into `out`. Returns its length (0 if
+    /// it did not fit `out`: dropped) and addresses; `None` when the
+    /// channel is empty. Anything else queued there is released.
+    pub(crate) fn pop_reassembled(
+        &mut self,
+        c: crate::demux::ChannelId,
+        out: &mut [u8],
+    ) -> Option<(usize, Ipv4Addr, Ipv4Addr)> {
+        for _ in 0..self.demux.queued(c) + 1 {
+            let d = self.demux.channel_mut(c)?.pop()?;
+            if d.buf & REASM_TAG == 0 {
+                self.drop_queued(d);
+                continue;
+            }
+            let slot = d.buf & !REASM_TAG;
+            let r = self.store.get(slot).map(|(b, src, dst)| {
+                let n = if b.len() <= out.len() {
+                    out[..b.len()].copy_from_slice(b);
+                    b.len()
+                } else {
+                    0
+                };
+                (n, src, dst)
+            });
+            self.store.free(slot);
+            if r.is_some() {
+                self.stats.udp_delivered_reassembled += 1;
+                return r;
+            }
+        }
+        None
+    }
+
     /// The classifier, for the daemon that binds other processes' sockets
     /// in it.
     pub(crate) fn demux_mut(&mut self) -> &mut Classifier {

@@ -183,7 +183,11 @@ impl Harness {
             let n = self.peer.recv(&mut ds);
             for d in &ds[..n] {
                 let fr = self.peer.buffers().frame(*d).unwrap();
-                if fr.len() >= 42 && fr[12..14] == [8, 6] && fr[20..22] == [0, 1] && fr[38..42] == PEER.octets() {
+                if fr.len() >= 42
+                    && fr[12..14] == [8, 6]
+                    && fr[20..22] == [0, 1]
+                    && fr[38..42] == PEER.octets()
+                {
                     replies.push(arp_reply(fr));
                 } else {
                     f(fr);
@@ -225,7 +229,9 @@ impl Harness {
                 0 => {
                     let Some(b) = next(2) else { break };
                     if let Some(h) = &mut self.hostile {
-                        let _ = h.free.push_one(u32::from(u16::from_le_bytes([b[0], b[1]])) % 80);
+                        let _ = h
+                            .free
+                            .push_one(u32::from(u16::from_le_bytes([b[0], b[1]])) % 80);
                     }
                 }
                 1 => {
@@ -286,12 +292,22 @@ impl Harness {
                     let Some(b) = next(5) else { break };
                     if let Some(h) = &mut self.hostile {
                         let l = *h.area.layout();
-                        let rings = [l.free, l.tx, l.done, l.ready, l.cmd, l.reply, l.slot(u32::from(b[0]) % 16)];
+                        let rings = [
+                            l.free,
+                            l.tx,
+                            l.done,
+                            l.ready,
+                            l.cmd,
+                            l.reply,
+                            l.slot(u32::from(b[0]) % 16),
+                        ];
                         let base = rings[usize::from(b[0]) % rings.len()] as u64;
                         // Producer index, its claim, consumer index, its claim.
                         let at = base + [64, 68, 128, 132, 8][usize::from(b[1]) % 5];
                         let _ = h.file.write_at(&b[1..5], at);
-                        let _ = h.file.write_at(&b[2..3], (l.flags + usize::from(b[3]) % 16) as u64);
+                        let _ = h
+                            .file
+                            .write_at(&b[2..3], (l.flags + usize::from(b[3]) % 16) as u64);
                     }
                 }
                 5 => {
@@ -341,7 +357,7 @@ impl Harness {
                         self.step(1);
                         if let Ok(c) = ctl::connect(&self.path) {
                             if b[0] & 1 == 1 {
-                                let _ = lazynet::sys::send_with_fds(&c, &b[..], &[]);
+                                let _ = lazynet::sys::send_with_fds(&c, b, &[]);
                             }
                             self.silent.push(c);
                         }
@@ -370,7 +386,10 @@ impl Harness {
             for _ in 0..200 {
                 self.daemon.step();
                 self.pump_peer(|fr| {
-                    ok |= fr.len() >= 42 && fr[23] == 1 && fr[34] == 0 && fr[38..40] == id.to_be_bytes();
+                    ok |= fr.len() >= 42
+                        && fr[23] == 1
+                        && fr[34] == 0
+                        && fr[38..40] == id.to_be_bytes();
                 });
                 if ok {
                     return true;
@@ -405,7 +424,15 @@ fn ipv4(f: &mut Vec<u8>, src: Ipv4Addr, dst: Ipv4Addr, proto: u8, payload: &[u8]
 }
 
 /// Ethernet + IPv4 + UDP (checksummed).
-pub fn udp_frame(smac: [u8; 6], dmac: [u8; 6], src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16, data: &[u8]) -> Vec<u8> {
+pub fn udp_frame(
+    smac: [u8; 6],
+    dmac: [u8; 6],
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    sport: u16,
+    dport: u16,
+    data: &[u8],
+) -> Vec<u8> {
     let len = (8 + data.len()) as u16;
     let mut u = Vec::with_capacity(len as usize);
     u.extend_from_slice(&sport.to_be_bytes());
@@ -422,7 +449,14 @@ pub fn udp_frame(smac: [u8; 6], dmac: [u8; 6], src: Ipv4Addr, dst: Ipv4Addr, spo
 }
 
 /// Ethernet + IPv4 + a TCP SYN (checksummed).
-pub fn tcp_syn(smac: [u8; 6], dmac: [u8; 6], src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16) -> Vec<u8> {
+pub fn tcp_syn(
+    smac: [u8; 6],
+    dmac: [u8; 6],
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    sport: u16,
+    dport: u16,
+) -> Vec<u8> {
     let mut t = [0u8; 20];
     t[0..2].copy_from_slice(&sport.to_be_bytes());
     t[2..4].copy_from_slice(&dport.to_be_bytes());

@@ -49,7 +49,9 @@ fn echo_checks(h: &mut Harness, app: &mut Stack<AreaNic>, u: &UdpSocket, n: u16)
     let mac = h.daemon.stack().mac();
     let mut buf = [0u8; 2048];
     for i in 0..n {
-        let payload: Vec<u8> = (0..(1 + i as usize * 37 % 1000)).map(|k| (k as u16 ^ i) as u8).collect();
+        let payload: Vec<u8> = (0..(1 + i as usize * 37 % 1000))
+            .map(|k| (k as u16 ^ i) as u8)
+            .collect();
         let f = udp_frame(PEER_MAC, mac, PEER, US, 6000, 7, &payload);
         let mut back = false;
         'tries: for _ in 0..5 {
@@ -123,8 +125,10 @@ fn the_daemon_refuses_more_applications_than_it_serves() {
     let b = h.attach_raw();
     let c = h.attach_raw();
     assert!(a.is_some() && b.is_some() && c.is_some());
-    assert!(h.attach_raw().is_none(), "a fourth application over max_apps 3");
+    assert!(
+        h.attach_raw().is_none(),
+        "a fourth application over max_apps 3"
+    );
     assert_eq!(h.daemon.attached(), 3);
     assert_eq!(h.daemon.stats().refused, 1);
 }
-
