@@ -105,6 +105,14 @@ pub fn serve(a: &MediaArgs, net: &NetArgs) -> anyhow::Result<()> {
         seed: crate::serve::seed_from_os(),
         ..StreamConfig::default()
     };
+    // The streams' source port is bound like any socket's: nobody else on
+    // this stack (or, attached, on the daemon) can take it, and an attached
+    // streamer's frames pass the daemon's source check.
+    let _src = lazynet::socket::UdpSocket::bind(
+        &mut stack,
+        std::net::SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, scfg.src_port),
+    )
+    .map_err(|e| anyhow::anyhow!("source port {}: {e}", scfg.src_port))?;
     let mut streamer = Streamer::new(meta, media, &a.clients, scfg)?;
     let by_ref = streamer.attach(&mut stack);
     // The streams are one periodic handler (RTU §III-D): every period it

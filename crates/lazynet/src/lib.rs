@@ -73,6 +73,7 @@
 #![deny(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod ctl;
 pub mod daemon;
 pub mod demux;
 pub mod host;

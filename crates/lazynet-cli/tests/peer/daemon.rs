@@ -126,7 +126,7 @@ fn two_applications_share_one_daemon_and_one_survives_the_other_killed() {
     dargs.extend(nargs.iter().map(|a| a.as_str()));
     let mut daemon = spawn(&dargs);
     let mut http = spawn(&["serve", "http", "--daemon", s]);
-    let _udp = spawn(&["serve", "udp-echo", "--daemon", s]);
+    let udp = spawn(&["serve", "udp-echo", "--daemon", s]);
     let ours = names.ours();
 
     // curl downloads 100 MiB from one application while the other echoes.
@@ -149,6 +149,52 @@ fn two_applications_share_one_daemon_and_one_survives_the_other_killed() {
     assert!(
         t.lines().filter(|l| l.starts_with("app ")).count() == 2,
         "{t}"
+    );
+
+    // A stopped application (SIGSTOP) under a flood: its channel fills and
+    // the daemon drops at it, counted for it; the other serves on.
+    let uc = udp.0.as_ref().unwrap();
+    signal(uc, libc::SIGSTOP);
+    let flood = r#"
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for i in range(20000):
+    s.sendto(b"x" * 64, (sys.argv[1], 7))
+"#;
+    let o = in_ns(&names.ns, &["python3", "-c", flood, &ours]);
+    assert!(o.status.success());
+    let o = curl(
+        &names.ns,
+        &format!("http://{ours}/bytes/10000000"),
+        &dir.join("beside"),
+        "20",
+    );
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "200");
+    assert_eq!(sha256_file(&dir.join("beside")), pattern_sha256(10_000_000));
+    let t = stats(&sock);
+    let udp_line = t
+        .lines()
+        .find(|l| l.starts_with("app ") && l.contains(&format!("pid {} ", uc.id())))
+        .expect(&t)
+        .to_string();
+    let dropped: u64 = ["drop_slot_full=", "drop_no_buffer="]
+        .iter()
+        .filter_map(|k| {
+            udp_line
+                .split_whitespace()
+                .find_map(|kv| kv.strip_prefix(k))
+        })
+        .filter_map(|v| v.parse::<u64>().ok())
+        .sum();
+    assert!(
+        dropped > 0,
+        "the stopped application's excess is dropped at the daemon: {udp_line}"
+    );
+    signal(uc, libc::SIGCONT);
+    assert_eq!(
+        udp_echo_from_ns(&names.ns, &ours, 100),
+        100,
+        "it echoes again"
     );
 
     // kill -9 of the HTTP server in the middle of a transfer.
@@ -201,5 +247,142 @@ fn two_applications_share_one_daemon_and_one_survives_the_other_killed() {
     signal(&d, libc::SIGTERM);
     assert!(d.wait().unwrap().success());
     assert!(!sock.exists(), "the daemon removes its socket");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Counts the UDP datagrams and bytes reaching PORT for SECONDS.
+const UDP_COUNT: &str = r#"
+import socket, sys, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("0.0.0.0", int(sys.argv[1])))
+s.settimeout(0.2)
+end = time.time() + float(sys.argv[2])
+n = b = 0
+while time.time() < end:
+    try:
+        d, _ = s.recvfrom(65536)
+        n += 1
+        b += len(d)
+    except socket.timeout:
+        pass
+print(n, b)
+"#;
+
+/// Sends 1 MiB through the TCP echo at ADDR:7 and checks it comes back.
+const TCP_ECHO: &str = r#"
+import socket, sys
+data = bytes((i * 7) % 256 for i in range(1 << 20))
+s = socket.create_connection((sys.argv[1], 7), timeout=10)
+s.sendall(data)
+s.shutdown(socket.SHUT_WR)
+back = bytearray()
+while True:
+    d = s.recv(65536)
+    if not d:
+        break
+    back += d
+print("ok" if back == data else "differs %d" % len(back))
+"#;
+
+#[test]
+fn every_program_works_attached_at_once() {
+    if crate::media::skip() {
+        return;
+    }
+    let names = Names::new();
+    let _ns = Cleanup {
+        child: None,
+        ns: Some(names.ns.clone()),
+    };
+    let dir = PathBuf::from(format!("/tmp/lazynet-{}", names.ns));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("ctl.sock");
+    let s = sock.to_str().unwrap();
+    let ours = names.ours();
+    let peer = format!("10.201.{}.1", names.subnet);
+    let media = crate::media::make_media(&dir);
+    let ok = Command::new(BIN)
+        .args(["nlf", "prebuild"])
+        .arg(&media)
+        .args(["--payload", "1316"])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let mut dargs = vec!["daemon", "--nic", "tap", "--socket", s];
+    let nargs = names.args();
+    dargs.extend(nargs.iter().map(|a| a.as_str()));
+    let _daemon = spawn(&dargs);
+    let _echo = spawn(&["serve", "tcp-echo", "--daemon", s]);
+    let _udp = spawn(&["serve", "udp-echo", "--daemon", s]);
+    // A Linux web server in the namespace for `get`.
+    let body = dir.join("www").join("file");
+    std::fs::create_dir_all(body.parent().unwrap()).unwrap();
+    let data: Vec<u8> = (0..5_000_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&body, &data).unwrap();
+    let www = Proc(Some(
+        Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &names.ns,
+                "python3",
+                "-m",
+                "http.server",
+                "8000",
+            ])
+            .args(["--bind", "0.0.0.0", "--directory"])
+            .arg(body.parent().unwrap())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    ));
+    // The media receiver, then the media server streaming to it.
+    let (ns2, count) = (names.ns.clone(), UDP_COUNT.to_string());
+    let rx = std::thread::spawn(move || in_ns(&ns2, &["python3", "-c", &count, "5004", "6"]));
+    std::thread::sleep(Duration::from_millis(300));
+    let client = format!("{peer}:5004");
+    let _media = Proc(Some(
+        Command::new(BIN)
+            .args(["serve", "media"])
+            .arg(&media)
+            .args(["--daemon", s, "--client", &client])
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap(),
+    ));
+    // Meanwhile: TCP echo, UDP echo, and a download by `lazynet get`.
+    let o = in_ns(&names.ns, &["python3", "-c", TCP_ECHO, &ours]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "ok", "{o:?}");
+    assert_eq!(udp_echo_from_ns(&names.ns, &ours, 200), 200);
+    std::thread::sleep(Duration::from_millis(500));
+    let out = dir.join("got");
+    let o = Command::new(BIN)
+        .args(["get", "--daemon", s, "-o"])
+        .arg(&out)
+        .arg(format!("http://{peer}:8000/file"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(std::fs::read(&out).unwrap() == data, "get: body differs");
+    let o = rx.join().unwrap();
+    let text = String::from_utf8_lossy(&o.stdout).to_string();
+    let mut it = text
+        .split_whitespace()
+        .map(|v| v.parse::<u64>().unwrap_or(0));
+    let (n, bytes) = (it.next().unwrap_or(0), it.next().unwrap_or(0));
+    let ts = std::fs::metadata(&media).unwrap().len();
+    // The clip is 4 s long; most of it arrives within the 6 s window.
+    assert!(
+        n > 100 && bytes > ts / 2,
+        "media: {n} datagrams, {bytes} bytes of {ts}"
+    );
+    // Four attached: two servers still there, `get` and the media server
+    // done and gone.
+    let t = stats(&sock);
+    assert_eq!(daemon_counter(&t, "attached"), 4, "{t}");
+    assert_eq!(daemon_counter(&t, "apps"), 2, "{t}");
+    drop(www);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use crate::util::{signal, wait_ready, BIN, N};
 
-fn skip() -> bool {
+pub(crate) fn skip() -> bool {
     let root = lazynet::sys::is_root();
     let have_ffmpeg = Command::new("ffmpeg")
         .arg("-version")
@@ -100,7 +100,7 @@ out.close()
 print("datagrams", n)
 "#;
 
-fn make_media(dir: &Path) -> PathBuf {
+pub(crate) fn make_media(dir: &Path) -> PathBuf {
     let ts = dir.join("test.ts");
     run_ok(
         Command::new("ffmpeg")

@@ -69,7 +69,7 @@
 //! stopped application (`SIGSTOP`) fills its own rings and loses its own
 //! frames, nobody else's.
 
-pub mod ctl;
+pub use crate::ctl;
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};

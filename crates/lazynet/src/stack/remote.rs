@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 
 use super::ni::{BindKind, NiHost, NiStats};
 use super::{ReceiveMode, Stack, StackConfig};
-use crate::daemon::ctl::{self, Msg, Welcome};
+use crate::ctl::{self, Msg, Welcome};
 use crate::demux::{ChannelId, DemuxStats, DropReason, Link, CONTROL, FRAGMENT};
 use crate::mem::area::{AppCounter, Cmd, Op, Refusal, Reply};
 use crate::mem::{AppArea, BufArea, Consumer, Desc, Doorbell, Producer};

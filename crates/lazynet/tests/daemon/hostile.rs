@@ -23,7 +23,7 @@ use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use lazynet::daemon::ctl::{self, Msg, Welcome};
+use lazynet::ctl::{self, Msg, Welcome};
 use lazynet::daemon::{Daemon, DaemonConfig};
 use lazynet::mem::area::{AreaParams, Cmd, Reply};
 use lazynet::mem::{AppArea, Consumer, Desc, Producer};
@@ -314,6 +314,15 @@ impl Harness {
                     // Frames from the peer to the ports involved.
                     let Some(b) = next(3) else { break };
                     let port = 7 + u16::from(b[0] % 4);
+                    if b[1] & 3 == 3 {
+                        // A datagram in fragments (the daemon reassembles),
+                        // sometimes larger than the area's buffers.
+                        let len = if b[2] & 1 == 1 { 1800 } else { 3000 };
+                        for f in udp_fragments(dmac, PEER, US, port, len, u16::from(b[2])) {
+                            self.inject(&f);
+                        }
+                        continue;
+                    }
                     let f = if b[1] & 1 == 0 {
                         udp_frame(PEER_MAC, dmac, PEER, US, 5000, port, &b[1..3])
                     } else {
@@ -446,6 +455,44 @@ pub fn udp_frame(
     let mut f = eth(dmac, smac, 0x0800);
     ipv4(&mut f, src, dst, 17, &u);
     f
+}
+
+/// A UDP datagram of `len` payload bytes from the peer to `port`, cut
+/// into IPv4 fragments of at most 1480 bytes (identifier `id`).
+pub fn udp_fragments(
+    dmac: [u8; 6],
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    port: u16,
+    len: usize,
+    id: u16,
+) -> Vec<Vec<u8>> {
+    let data: Vec<u8> = (0..len).map(|i| i as u8).collect();
+    let whole = udp_frame(PEER_MAC, dmac, src, dst, 5000, port, &data);
+    let dgram = &whole[34..];
+    let mut out = Vec::new();
+    let mut off = 0;
+    while off < dgram.len() {
+        let end = (off + 1480).min(dgram.len());
+        let mut f = eth(dmac, PEER_MAC, 0x0800);
+        let mut h = [0u8; 20];
+        h[0] = 0x45;
+        h[2..4].copy_from_slice(&((20 + end - off) as u16).to_be_bytes());
+        h[4..6].copy_from_slice(&id.to_be_bytes());
+        let more = if end < dgram.len() { 0x2000 } else { 0 };
+        h[6..8].copy_from_slice(&(more | (off / 8) as u16).to_be_bytes());
+        h[8] = 64;
+        h[9] = 17;
+        h[12..16].copy_from_slice(&src.octets());
+        h[16..20].copy_from_slice(&dst.octets());
+        let c = checksum(&h);
+        h[10..12].copy_from_slice(&c.to_be_bytes());
+        f.extend_from_slice(&h);
+        f.extend_from_slice(&dgram[off..end]);
+        out.push(f);
+        off = end;
+    }
+    out
 }
 
 /// Ethernet + IPv4 + a TCP SYN (checksummed).

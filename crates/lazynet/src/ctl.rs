@@ -1,4 +1,5 @@
-//! The daemon's control socket: a Unix `SOCK_SEQPACKET` socket (one
+//! The lazynet daemon's control socket (between `stack`, whose attached
+//! stacks speak it, and `daemon`, which serves it): a Unix `SOCK_SEQPACKET` socket (one
 //! message per record, so no framing; the peer's credentials come with the
 //! connection), and the fixed little-endian messages on it.
 //!
