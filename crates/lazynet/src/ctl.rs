@@ -252,7 +252,13 @@ pub type Received = (Result<Msg, CtlError>, Vec<OwnedFd>);
 /// `Ok(None)` when the peer closed.
 pub fn recv(conn: impl AsFd) -> io::Result<Option<Received>> {
     let mut buf = vec![0u8; MAX_MSG];
-    let (n, fds) = crate::sys::recv_with_fds(conn, &mut buf)?;
+    recv_with(conn, &mut buf)
+}
+
+/// [`recv`] into the caller's buffer (the daemon's: a message longer than
+/// it is refused as `InvalidData`, and its descriptors closed).
+pub fn recv_with(conn: impl AsFd, buf: &mut [u8]) -> io::Result<Option<Received>> {
+    let (n, fds) = crate::sys::recv_with_fds(conn, buf)?;
     if n == 0 && fds.is_empty() {
         return Ok(None);
     }

@@ -316,6 +316,8 @@ pub struct Daemon<N: Nic> {
     txb: Vec<Desc>,
     txa: Vec<u32>,
     ready_ids: Vec<u32>,
+    /// Control messages as received (the daemon expects only short ones).
+    ctl_buf: [u8; 256],
     /// One rebuilt frame (the largest IPv4 datagram and its headers).
     scratch: Box<[u8]>,
     next_ctl: u64,
@@ -363,6 +365,7 @@ impl<N: Nic> Daemon<N> {
             txb: Vec::with_capacity(TX_PER_STEP),
             txa: Vec::with_capacity(TX_PER_STEP),
             ready_ids: Vec::with_capacity(64),
+            ctl_buf: [0; 256],
             scratch: vec![0u8; 34 + 65536].into_boxed_slice(),
             next_ctl: 0,
             stats: DaemonStats::default(),
@@ -575,7 +578,7 @@ impl<N: Nic> Daemon<N> {
         }
         let mut i = 0;
         while i < self.pending.len() {
-            let got = ctl::recv(&self.pending[i].0);
+            let got = ctl::recv_with(&self.pending[i].0, &mut self.ctl_buf);
             match got {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     if self.pending[i].1.elapsed().as_secs() >= 1 {
@@ -615,7 +618,7 @@ impl<N: Nic> Daemon<N> {
         for k in 0..self.apps.len() {
             let gone = match &self.apps[k] {
                 None => false,
-                Some(a) => match ctl::recv(&a.conn) {
+                Some(a) => match ctl::recv_with(&a.conn, &mut self.ctl_buf) {
                     Err(e) => e.kind() != io::ErrorKind::WouldBlock,
                     Ok(None) => true,
                     // An attached application has nothing more to say.
