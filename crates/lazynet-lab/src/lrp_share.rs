@@ -24,17 +24,18 @@ use std::io::{BufRead, BufReader};
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket as StdUdp};
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use lazynet::nic::wirepair::{Side, WireEnd};
 use lazynet::nic::Nic;
 use lazynet::socket::UdpSocket;
 use lazynet::stack::{AreaNic, Stack, StackConfig};
 use lazynet::sys::pin_thread;
 
+use crate::procs::{cpu_ns, exe, start, start_in, Proc};
 use crate::report::median;
 
 const SERVER: Ipv4Addr = Ipv4Addr::new(10, 201, 0, 2);
@@ -42,24 +43,6 @@ const CLIENT: Ipv4Addr = Ipv4Addr::new(10, 201, 0, 1);
 const PORTS: [u16; 2] = [7001, 7002];
 const SHARES: [u32; 2] = [2048, 1024];
 const CGROUP: &str = "/sys/fs/cgroup/cpu";
-
-/// A child process stopped (SIGTERM, then kill) and reaped on drop.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        lazynet::sys::signal(self.0.id(), libc::SIGTERM);
-        let t0 = Instant::now();
-        while t0.elapsed() < Duration::from_secs(2) {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// A cgroup (v1 `cpu`) with `shares`, removed on drop.
 struct Group(PathBuf);
@@ -90,17 +73,6 @@ impl Drop for Group {
     }
 }
 
-/// Nanoseconds process `pid` has run, all threads.
-fn cpu_ns(pid: u32) -> u64 {
-    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return 0;
-    };
-    dir.flatten()
-        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
-        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
-        .sum()
-}
-
 /// CPU 1's softirq time so far, in ns (`/proc/stat`, USER_HZ ticks).
 fn softirq_ns(cpu: usize) -> u64 {
     let s = std::fs::read_to_string("/proc/stat").unwrap_or_default();
@@ -109,63 +81,6 @@ fn softirq_ns(cpu: usize) -> u64 {
         .find(|l| l.starts_with(&tag))
         .and_then(|l| l.split_whitespace().nth(7)?.parse::<u64>().ok())
         .map_or(0, |t| t * 10_000_000)
-}
-
-fn exe(name: &str) -> anyhow::Result<PathBuf> {
-    let p = std::env::current_exe()?.with_file_name(name);
-    anyhow::ensure!(
-        p.exists(),
-        "{} not found (build lazynet-cli too)",
-        p.display()
-    );
-    Ok(p)
-}
-
-fn start(cpu: usize, bin: &Path, args: &[&str]) -> anyhow::Result<(Proc, Vec<String>)> {
-    start_in(None, cpu, bin, args)
-}
-
-/// [`start`] inside network namespace `ns` (`ip netns exec`, which execs:
-/// the pid is the program's).
-fn start_in(
-    ns: Option<&str>,
-    cpu: usize,
-    bin: &Path,
-    args: &[&str],
-) -> anyhow::Result<(Proc, Vec<String>)> {
-    let mut cmd = match ns {
-        Some(n) => {
-            let mut c = Command::new("ip");
-            c.args(["netns", "exec", n, "taskset"]);
-            c
-        }
-        None => Command::new("taskset"),
-    };
-    let mut c = cmd
-        .arg("-c")
-        .arg(cpu.to_string())
-        .arg(bin)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()?;
-    let mut out = BufReader::new(c.stdout.take().context("stdout")?);
-    let p = Proc(c);
-    let mut lines = Vec::new();
-    loop {
-        let mut l = String::new();
-        if out.read_line(&mut l)? == 0 {
-            bail!("{} {args:?} exited: {lines:?}", bin.display());
-        }
-        if l.trim() == "ready" {
-            break;
-        }
-        lines.push(l.trim().to_string());
-    }
-    std::thread::spawn(move || {
-        let _ = std::io::copy(&mut out, &mut std::io::sink());
-    });
-    Ok((p, lines))
 }
 
 /// The helper: a UDP echo application with `work_iters` of work per

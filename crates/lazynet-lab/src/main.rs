@@ -23,6 +23,7 @@ mod lrp_share;
 mod multiproc;
 mod nlf;
 mod plot;
+mod procs;
 mod report;
 mod smol;
 #[allow(unsafe_code)]

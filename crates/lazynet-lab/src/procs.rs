@@ -1,0 +1,104 @@
+//! Programs an experiment starts: `lazynet` or this lab, pinned with
+//! `taskset`, optionally inside a network namespace; read until their
+//! `ready` line; stopped (SIGTERM, then kill) and reaped on drop. And the
+//! CPU time a process has used.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+
+/// A child process stopped (SIGTERM, then kill) and reaped on drop.
+pub struct Proc(pub Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        lazynet::sys::signal(self.0.id(), libc::SIGTERM);
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(2) {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The binary `name` built beside this one (`lazynet`, `lazynet-lab`).
+pub fn exe(name: &str) -> anyhow::Result<PathBuf> {
+    let p = std::env::current_exe()?.with_file_name(name);
+    anyhow::ensure!(
+        p.exists(),
+        "{} not found: build it with `cargo build --release -p lazynet-cli -p lazynet-lab`",
+        p.display()
+    );
+    Ok(p)
+}
+
+/// Starts `bin ARGS` on `cpu` (inside namespace `ns` if given, with `ip
+/// netns exec`, which execs: the pid is the program's) and returns it with
+/// the lines it printed before `ready`; the rest of its output is drained.
+pub fn start_in(
+    ns: Option<&str>,
+    cpu: usize,
+    bin: &Path,
+    args: &[&str],
+) -> anyhow::Result<(Proc, Vec<String>)> {
+    let mut cmd = match ns {
+        Some(n) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", n, "taskset"]);
+            c
+        }
+        None => Command::new("taskset"),
+    };
+    let mut c = cmd
+        .arg("-c")
+        .arg(cpu.to_string())
+        .arg(bin)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("taskset")?;
+    let mut out = BufReader::new(c.stdout.take().context("stdout")?);
+    let p = Proc(c);
+    let mut lines = Vec::new();
+    loop {
+        let mut l = String::new();
+        anyhow::ensure!(
+            out.read_line(&mut l)? > 0,
+            "{} {args:?} exited: {lines:?}",
+            bin.display()
+        );
+        if l.trim() == "ready" {
+            break;
+        }
+        lines.push(l.trim().to_string());
+    }
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut out, &mut std::io::sink());
+    });
+    Ok((p, lines))
+}
+
+/// [`start_in`] outside any namespace.
+pub fn start(cpu: usize, bin: &Path, args: &[&str]) -> anyhow::Result<(Proc, Vec<String>)> {
+    start_in(None, cpu, bin, args)
+}
+
+/// Nanoseconds process `pid` has run, all its threads
+/// (`/proc/PID/task/*/schedstat`).
+pub fn cpu_ns(pid: u32) -> u64 {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    dir.flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
