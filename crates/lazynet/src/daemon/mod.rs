@@ -37,8 +37,9 @@
 //!    MAC and address ours; a TCP or UDP source port the application holds;
 //!    ARP as ourselves; ICMP), so the application cannot change it after
 //!    the check; its buffer goes back on `done`.
-//! 5. **Publish.** Per application that got frames: the delivery count,
-//!    its counters, and a ring of its doorbell.
+//! 5. **Publish.** Per application that got frames: the delivery count
+//!    and a ring of its doorbell. (Its counters are published at each
+//!    control check, at most [`CTL_CHECK_NS`] old.)
 //!
 //! Nothing on it allocates or locks; its system calls are the NIC's. Every
 //! loop is bounded by a batch or a ring's capacity.
@@ -185,7 +186,6 @@ struct App {
     /// Ids armed but not yet on the `ready` ring (at most one per slot).
     ready_pend: Vec<u32>,
     dirty: bool,
-    last_corrupt: u64,
 }
 
 impl App {
@@ -242,7 +242,21 @@ impl App {
         self.ready_pend.drain(..k);
     }
 
+    /// After each step: a delivery count and a ring of the application's
+    /// bell if it got frames.
+    #[inline]
     fn publish(&mut self) {
+        if self.dirty {
+            self.dirty = false;
+            self.delivered += 1;
+            self.area.published().set_delivered(self.delivered);
+            self.app_bell.ring();
+        }
+    }
+
+    /// At each control check (not each step: it reads every slot ring's
+    /// corruption count): the counters into the published line.
+    fn publish_counters(&mut self) {
         let corrupt = self.free.corrupt()
             + self.tx.corrupt()
             + self.cmd.corrupt()
@@ -250,19 +264,10 @@ impl App {
             + self.ready.corrupt()
             + self.reply.corrupt()
             + self.slots.iter().map(|p| p.corrupt()).sum::<u64>();
-        if corrupt != self.last_corrupt {
-            self.counters[AppCounter::RingCorrupt as usize] = corrupt;
-            self.last_corrupt = corrupt;
-        }
+        self.counters[AppCounter::RingCorrupt as usize] = corrupt;
         let p = self.area.published();
         for c in AppCounter::ALL {
             p.set_counter(c, self.counters[c as usize]);
-        }
-        if self.dirty {
-            self.dirty = false;
-            self.delivered += 1;
-            p.set_delivered(self.delivered);
-            self.app_bell.ring();
         }
     }
 
@@ -615,6 +620,9 @@ impl<N: Nic> Daemon<N> {
                 }
             }
         }
+        for a in self.apps.iter_mut().flatten() {
+            a.publish_counters();
+        }
         for k in 0..self.apps.len() {
             let gone = match &self.apps[k] {
                 None => false,
@@ -725,7 +733,6 @@ impl<N: Nic> Daemon<N> {
             counters: [0; COUNTERS],
             ready_pend: Vec::with_capacity(p.slots as usize),
             dirty: false,
-            last_corrupt: 0,
         })
     }
 
