@@ -58,6 +58,16 @@ impl Series {
         Series::DaemonClientCore,
         Series::Linux,
     ];
+    /// The series' name in the CSV (no commas).
+    fn slug(self) -> &'static str {
+        match self {
+            Series::InProcess => "in-process",
+            Series::DaemonServerCore => "multi-process-daemon-on-server-core",
+            Series::DaemonClientCore => "multi-process-daemon-on-client-core",
+            Series::Linux => "linux-loopback",
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             Series::InProcess => "in-process",
@@ -410,7 +420,7 @@ pub fn bench(seconds: f64, runs: usize, idle_spin: u64, out: &Path) -> anyhow::R
                 _ => lazynet_series(s, d, &dir)?,
             };
             for (mi, (m, _)) in METRICS.iter().enumerate() {
-                let line = format!("{},{run},{m},{:.2}\n", s.name(), n.get(mi));
+                let line = format!("{},{run},{m},{:.2}\n", s.slug(), n.get(mi));
                 print!("{line}");
                 csv.push_str(&line);
             }
@@ -435,9 +445,9 @@ pub fn bench(seconds: f64, runs: usize, idle_spin: u64, out: &Path) -> anyhow::R
         print!("{line}");
         idle_text.push_str(&line);
         for (i, c) in idle.iter().enumerate() {
-            csv.push_str(&format!("{},idle,idle_cpu_pct_{i},{c:.3}\n", s.name()));
+            csv.push_str(&format!("{},idle,idle_cpu_pct_{i},{c:.3}\n", s.slug()));
         }
-        csv.push_str(&format!("{},idle,sparse_rtt_p50_us,{p50:.2}\n", s.name()));
+        csv.push_str(&format!("{},idle,sparse_rtt_p50_us,{p50:.2}\n", s.slug()));
     }
     let _ = std::fs::remove_dir_all(&dir);
     let med = |si: usize, mi: usize| median(&all[si].iter().map(|n| n.get(mi)).collect::<Vec<_>>());
