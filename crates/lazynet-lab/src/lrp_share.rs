@@ -44,6 +44,40 @@ const PORTS: [u16; 2] = [7001, 7002];
 const SHARES: [u32; 2] = [2048, 1024];
 const CGROUP: &str = "/sys/fs/cgroup/cpu";
 
+/// The two applications on CPU 1, each in its cgroup (attached to the
+/// daemon at `daemon`, or on Linux sockets), inside namespace `ns` if given.
+fn start_apps(
+    ns: Option<&str>,
+    daemon: Option<&str>,
+    work: u32,
+) -> anyhow::Result<([Group; 2], Vec<Proc>)> {
+    let groups = [
+        Group::new("lazynet-share-a", SHARES[0])?,
+        Group::new("lazynet-share-b", SHARES[1])?,
+    ];
+    let lab = std::env::current_exe()?;
+    let w = work.to_string();
+    let mut apps = Vec::new();
+    for (i, g) in groups.iter().enumerate() {
+        let port = PORTS[i].to_string();
+        let mut args = vec![
+            "exp-helper",
+            "share-echo",
+            "--port",
+            &port,
+            "--work-iters",
+            &w,
+        ];
+        if let Some(d) = daemon {
+            args.extend_from_slice(&["--daemon", d]);
+        }
+        let (p, _) = start_in(ns, 1, &lab, &args)?;
+        g.add(p.0.id())?;
+        apps.push(p);
+    }
+    Ok((groups, apps))
+}
+
 /// A cgroup (v1 `cpu`) with `shares`, removed on drop.
 struct Group(PathBuf);
 
@@ -213,32 +247,7 @@ fn lazynet_share(
         &exe("lazynet")?,
         &["daemon", "--nic", "wire", "--socket", s],
     )?;
-    let groups = [
-        Group::new("lazynet-share-a", SHARES[0])?,
-        Group::new("lazynet-share-b", SHARES[1])?,
-    ];
-    let lab = std::env::current_exe()?;
-    let w = work.to_string();
-    let mut apps = Vec::new();
-    for (i, g) in groups.iter().enumerate() {
-        let port = PORTS[i].to_string();
-        let (p, _) = start(
-            1,
-            &lab,
-            &[
-                "exp-helper",
-                "share-echo",
-                "--daemon",
-                s,
-                "--port",
-                &port,
-                "--work-iters",
-                &w,
-            ],
-        )?;
-        g.add(p.0.id())?;
-        apps.push(p);
-    }
+    let (groups, apps) = start_apps(None, Some(s), work)?;
     let path = lines
         .iter()
         .find_map(|l| l.strip_prefix("wire "))
@@ -379,31 +388,8 @@ fn linux_share(
     window: Duration,
 ) -> anyhow::Result<Share> {
     let ns = Ns::new()?;
-    let groups = [
-        Group::new("lazynet-share-a", SHARES[0])?,
-        Group::new("lazynet-share-b", SHARES[1])?,
-    ];
+    let (groups, apps) = start_apps(Some(&ns.0), None, work)?;
     let lab = std::env::current_exe()?;
-    let w = work.to_string();
-    let mut apps = Vec::new();
-    for (i, g) in groups.iter().enumerate() {
-        let port = PORTS[i].to_string();
-        let (p, _) = start_in(
-            Some(&ns.0),
-            1,
-            &lab,
-            &[
-                "exp-helper",
-                "share-echo",
-                "--port",
-                &port,
-                "--work-iters",
-                &w,
-            ],
-        )?;
-        g.add(p.0.id())?;
-        apps.push(p);
-    }
     let pids = [apps[0].0.id(), apps[1].0.id()];
     let mut c = Command::new("ip")
         .args(["netns", "exec", &ns.0, "taskset", "-c", "0"])

@@ -107,19 +107,26 @@ fn curl(ns: &str, url: &str, out: &Path, max_time: &str) -> std::process::Output
     )
 }
 
-#[test]
-fn two_applications_share_one_daemon_and_one_survives_the_other_killed() {
-    if !lazynet::sys::root_or_skip() {
-        return;
-    }
+/// Unique names, the guard that removes the namespace, a scratch folder
+/// and the daemon's socket path in it.
+fn setup() -> (Names, Cleanup, PathBuf, PathBuf) {
     let names = Names::new();
-    let _ns = Cleanup {
+    let guard = Cleanup {
         child: None,
         ns: Some(names.ns.clone()),
     };
     let dir = PathBuf::from(format!("/tmp/lazynet-{}", names.ns));
     std::fs::create_dir_all(&dir).unwrap();
     let sock = dir.join("ctl.sock");
+    (names, guard, dir, sock)
+}
+
+#[test]
+fn two_applications_share_one_daemon_and_one_survives_the_other_killed() {
+    if !lazynet::sys::root_or_skip() {
+        return;
+    }
+    let (names, _ns, dir, sock) = setup();
     let s = sock.to_str().unwrap();
     let mut dargs = vec!["daemon", "--nic", "tap", "--socket", s];
     let nargs = names.args();
@@ -289,14 +296,7 @@ fn every_program_works_attached_at_once() {
     if crate::media::skip() {
         return;
     }
-    let names = Names::new();
-    let _ns = Cleanup {
-        child: None,
-        ns: Some(names.ns.clone()),
-    };
-    let dir = PathBuf::from(format!("/tmp/lazynet-{}", names.ns));
-    std::fs::create_dir_all(&dir).unwrap();
-    let sock = dir.join("ctl.sock");
+    let (names, _ns, dir, sock) = setup();
     let s = sock.to_str().unwrap();
     let ours = names.ours();
     let peer = format!("10.201.{}.1", names.subnet);

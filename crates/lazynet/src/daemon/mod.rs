@@ -454,11 +454,17 @@ impl<N: Nic> Daemon<N> {
         work += self.receive();
         work += self.stack.poll_queued(now);
         work += self.reassembled();
+        let mut sent = 0;
         for k in 0..self.apps.len() {
             if self.apps[k].is_some() {
-                work += self.transmit(k);
+                sent += self.transmit(k);
             }
         }
+        if sent > 0 {
+            // Once per step, whatever the number of applications.
+            self.stack.nic_mut().flush();
+        }
+        work += sent;
         for a in self.apps.iter_mut().flatten() {
             a.flush_ready();
             a.publish();
@@ -1080,7 +1086,6 @@ impl<N: Nic> Daemon<N> {
             self.stack.nic_mut().release(&self.rel);
             self.rel.clear();
         }
-        self.stack.nic_mut().flush();
         n
     }
 }
