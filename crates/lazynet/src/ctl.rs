@@ -18,6 +18,7 @@
 //! | `Refused` | daemon | kind 3, a [`CtlError`] code |
 //! | `StatsRequest` | anyone allowed to connect | kind 4 |
 //! | `Stats` | daemon | kind 5, then UTF-8 text |
+//! | `HelloOffload` | MemNet client | kind 6: attach to the offload placement (the daemon answers `Welcome` with a job area's memfd and its eventfd) |
 //!
 //! Every message starts with the magic `"LZCT"` and the version; a
 //! message that does not decode is answered with `Refused(Garbage)` and
@@ -66,6 +67,8 @@ pub enum CtlError {
     NoMemory = 3,
     /// A version this daemon does not speak.
     Version = 4,
+    /// The daemon does not run that placement.
+    Placement = 5,
 }
 
 impl CtlError {
@@ -74,6 +77,7 @@ impl CtlError {
             2 => CtlError::Full,
             3 => CtlError::NoMemory,
             4 => CtlError::Version,
+            5 => CtlError::Placement,
             _ => CtlError::Garbage,
         }
     }
@@ -92,6 +96,8 @@ pub enum Msg {
     StatsRequest,
     /// The counters, as text.
     Stats(String),
+    /// A MemNet client asks to attach (offload placement).
+    HelloOffload,
 }
 
 const HDR: usize = 12;
@@ -108,10 +114,11 @@ impl Msg {
             Msg::Refused(_) => 3,
             Msg::StatsRequest => 4,
             Msg::Stats(_) => 5,
+            Msg::HelloOffload => 6,
         };
         b.extend_from_slice(&kind.to_le_bytes());
         match self {
-            Msg::Hello | Msg::StatsRequest => {}
+            Msg::Hello | Msg::StatsRequest | Msg::HelloOffload => {}
             Msg::Welcome(w) => {
                 b.extend_from_slice(&w.app_id.to_le_bytes());
                 b.extend_from_slice(&w.addr.octets());
@@ -154,6 +161,7 @@ impl Msg {
         match u32_at(8)? {
             1 => exact(0).map(|_| Msg::Hello),
             4 => exact(0).map(|_| Msg::StatsRequest),
+            6 => exact(0).map(|_| Msg::HelloOffload),
             2 => {
                 exact(21)?;
                 let u16_at = |i: usize| u16::from_le_bytes([body[i], body[i + 1]]);
@@ -300,6 +308,8 @@ mod tests {
             Msg::Refused(CtlError::Full),
             Msg::StatsRequest,
             Msg::Stats("app 1: delivered 3\n".into()),
+            Msg::HelloOffload,
+            Msg::Refused(CtlError::Placement),
         ] {
             assert_eq!(Msg::decode(&m.encode()), Ok(m));
         }

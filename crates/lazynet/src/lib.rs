@@ -80,6 +80,7 @@ pub mod host;
 mod keyhash;
 #[allow(unsafe_code)]
 pub mod mem;
+pub mod memnet;
 #[allow(unsafe_code)]
 pub mod nic;
 pub mod nlf;

@@ -72,6 +72,9 @@
 
 pub use crate::ctl;
 
+mod offload;
+pub use offload::REQS_PER_STEP;
+
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::os::fd::{AsFd, OwnedFd};
@@ -82,6 +85,7 @@ use std::time::Instant;
 
 use crate::demux::{ChannelId, Verdict, CONTROL};
 use crate::mem::area::{AppCounter, AreaParams, Cmd, Op, Refusal, Reply, COUNTERS};
+use crate::mem::jobs::{JobArea, JobCounter, JobParams};
 use crate::mem::{AppArea, BufArea, Consumer, Desc, Doorbell, FlagRef, Producer};
 use crate::nic::Nic;
 use crate::stack::{Stack, StackConfig};
@@ -127,6 +131,25 @@ pub struct DaemonConfig {
     /// applications must sleep soon, or a woken application waits for the
     /// end of the daemon's time slice (milliseconds under EEVDF).
     pub idle_spin_ns: u64,
+    /// Where protocol processing runs for attached programs: in each
+    /// application ([`Placement::MultiProcess`], the only kind of client
+    /// then) or, as well, in the daemon for MemNet clients
+    /// ([`Placement::Offload`]).
+    pub placement: Placement,
+    /// The job areas' sizes and per-client bounds (offload).
+    pub jobs: JobParams,
+}
+
+/// Where a daemon runs protocol processing for the programs it serves.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Placement {
+    /// Applications attach with a communication area and run their own
+    /// TCP/IP; the daemon only demultiplexes.
+    #[default]
+    MultiProcess,
+    /// As well, MemNet clients attach with a job area and the daemon runs
+    /// TCP for them on its core ([`crate::memnet`]).
+    Offload,
 }
 
 impl Default for DaemonConfig {
@@ -139,6 +162,8 @@ impl Default for DaemonConfig {
             ports_per_app: 1024,
             stack: StackConfig::default(),
             idle_spin_ns: 5_000,
+            placement: Placement::MultiProcess,
+            jobs: JobParams::default(),
         }
     }
 }
@@ -302,6 +327,11 @@ pub struct DaemonStats {
     pub delivered: u64,
     /// Frames sent for applications.
     pub tx_frames: u64,
+    /// Nanoseconds [`Daemon::run`] spent in steps that did work (its useful
+    /// time: a polling core is always busy to the operating system).
+    pub busy_ns: u64,
+    /// Nanoseconds [`Daemon::run`] ran in all.
+    pub run_ns: u64,
 }
 
 /// The daemon (see the module docs).
@@ -311,6 +341,7 @@ pub struct Daemon<N: Nic> {
     listener: OwnedFd,
     pending: Vec<(OwnedFd, Instant)>,
     apps: Vec<Option<App>>,
+    offload: offload::Offload,
     next_id: u32,
     chans: Vec<Option<Owner>>,
     ports: Ports,
@@ -342,6 +373,7 @@ impl<N: Nic> Daemon<N> {
     /// A daemon on `nic`, listening at `cfg.socket`.
     pub fn new(nic: N, cfg: DaemonConfig) -> io::Result<Daemon<N>> {
         cfg.area.check()?;
+        cfg.jobs.check()?;
         let per = u32::from(cfg.ports_per_app.max(1));
         let max_apps = cfg.max_apps.clamp(1, 1024);
         if u32::from(EPHEMERAL_BASE) + per * max_apps as u32 > 65536 {
@@ -358,6 +390,11 @@ impl<N: Nic> Daemon<N> {
             listener,
             pending: Vec::with_capacity(MAX_PENDING),
             apps: (0..max_apps).map(|_| None).collect(),
+            offload: offload::Offload::new(if cfg.placement == Placement::Offload {
+                max_apps
+            } else {
+                0
+            }),
             next_id: 1,
             chans: Vec::new(),
             ports: Ports {
@@ -394,9 +431,9 @@ impl<N: Nic> Daemon<N> {
         self.stack.nic_mut()
     }
 
-    /// Applications attached now.
+    /// Applications and MemNet clients attached now.
     pub fn attached(&self) -> usize {
-        self.apps.iter().filter(|a| a.is_some()).count()
+        self.apps.iter().filter(|a| a.is_some()).count() + self.offload.attached()
     }
 
     /// The daemon-wide counters.
@@ -420,10 +457,22 @@ impl<N: Nic> Daemon<N> {
             }
             s.push('\n');
         }
+        for c in self.offload.clients.iter().flatten() {
+            s.push_str(&format!(
+                "memnet {} pid {} sockets {}",
+                c.id,
+                c.pid.map_or("?".into(), |p| p.to_string()),
+                c.sockets()
+            ));
+            for k in JobCounter::ALL {
+                s.push_str(&format!(" {}={}", k.name(), c.counters[k as usize]));
+            }
+            s.push('\n');
+        }
         let d = &self.stats;
         let st = self.stack.stats();
         s.push_str(&format!(
-            "daemon apps={} attached={} detached={} refused={} rx_frames={} delivered={} tx_frames={} own_rx_frames={} own_tx_frames={} classifier_drops={}\n",
+            "daemon apps={} attached={} detached={} refused={} rx_frames={} delivered={} tx_frames={} own_rx_frames={} own_tx_frames={} classifier_drops={} busy_ns={} run_ns={}\n",
             self.attached(),
             d.attached,
             d.detached,
@@ -434,6 +483,8 @@ impl<N: Nic> Daemon<N> {
             st.rx_frames,
             st.tx_frames,
             st.demux.dropped(),
+            d.busy_ns,
+            d.run_ns,
         ));
         s
     }
@@ -454,6 +505,10 @@ impl<N: Nic> Daemon<N> {
         work += self.receive();
         work += self.stack.poll_queued(now);
         work += self.reassembled();
+        if self.cfg.placement == Placement::Offload {
+            work += self.offload.step(&mut self.stack, now);
+            self.stack.nic_mut().flush();
+        }
         let mut sent = 0;
         for k in 0..self.apps.len() {
             if self.apps[k].is_some() {
@@ -477,12 +532,20 @@ impl<N: Nic> Daemon<N> {
     /// [`Daemon::sleep`]) until a frame, an application or a timer needs it.
     pub fn run(&mut self, stop: &AtomicBool) {
         let mut idle_since = None;
+        let start = crate::sched::clock::mono_ns();
+        let mut t0 = start;
         while !stop.load(Ordering::Acquire) {
-            if self.step() > 0 {
+            let worked = self.step() > 0;
+            let now = crate::sched::clock::mono_ns();
+            if worked {
+                self.stats.busy_ns += now.saturating_sub(t0);
+            }
+            self.stats.run_ns = now.saturating_sub(start);
+            t0 = now;
+            if worked {
                 idle_since = None;
                 continue;
             }
-            let now = crate::sched::clock::mono_ns();
             let since = *idle_since.get_or_insert(now);
             if now.saturating_sub(since) >= self.cfg.idle_spin_ns {
                 self.sleep(MAX_SLEEP_NS);
@@ -503,18 +566,36 @@ impl<N: Nic> Daemon<N> {
         for a in self.apps.iter().flatten() {
             a.bell.begin_sleep();
         }
+        for c in self.offload.clients.iter().flatten() {
+            c.bell.begin_sleep();
+        }
         fence(Ordering::SeqCst);
         let busy = self
             .apps
             .iter()
             .flatten()
             .any(|a| a.tx.peek_len() > 0 || a.cmd.peek_len() > 0)
+            || self
+                .offload
+                .clients
+                .iter()
+                .flatten()
+                .any(|c| c.req.peek_len() > 0)
             || self.stack.nic_mut().rx_ready();
         if !busy {
-            self.stack.nic_mut().wait(Some(timeout_ns));
+            // The daemon's own TCP (offload) has timers too.
+            let now = self.stack.now();
+            let t = self
+                .stack
+                .tcp_next_timeout()
+                .map_or(timeout_ns, |w| w.saturating_sub(now).min(timeout_ns));
+            self.stack.nic_mut().wait(Some(t));
         }
         for a in self.apps.iter().flatten() {
             a.bell.end_sleep();
+        }
+        for c in self.offload.clients.iter().flatten() {
+            c.bell.end_sleep();
         }
         self.wake.drain();
         self.next_ctl = 0;
@@ -607,6 +688,13 @@ impl<N: Nic> Daemon<N> {
                         let _ = e;
                     }
                 }
+                Ok(Some((Ok(Msg::HelloOffload), _fds))) => {
+                    let (c, _) = self.pending.swap_remove(i);
+                    work += 1;
+                    if self.admit_client(c).is_err() {
+                        self.stats.refused += 1;
+                    }
+                }
                 Ok(Some((Ok(Msg::StatsRequest), _))) => {
                     let (c, _) = self.pending.swap_remove(i);
                     let _ = ctl::send(&c, &Msg::Stats(self.stats_text()), &[]);
@@ -628,6 +716,23 @@ impl<N: Nic> Daemon<N> {
         }
         for a in self.apps.iter_mut().flatten() {
             a.publish_counters();
+        }
+        for c in self.offload.clients.iter_mut().flatten() {
+            c.publish_counters();
+        }
+        for k in 0..self.offload.clients.len() {
+            let gone = match &self.offload.clients[k] {
+                None => false,
+                Some(c) => match ctl::recv_with(&c.conn, &mut self.ctl_buf) {
+                    Err(e) => e.kind() != io::ErrorKind::WouldBlock,
+                    Ok(None) => true,
+                    Ok(Some(_)) => false,
+                },
+            };
+            if gone && self.offload.reclaim(&mut self.stack, k) {
+                self.stats.detached += 1;
+                work += 1;
+            }
         }
         for k in 0..self.apps.len() {
             let gone = match &self.apps[k] {
@@ -678,6 +783,45 @@ impl<N: Nic> Daemon<N> {
         self.next_id += 1;
         self.stats.attached += 1;
         self.apps[k] = Some(app);
+        Ok(())
+    }
+
+    /// Builds a job area for a new MemNet client and sends it over.
+    fn admit_client(&mut self, conn: OwnedFd) -> io::Result<()> {
+        if self.cfg.placement != Placement::Offload {
+            let _ = ctl::send(&conn, &Msg::Refused(CtlError::Placement), &[]);
+            return Err(io::Error::other("not offload"));
+        }
+        let Some(k) = self.offload.clients.iter().position(|c| c.is_none()) else {
+            let _ = ctl::send(&conn, &Msg::Refused(CtlError::Full), &[]);
+            return Err(io::Error::other("full"));
+        };
+        let id = self.next_id;
+        let area = match JobArea::create(&format!("lazynet-memnet-{id}"), self.cfg.jobs) {
+            Ok(a) => a,
+            Err(e) => {
+                let _ = ctl::send(&conn, &Msg::Refused(CtlError::NoMemory), &[]);
+                return Err(e);
+            }
+        };
+        let w = Welcome {
+            app_id: id,
+            addr: self.stack.addr(),
+            prefix_len: self.cfg.stack.prefix_len,
+            mac: self.stack.mac(),
+            mtu: self.stack.nic().mtu().min(u16::MAX as usize) as u16,
+            eph_first: 0,
+            eph_last: 0,
+        };
+        ctl::send(
+            &conn,
+            &Msg::Welcome(w),
+            &[area.region().fd(), self.wake.fd()],
+        )?;
+        let c = offload::Client::new(id, conn, area, self.wake.clone())?;
+        self.next_id += 1;
+        self.stats.attached += 1;
+        self.offload.clients[k] = Some(c);
         Ok(())
     }
 
@@ -930,6 +1074,9 @@ impl<N: Nic> Daemon<N> {
         for i in 0..self.ready_ids.len() {
             let c = ChannelId(self.ready_ids[i]);
             let Some(Some(o)) = self.chans.get(c.0 as usize).copied() else {
+                // The daemon's own sockets (offload): TCP's service finds
+                // the channel on the ready list.
+                self.stack.demux_mut().mark_ready(c);
                 continue;
             };
             let mac = self.stack.mac();
@@ -1166,5 +1313,7 @@ fn _assert_send<N: Nic + Send>(d: Daemon<N>) -> impl Send {
     d
 }
 
+#[cfg(test)]
+mod offload_tests;
 #[cfg(test)]
 mod tests;

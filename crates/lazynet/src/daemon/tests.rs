@@ -14,10 +14,10 @@ use crate::nic::wirepair::{WireConfig, WireEnd, WirePair};
 use crate::socket::{wait_step, TcpListener, TcpStream, UdpSocket};
 use crate::stack::{SocketError, Stack, StackConfig};
 
-const PEER: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
-const US: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+pub(super) const PEER: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+pub(super) const US: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
 
-fn cfg(addr: Ipv4Addr, seed: u64) -> StackConfig {
+pub(super) fn cfg(addr: Ipv4Addr, seed: u64) -> StackConfig {
     StackConfig {
         addr,
         prefix_len: 24,
@@ -26,16 +26,20 @@ fn cfg(addr: Ipv4Addr, seed: u64) -> StackConfig {
     }
 }
 
-struct Setup {
+pub(super) struct Setup {
     dir: PathBuf,
-    path: PathBuf,
+    pub(super) path: PathBuf,
     stop: Arc<AtomicBool>,
     daemon: Option<JoinHandle<Daemon<WireEnd>>>,
-    peer: Stack<WireEnd>,
+    pub(super) peer: Stack<WireEnd>,
 }
 
 impl Setup {
     fn new(name: &str) -> Setup {
+        Setup::with(name, Placement::MultiProcess)
+    }
+
+    pub(super) fn with(name: &str, placement: Placement) -> Setup {
         let dir = std::env::temp_dir().join(format!("lazynet-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("daemon.sock");
@@ -46,6 +50,12 @@ impl Setup {
             socket_mode: 0o600,
             max_apps: 4,
             stack: cfg(US, 1),
+            placement,
+            jobs: crate::mem::jobs::JobParams {
+                data_bytes: 4 << 20,
+                credits: 32,
+                ..Default::default()
+            },
             ..DaemonConfig::default()
         };
         let st = stop.clone();
@@ -66,7 +76,7 @@ impl Setup {
         }
     }
 
-    fn finish(mut self) -> Daemon<WireEnd> {
+    pub(super) fn finish(mut self) -> Daemon<WireEnd> {
         self.stop.store(true, Ordering::Release);
         self.daemon.take().unwrap().join().unwrap()
     }
@@ -128,7 +138,7 @@ fn tcp_echo(s: &mut Stack<crate::stack::AreaNic>, stop: &AtomicBool) {
     }
 }
 
-fn wait_for_socket(p: &std::path::Path) {
+pub(super) fn wait_for_socket(p: &std::path::Path) {
     let t0 = Instant::now();
     while !p.exists() {
         assert!(t0.elapsed() < Duration::from_secs(5), "no daemon socket");
@@ -137,7 +147,7 @@ fn wait_for_socket(p: &std::path::Path) {
 }
 
 /// Drives the peer until `done` or 10 s.
-fn drive(peer: &mut Stack<WireEnd>, mut done: impl FnMut(&mut Stack<WireEnd>) -> bool) {
+pub(super) fn drive(peer: &mut Stack<WireEnd>, mut done: impl FnMut(&mut Stack<WireEnd>) -> bool) {
     let t0 = Instant::now();
     while !done(peer) {
         assert!(t0.elapsed() < Duration::from_secs(10), "timed out");

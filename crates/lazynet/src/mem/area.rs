@@ -165,10 +165,10 @@ pub struct Layout {
     pub len: usize,
 }
 
-const LINE: usize = 64;
-const PAGE: usize = 4096;
+pub(super) const LINE: usize = 64;
+pub(super) const PAGE: usize = 4096;
 /// Bytes of the header (magic, version, parameters, length).
-const HEADER: usize = 128;
+pub(super) const HEADER: usize = 128;
 
 fn up(x: usize, a: usize) -> usize {
     x.div_ceil(a) * a
@@ -448,6 +448,20 @@ impl Published {
     /// Daemon: stores one counter's running total.
     pub fn set_counter(&self, c: AppCounter, v: u64) {
         self.counters[c as usize].store(v, Ordering::Relaxed);
+    }
+
+    /// Counter `i` (another area kind's numbering; 0 if out of range).
+    pub fn counter_at(&self, i: usize) -> u64 {
+        self.counters
+            .get(i)
+            .map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+
+    /// Daemon: stores counter `i` (ignored if out of range).
+    pub fn set_counter_at(&self, i: usize, v: u64) {
+        if let Some(c) = self.counters.get(i) {
+            c.store(v, Ordering::Relaxed);
+        }
     }
 }
 

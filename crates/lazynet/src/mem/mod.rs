@@ -17,6 +17,7 @@
 pub mod area;
 pub mod doorbell;
 pub mod file;
+pub mod jobs;
 pub mod notify;
 pub mod region;
 pub mod ring;

@@ -45,6 +45,11 @@ impl<N: Nic> Stack<N> {
         cfg
     }
 
+    /// The listener configuration [`Stack::tcp_listen`] uses by default.
+    pub fn tcp_listen_config(&self) -> ListenConfig {
+        self.tcp.listen_cfg
+    }
+
     /// Listens on `local` (address `0.0.0.0` for ours; port must not be 0).
     /// Connections get `cfg` (`None`: the stack's default).
     pub fn tcp_listen(

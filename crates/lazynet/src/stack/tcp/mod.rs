@@ -96,6 +96,22 @@ pub struct ListenHandle {
     pub(in crate::stack) gen: u32,
 }
 
+impl TcpHandle {
+    /// The connection's slot in the stack's table (unique among live
+    /// connections; reused after close): an index for callers' own tables.
+    pub fn index(&self) -> u32 {
+        self.idx
+    }
+}
+
+impl ListenHandle {
+    /// The listener's slot in the stack's table (unique among live
+    /// listeners; reused after close).
+    pub fn index(&self) -> u32 {
+        self.idx
+    }
+}
+
 /// Something happened to a connection or listener since the last
 /// [`Stack::tcp_take_events`]: data or room may be there, it may have
 /// closed, or connections may wait to be accepted.
