@@ -1,34 +1,69 @@
-//! `lazynet daemon`: the multi-process placement's front end.
+//! `lazynet daemon`: the multi-process and offload placements' front end.
 
-use std::path::Path;
+use std::path::PathBuf;
 
-use lazynet::daemon::{Daemon, DaemonConfig};
+use lazynet::daemon::{Daemon, DaemonConfig, Placement};
 use lazynet::nic::netns::Ownership;
 use lazynet::stack::StackConfig;
 
 use crate::args::{parse_cidr, NetArgs};
 
-/// Opens the NIC `net` names and serves it as a daemon at `socket` until
-/// SIGINT or SIGTERM; prints the counters at exit.
-pub fn run(
-    socket: &Path,
-    socket_mode: u32,
-    max_apps: usize,
-    idle_spin_us: u64,
-    net: &NetArgs,
-) -> anyhow::Result<()> {
+/// `--placement`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum PlacementArg {
+    /// Applications run their own TCP/IP; the daemon demultiplexes.
+    MultiProcess,
+    /// The daemon also runs TCP for MemNet clients, on its core.
+    Offload,
+}
+
+/// What `lazynet daemon` was asked for.
+#[derive(Debug)]
+pub struct DaemonArgs {
+    /// The control socket.
+    pub socket: PathBuf,
+    /// Its mode.
+    pub socket_mode: u32,
+    /// Clients at once, at most.
+    pub max_apps: usize,
+    /// Idle polling before sleeping (`None`: the placement's default).
+    pub idle_spin_us: Option<u64>,
+    /// Yield instead of spinning while polling idle.
+    pub idle_yield: bool,
+    /// The placement.
+    pub placement: PlacementArg,
+    /// The CPU to pin to.
+    pub cpu: Option<usize>,
+    /// The NIC.
+    pub net: NetArgs,
+}
+
+/// Opens the NIC `a.net` names and serves it as a daemon at `a.socket`
+/// until SIGINT or SIGTERM; prints the counters at exit.
+pub fn run(a: &DaemonArgs) -> anyhow::Result<()> {
+    let net = &a.net;
     anyhow::ensure!(
         net.daemon.is_none(),
         "a daemon does not attach to another daemon"
     );
     let (addr, prefix_len) = parse_cidr(&net.addr)?;
     let stop = crate::util::stop_flag()?;
+    if let Some(c) = a.cpu {
+        anyhow::ensure!(lazynet::sys::pin_thread(c), "cannot pin to CPU {c}");
+    }
     let (nic, owned_ns) = crate::serve::open_nic(net)?;
+    let (placement, spin) = match a.placement {
+        PlacementArg::MultiProcess => (Placement::MultiProcess, 5),
+        PlacementArg::Offload => (Placement::Offload, 1000),
+    };
+    let (socket, socket_mode, max_apps) = (&a.socket, a.socket_mode, a.max_apps);
     let cfg = DaemonConfig {
-        socket: socket.to_path_buf(),
+        socket: socket.clone(),
         socket_mode,
         max_apps,
-        idle_spin_ns: idle_spin_us.saturating_mul(1000),
+        idle_spin_ns: a.idle_spin_us.unwrap_or(spin).saturating_mul(1000),
+        idle_yield: a.idle_yield,
+        placement,
         stack: StackConfig {
             addr,
             prefix_len,
@@ -40,7 +75,7 @@ pub fn run(
     let mut d = Daemon::new(nic, cfg)?;
     let waker = d.spawn_waker(stop.clone())?;
     eprintln!(
-        "lazynet daemon on {addr}/{prefix_len}, control socket {} (mode {socket_mode:o}), up to {max_apps} applications",
+        "lazynet daemon ({placement:?}) on {addr}/{prefix_len}, control socket {} (mode {socket_mode:o}), up to {max_apps} applications",
         socket.display()
     );
     println!("ready");

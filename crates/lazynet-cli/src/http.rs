@@ -371,11 +371,23 @@ fn parse_version(v: &[u8]) -> Option<(u8, u8)> {
 // Server
 // ---------------------------------------------------------------------------
 
+/// Spins for `ns` nanoseconds of wall time on this thread.
+fn busy_for(ns: u64) {
+    let t0 = std::time::Instant::now();
+    while (t0.elapsed().as_nanos() as u64) < ns {
+        std::hint::spin_loop();
+    }
+}
+
 /// Server settings shared by all connections.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
     /// Canonical document root, if files are served.
     root: Option<PathBuf>,
+    /// Simulated application work per request, in nanoseconds of busy CPU
+    /// (the experiments' knob that makes the server's core the
+    /// bottleneck, as a real application's work would).
+    work_ns: u64,
 }
 
 impl ServerConfig {
@@ -395,7 +407,13 @@ impl ServerConfig {
             }
             None => None,
         };
-        Ok(ServerConfig { root })
+        Ok(ServerConfig { root, work_ns: 0 })
+    }
+
+    /// Burns `ns` of CPU per request before answering it (see `work_ns`).
+    pub fn with_work_ns(mut self, ns: u64) -> ServerConfig {
+        self.work_ns = ns;
+        self
     }
 
     /// The canonical root.
@@ -803,6 +821,9 @@ impl HttpConn {
 
     fn on_request(&mut self, head: &[u8]) {
         self.requests += 1;
+        if self.cfg.work_ns > 0 {
+            busy_for(self.cfg.work_ns);
+        }
         let Ok(lines) = split_lines(head) else {
             return self.fail(400);
         };

@@ -17,6 +17,7 @@ pub mod daemon_cmd;
 pub mod echo;
 pub mod http;
 pub mod media;
+pub mod memnet_http;
 pub mod nlf_cmd;
 pub mod serve;
 pub mod tcp_cmd;

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 use lazynet::stack::ReceiveMode;
 use lazynet_cli::args::{NetArgs, NetnsCmd, NicKind, NsArgs, OnOff};
-use lazynet_cli::{daemon_cmd, echo, media, nlf_cmd, serve, tcp_cmd};
+use lazynet_cli::{daemon_cmd, echo, http, media, memnet_http, nlf_cmd, serve, tcp_cmd};
 
 #[derive(Parser)]
 #[command(
@@ -89,9 +89,11 @@ enum Cmd {
         #[command(flatten)]
         ns: NsArgs,
     },
-    /// The multi-process placement: own the NIC, demultiplex, and serve
-    /// applications that attach (`serve … --daemon PATH`, `get --daemon
-    /// PATH`), each in a communication area of its own.
+    /// The multi-process and offload placements: own the NIC, demultiplex,
+    /// and serve applications that attach (`serve … --daemon PATH`, `get
+    /// --daemon PATH`), each in a communication area of its own; with
+    /// `--placement offload`, also run TCP on the daemon's core for MemNet
+    /// clients (`lazynet::memnet`).
     Daemon {
         /// The control socket's path.
         #[arg(long, default_value = "/run/lazynet.sock")]
@@ -104,8 +106,21 @@ enum Cmd {
         max_apps: usize,
         /// Microseconds the daemon keeps polling with nothing to do before
         /// it sleeps (long with a core of its own, short on a shared one).
-        #[arg(long, default_value_t = 5)]
-        idle_spin_us: u64,
+        /// Default: 5 (multi-process), 1000 (offload).
+        #[arg(long)]
+        idle_spin_us: Option<u64>,
+        /// While polling idle, yield the core to other threads instead of
+        /// spinning (a polling daemon on a shared core).
+        #[arg(long)]
+        idle_yield: bool,
+        /// Where protocol processing runs: in each application
+        /// (multi-process), or also in the daemon for MemNet clients
+        /// (offload).
+        #[arg(long, value_enum, default_value_t = daemon_cmd::PlacementArg::MultiProcess)]
+        placement: daemon_cmd::PlacementArg,
+        /// Pin the daemon to this CPU (the offload placement's dedicated core).
+        #[arg(long)]
+        cpu: Option<usize>,
         #[command(flatten)]
         net: NetArgs,
     },
@@ -159,6 +174,18 @@ enum ServeCmd {
         /// them, SYN cookies. 0: every connection opens through a cookie.
         #[arg(long)]
         syn_queue: Option<usize>,
+        /// Be a MemNet client of the offload daemon at `--daemon PATH`
+        /// (which then runs TCP), with these calls.
+        #[arg(long, value_enum, requires = "daemon")]
+        memnet: Option<memnet_http::Api>,
+        /// MemNet: how long a wait polls for a completion before it sleeps
+        /// on the doorbell (µs).
+        #[arg(long, default_value_t = 50)]
+        memnet_spin_us: u64,
+        /// Simulated application work per request, in microseconds of busy
+        /// CPU (experiments: makes the server's core the bottleneck).
+        #[arg(long, default_value_t = 0)]
+        work_us: u64,
         #[command(flatten)]
         net: NetArgs,
     },
@@ -226,9 +253,20 @@ fn main() -> anyhow::Result<()> {
                     port,
                     root,
                     syn_queue,
+                    memnet,
+                    memnet_spin_us,
+                    work_us,
                     net,
                 },
-        } => tcp_cmd::serve_http(port, root.as_deref(), syn_queue, &net),
+        } => {
+            let cfg = std::sync::Arc::new(
+                http::ServerConfig::new(root.as_deref())?.with_work_ns(work_us * 1000),
+            );
+            match (memnet, &net.daemon) {
+                (Some(api), Some(path)) => memnet_http::run(path, port, api, cfg, memnet_spin_us),
+                _ => tcp_cmd::serve_http(port, cfg, syn_queue, &net),
+            }
+        }
         Cmd::Get {
             url,
             output,
@@ -259,8 +297,20 @@ fn main() -> anyhow::Result<()> {
             socket_mode,
             max_apps,
             idle_spin_us,
+            idle_yield,
+            placement,
+            cpu,
             net,
-        } => daemon_cmd::run(&socket, socket_mode, max_apps, idle_spin_us, &net),
+        } => daemon_cmd::run(&daemon_cmd::DaemonArgs {
+            socket,
+            socket_mode,
+            max_apps,
+            idle_spin_us,
+            idle_yield,
+            placement,
+            cpu,
+            net,
+        }),
         Cmd::Stats { daemon } => {
             print!("{}", lazynet::daemon::stats(&daemon)?);
             Ok(())

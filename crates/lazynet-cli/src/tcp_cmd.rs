@@ -498,11 +498,10 @@ impl ConnApp for HttpApp {
 /// `lazynet serve http`.
 pub fn serve_http(
     port: u16,
-    root: Option<&std::path::Path>,
+    cfg: std::sync::Arc<crate::http::ServerConfig>,
     syn_queue: Option<usize>,
     net: &NetArgs,
 ) -> anyhow::Result<()> {
-    let cfg = std::sync::Arc::new(crate::http::ServerConfig::new(root)?);
     serve("HTTP", port, syn_queue, net, move || {
         HttpApp::new(cfg.clone())
     })

@@ -16,10 +16,13 @@
 #![deny(unsafe_code)]
 
 mod exp;
+mod httpload;
 mod instructions;
 mod linux_send;
+mod linux_web;
 mod loadgen;
 mod lrp_share;
+mod memnet;
 mod multiproc;
 mod nlf;
 mod plot;
@@ -75,6 +78,32 @@ enum Cmd {
         quick: bool,
         /// Output directory.
         #[arg(long, default_value = "results/nlf")]
+        out: PathBuf,
+    },
+    /// MemNet Figs. 5–8: the offload placement's API costs, a web server's
+    /// throughput and host CPU, and several clients on one offload core,
+    /// beside Linux sockets, io_uring and lazynet's other placements.
+    Memnet {
+        /// A reduced run for CI (about a minute).
+        #[arg(long)]
+        quick: bool,
+        /// Simulated application work per web request (µs): enough that
+        /// the host core, not the client's, is the bottleneck.
+        #[arg(long, default_value_t = 150)]
+        work_us: u64,
+        /// Parts to run: send, web, clients (default: all).
+        #[arg(long, value_delimiter = ',')]
+        parts: Vec<String>,
+        /// Web servers to run: linux-epoll, linux-uring, in-process,
+        /// multi-process, memnet-sockets, memnet-direct, memnet-async
+        /// (default: all).
+        #[arg(long, value_delimiter = ',')]
+        series: Vec<String>,
+        /// Offered web loads in requests/s (default: the sweep).
+        #[arg(long, value_delimiter = ',')]
+        rates: Vec<f64>,
+        /// Output directory.
+        #[arg(long, default_value = "results/memnet")]
         out: PathBuf,
     },
     /// Benchmarks measured side by side with Linux and smoltcp.
@@ -427,6 +456,23 @@ fn main() -> anyhow::Result<()> {
         Cmd::RtuQos(a) => exp::rtu::run(&a.opts("rtu-qos")),
         Cmd::SynFlood(a) => exp::synflood::run(&a.exp.opts("syn-flood"), &a.syn_rates),
         Cmd::Nlf { quick, out } => nlf::exp(quick, &out),
+        Cmd::Memnet {
+            quick,
+            work_us,
+            parts,
+            series,
+            rates,
+            out,
+        } => memnet::exp(
+            &memnet::Opts {
+                quick,
+                work_us,
+                parts,
+                series,
+                rates,
+            },
+            &out,
+        ),
         Cmd::Loadgen {
             what:
                 LoadgenCmd::Udp {

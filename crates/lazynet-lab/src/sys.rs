@@ -299,6 +299,214 @@ fn set_addr(
     ioctl_ifreq(ctl, req, ifr)
 }
 
+/// An io_uring with buffers of its own: the only memory operations it
+/// hands the kernel are its buffers, each held (not writable, not reused)
+/// while an operation on it is in flight, so every call is safe.
+///
+/// A completion's user data is `buffer << 32 | tag` (buffer `u32::MAX`:
+/// none); [`Uring::complete`] returns `(tag, buffer, result)`.
+pub struct Uring {
+    ring: io_uring::IoUring,
+    bufs: Vec<Box<[u8]>>,
+    inflight: Vec<u32>,
+    registered: bool,
+}
+
+/// No buffer.
+pub const NO_BUF: u32 = u32::MAX;
+
+impl Uring {
+    /// A ring of `entries`, with `nbufs` buffers of `size` bytes; with
+    /// `sqpoll_cpu`, a kernel thread on that CPU polls the submission queue
+    /// (no system call per submission).
+    pub fn new(
+        entries: u32,
+        nbufs: usize,
+        size: usize,
+        sqpoll_cpu: Option<u32>,
+    ) -> io::Result<Uring> {
+        let mut b = io_uring::IoUring::builder();
+        if let Some(c) = sqpoll_cpu {
+            b.setup_sqpoll(2000).setup_sqpoll_cpu(c);
+        }
+        let ring = b.build(entries)?;
+        Ok(Uring {
+            ring,
+            bufs: (0..nbufs)
+                .map(|_| vec![0u8; size].into_boxed_slice())
+                .collect(),
+            inflight: vec![0; nbufs],
+            registered: false,
+        })
+    }
+
+    /// Registers the buffers with the kernel (for `write_fixed`).
+    pub fn register_buffers(&mut self) -> io::Result<()> {
+        let iov: Vec<libc::iovec> = self
+            .bufs
+            .iter_mut()
+            .map(|b| libc::iovec {
+                iov_base: b.as_mut_ptr().cast(),
+                iov_len: b.len(),
+            })
+            .collect();
+        // SAFETY: the iovecs name our boxed buffers, which live (and never
+        // move: boxed slices) as long as the ring; the kernel unregisters
+        // them when the ring is dropped, before the buffers are (field
+        // order: `ring` first).
+        unsafe { self.ring.submitter().register_buffers(&iov)? };
+        self.registered = true;
+        Ok(())
+    }
+
+    /// Buffer `i` for writing, unless an operation holds it.
+    pub fn buf_mut(&mut self, i: usize) -> Option<&mut [u8]> {
+        if self.inflight.get(i).copied()? > 0 {
+            return None;
+        }
+        self.bufs.get_mut(i).map(|b| &mut b[..])
+    }
+
+    /// Buffer `i`, unless an operation holds it.
+    pub fn buf(&self, i: usize) -> Option<&[u8]> {
+        if self.inflight.get(i).copied()? > 0 {
+            return None;
+        }
+        self.bufs.get(i).map(|b| &b[..])
+    }
+
+    fn push(&mut self, e: io_uring::squeue::Entry, buf: u32) -> io::Result<()> {
+        // SAFETY: the entry's memory, if any, is buffer `buf`, held (see
+        // `inflight`) until its completion is taken in `complete`; file
+        // descriptors are the caller's and a stale one only fails the
+        // operation.
+        let r = unsafe { self.ring.submission().push(&e) };
+        match r {
+            Ok(()) => {
+                if let Some(n) = self.inflight.get_mut(buf as usize) {
+                    *n += 1;
+                }
+                Ok(())
+            }
+            Err(_) => Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                "submission queue full",
+            )),
+        }
+    }
+
+    fn ud(buf: u32, tag: u32) -> u64 {
+        u64::from(buf) << 32 | u64::from(tag)
+    }
+
+    fn check_buf(&self, i: usize, len: usize) -> io::Result<()> {
+        match self.bufs.get(i) {
+            Some(b) if len <= b.len() => Ok(()),
+            _ => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "no such buffer range",
+            )),
+        }
+    }
+
+    /// Queues a send of `len` bytes of buffer `i` on socket `fd`.
+    pub fn send(&mut self, fd: BorrowedFd<'_>, i: usize, len: usize, tag: u32) -> io::Result<()> {
+        self.check_buf(i, len)?;
+        let p = self.bufs[i].as_ptr();
+        let e = io_uring::opcode::Send::new(io_uring::types::Fd(fd.as_raw_fd()), p, len as u32)
+            .build()
+            .user_data(Self::ud(i as u32, tag));
+        self.push(e, i as u32)
+    }
+
+    /// Queues a write of `len` bytes of registered buffer `i` to `fd`.
+    pub fn write_fixed(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        i: usize,
+        len: usize,
+        tag: u32,
+    ) -> io::Result<()> {
+        self.check_buf(i, len)?;
+        if !self.registered {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "buffers not registered",
+            ));
+        }
+        let p = self.bufs[i].as_ptr();
+        let e = io_uring::opcode::WriteFixed::new(
+            io_uring::types::Fd(fd.as_raw_fd()),
+            p,
+            len as u32,
+            i as u16,
+        )
+        .offset(u64::MAX)
+        .build()
+        .user_data(Self::ud(i as u32, tag));
+        self.push(e, i as u32)
+    }
+
+    /// Queues a receive of up to `len` bytes into buffer `i`.
+    pub fn recv(&mut self, fd: BorrowedFd<'_>, i: usize, len: usize, tag: u32) -> io::Result<()> {
+        self.check_buf(i, len)?;
+        let p = self.bufs[i].as_mut_ptr();
+        let e = io_uring::opcode::Recv::new(io_uring::types::Fd(fd.as_raw_fd()), p, len as u32)
+            .build()
+            .user_data(Self::ud(i as u32, tag));
+        self.push(e, i as u32)
+    }
+
+    /// Queues an accept on listener `fd` (the result is the new descriptor).
+    pub fn accept(&mut self, fd: BorrowedFd<'_>, tag: u32) -> io::Result<()> {
+        let e = io_uring::opcode::Accept::new(
+            io_uring::types::Fd(fd.as_raw_fd()),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
+        .flags(libc::SOCK_CLOEXEC)
+        .build()
+        .user_data(Self::ud(NO_BUF, tag));
+        self.push(e, NO_BUF)
+    }
+
+    /// Submits what is queued and waits for at least `want` completions.
+    pub fn submit(&mut self, want: usize) -> io::Result<usize> {
+        self.ring.submit_and_wait(want)
+    }
+
+    /// Takes the completions that are there: `(tag, buffer, result)`.
+    pub fn complete(&mut self, out: &mut Vec<(u32, u32, i32)>) {
+        for c in self.ring.completion() {
+            let ud = c.user_data();
+            let buf = (ud >> 32) as u32;
+            if let Some(n) = self.inflight.get_mut(buf as usize) {
+                *n = n.saturating_sub(1);
+            }
+            out.push((ud as u32, buf, c.result()));
+        }
+    }
+}
+
+impl Drop for Uring {
+    fn drop(&mut self) {
+        // The kernel cancels what is still in flight when the ring goes,
+        // asynchronously: a buffer it may still touch is leaked, never freed.
+        if self.inflight.iter().any(|&n| n > 0) {
+            std::mem::forget(std::mem::take(&mut self.bufs));
+        }
+    }
+}
+
+/// Takes ownership of a descriptor the kernel returned (an accepted
+/// socket from [`Uring::accept`]); `None` if `fd` is negative.
+pub fn owned_fd(fd: i32) -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: a non-negative result of an accept completion is a new
+    // descriptor the kernel gave this process and nobody else owns.
+    (fd >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

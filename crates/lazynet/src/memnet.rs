@@ -154,6 +154,8 @@ pub struct MemNet {
     bounce: MemHandle,
     spin_ns: u64,
     cbuf: [Cpl; 32],
+    /// Jobs in the order they completed, for [`MemNet::next_done`].
+    done_q: std::collections::VecDeque<u32>,
 }
 
 impl std::fmt::Debug for MemNet {
@@ -213,6 +215,7 @@ impl MemNet {
             bounce: MemHandle(0),
             spin_ns: 50_000,
             cbuf: [Cpl::default(); 32],
+            done_q: std::collections::VecDeque::with_capacity(nslots),
             area,
         };
         let bounce = BOUNCE_BYTES.min(p.data_bytes / 2).max(PAGE);
@@ -275,6 +278,17 @@ impl MemNet {
                 Some(e) => Err(e),
             });
             self.in_flight -= 1;
+            if self.done_q.len() >= 2 * self.jobs.len() {
+                // A client that never asks for `next_done`: keep only the
+                // jobs still unreaped (at most one per slot).
+                let jobs = &self.jobs;
+                self.done_q.retain(|&j| {
+                    jobs.get((j & 0xffff) as usize).is_some_and(|s| {
+                        s.gen == (j >> 16) as u16 && matches!(s.state, JobState::Done(_))
+                    })
+                });
+            }
+            self.done_q.push_back(c.job);
             if let Some(h) = handle {
                 if let Some(Some(r)) = self.regs.get_mut((h & 0xffff) as usize) {
                     r.busy = r.busy.saturating_sub(1);
@@ -371,6 +385,35 @@ impl MemNet {
         }
         self.reap();
         self.take(i)
+    }
+
+    /// The next job that completed and was not yet reaped, oldest first
+    /// (an event loop's way of waiting on many jobs: get it, then
+    /// [`MemNet::job_done`] gives its result).
+    pub fn next_done(&mut self) -> Option<Job> {
+        loop {
+            if self.done_q.is_empty() {
+                self.reap();
+            }
+            let j = self.done_q.pop_front()?;
+            // Skip jobs reaped meanwhile by `job_done` or `job_wait`.
+            if let Ok(i) = self.slot(Job(j)) {
+                if matches!(self.jobs[i].state, JobState::Done(_)) {
+                    return Some(Job(j));
+                }
+            }
+        }
+    }
+
+    /// Waits (at most `timeout`) for some job to complete and returns it
+    /// as [`MemNet::next_done`] does.
+    pub fn wait_any(&mut self, timeout: std::time::Duration) -> Option<Job> {
+        if let Some(j) = self.next_done() {
+            return Some(j);
+        }
+        let deadline = crate::sched::clock::mono_ns() + timeout.as_nanos() as u64;
+        self.wait_until(Some(deadline), |m| !m.done_q.is_empty());
+        self.next_done()
     }
 
     /// Waits for job `j` (at most `timeout`; `None`: as long as it takes)
@@ -674,6 +717,17 @@ impl MemNet {
             None,
         )
         .map(|_| ())
+    }
+
+    /// Posts a close of `s` and returns at once.
+    pub fn async_close(&mut self, s: Socket) -> Result<Job, Error> {
+        self.post(
+            Req {
+                sock: s.0,
+                ..Self::req(ReqOp::Close)
+            },
+            None,
+        )
     }
 
     /// Sends FIN on `s`.

@@ -1347,6 +1347,47 @@ pub enum HelperCmd {
         #[arg(long, default_value_t = 4.0)]
         seconds: f64,
     },
+    /// `memnet`'s Linux web server (epoll or io_uring), same HTTP code and
+    /// work per request as `lazynet serve http`; prints `ready`.
+    LinuxWeb {
+        /// `epoll` or `uring`.
+        #[arg(long)]
+        kind: String,
+        /// Address to listen on.
+        #[arg(long)]
+        bind: SocketAddrV4,
+        /// Simulated work per request (µs).
+        #[arg(long, default_value_t = 0)]
+        work_us: u64,
+        /// Upper bound on the run.
+        #[arg(long, default_value_t = 600.0)]
+        seconds: f64,
+    },
+    /// `memnet`'s Linux send costs (run inside a namespace whose loopback
+    /// receive work is on CPU 1): prints `SERIES\tSIZE\tNS` lines.
+    LinuxSendCost {
+        /// Sizes, comma-separated.
+        #[arg(long, value_delimiter = ',')]
+        sizes: Vec<usize>,
+        /// Calls per size.
+        #[arg(long, default_value_t = 20000)]
+        per: usize,
+    },
+    /// `memnet`'s client processes: 256-byte `async_send` jobs to the sink.
+    MemnetSender {
+        /// The offload daemon's control socket.
+        #[arg(long)]
+        daemon: std::path::PathBuf,
+        /// Bytes per job.
+        #[arg(long, default_value_t = 256)]
+        size: usize,
+        /// Jobs per second (0: as fast as the credits allow).
+        #[arg(long, default_value_t = 0.0)]
+        rate: f64,
+        /// How long.
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
+    },
     /// UDP echo (ping-pong) server: sends every datagram back.
     UdpEcho {
         /// Address to bind.
@@ -1444,6 +1485,30 @@ pub fn helper(cmd: HelperCmd) -> anyhow::Result<()> {
             work_iters,
             seconds,
         } => crate::lrp_share::share_echo(daemon.as_deref(), port, work_iters, seconds),
+        HelperCmd::LinuxWeb {
+            kind,
+            bind,
+            work_us,
+            seconds,
+        } => match kind.as_str() {
+            "epoll" => crate::linux_web::epoll(bind, work_us, seconds.clamp(0.1, 3600.0)),
+            "uring" => crate::linux_web::uring(bind, work_us, seconds.clamp(0.1, 3600.0)),
+            k => anyhow::bail!("unknown server kind {k}"),
+        },
+        HelperCmd::LinuxSendCost { sizes, per } => {
+            crate::memnet::linux_send_cost(&sizes, per.clamp(1, 10_000_000))
+        }
+        HelperCmd::MemnetSender {
+            daemon,
+            size,
+            rate,
+            seconds,
+        } => crate::memnet::memnet_sender(
+            &daemon,
+            size.clamp(1, 65536),
+            rate,
+            seconds.clamp(0.1, 600.0),
+        ),
         HelperCmd::ShareClient {
             per_ms,
             warm_ms,

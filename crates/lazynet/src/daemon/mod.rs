@@ -131,6 +131,11 @@ pub struct DaemonConfig {
     /// applications must sleep soon, or a woken application waits for the
     /// end of the daemon's time slice (milliseconds under EEVDF).
     pub idle_spin_ns: u64,
+    /// While polling idle, yield the core to other runnable threads
+    /// (`sched_yield`) instead of spinning: for a daemon that must poll
+    /// but shares its core (a two-core machine, where the core also runs
+    /// a client or a NIC's stand-in).
+    pub idle_yield: bool,
     /// Where protocol processing runs for attached programs: in each
     /// application ([`Placement::MultiProcess`], the only kind of client
     /// then) or, as well, in the daemon for MemNet clients
@@ -162,6 +167,7 @@ impl Default for DaemonConfig {
             ports_per_app: 1024,
             stack: StackConfig::default(),
             idle_spin_ns: 5_000,
+            idle_yield: false,
             placement: Placement::MultiProcess,
             jobs: JobParams::default(),
         }
@@ -332,6 +338,10 @@ pub struct DaemonStats {
     pub busy_ns: u64,
     /// Nanoseconds [`Daemon::run`] ran in all.
     pub run_ns: u64,
+    /// Steps [`Daemon::run`] took, and of them those that did work.
+    pub steps: u64,
+    /// See `steps`.
+    pub worked_steps: u64,
 }
 
 /// The daemon (see the module docs).
@@ -472,7 +482,7 @@ impl<N: Nic> Daemon<N> {
         let d = &self.stats;
         let st = self.stack.stats();
         s.push_str(&format!(
-            "daemon apps={} attached={} detached={} refused={} rx_frames={} delivered={} tx_frames={} own_rx_frames={} own_tx_frames={} classifier_drops={} busy_ns={} run_ns={}\n",
+            "daemon apps={} attached={} detached={} refused={} rx_frames={} delivered={} tx_frames={} own_rx_frames={} own_tx_frames={} classifier_drops={} busy_ns={} run_ns={} steps={} worked_steps={}\n",
             self.attached(),
             d.attached,
             d.detached,
@@ -485,6 +495,8 @@ impl<N: Nic> Daemon<N> {
             st.demux.dropped(),
             d.busy_ns,
             d.run_ns,
+            d.steps,
+            d.worked_steps,
         ));
         s
     }
@@ -533,15 +545,27 @@ impl<N: Nic> Daemon<N> {
     pub fn run(&mut self, stop: &AtomicBool) {
         let mut idle_since = None;
         let start = crate::sched::clock::mono_ns();
-        let mut t0 = start;
+        // Useful time: the wall time of steps that did work on a core of
+        // its own; the thread's CPU time when it yields a shared core (a
+        // step may then be preempted, and the wall would count the other
+        // thread's time).
+        let clock: fn() -> u64 = if self.cfg.idle_yield {
+            crate::sys::thread_cpu_ns
+        } else {
+            crate::sched::clock::mono_ns
+        };
+        let mut t0 = clock();
         while !stop.load(Ordering::Acquire) {
             let worked = self.step() > 0;
-            let now = crate::sched::clock::mono_ns();
+            let t1 = clock();
+            self.stats.steps += 1;
             if worked {
-                self.stats.busy_ns += now.saturating_sub(t0);
+                self.stats.busy_ns += t1.saturating_sub(t0);
+                self.stats.worked_steps += 1;
             }
+            t0 = t1;
+            let now = crate::sched::clock::mono_ns();
             self.stats.run_ns = now.saturating_sub(start);
-            t0 = now;
             if worked {
                 idle_since = None;
                 continue;
@@ -550,6 +574,11 @@ impl<N: Nic> Daemon<N> {
             if now.saturating_sub(since) >= self.cfg.idle_spin_ns {
                 self.sleep(MAX_SLEEP_NS);
                 idle_since = None;
+                // The sleep is not the next step's work.
+                t0 = clock();
+            } else if self.cfg.idle_yield {
+                std::thread::yield_now();
+                t0 = clock();
             } else {
                 std::hint::spin_loop();
             }

@@ -81,6 +81,9 @@ struct Sock {
     /// (send; receive, accept and connect): later jobs wait their turn.
     blocked_tx: u32,
     blocked_rx: u32,
+    /// Jobs pending on it, per direction (send; the others).
+    pend_tx: u16,
+    pend_rx: u16,
 }
 
 /// A job waiting for its socket.
@@ -142,6 +145,8 @@ impl Client {
                     ready: false,
                     blocked_tx: 0,
                     blocked_rx: 0,
+                    pend_tx: 0,
+                    pend_rx: 0,
                 };
                 p.max_socks as usize
             ],
@@ -195,6 +200,31 @@ impl Client {
         self.out.push(c);
     }
 
+    /// Queues `p` behind its socket's other pending jobs.
+    fn push_pending(&mut self, p: Pending) {
+        if let Some(s) = self.socks.get_mut((p.req.sock & 0xffff) as usize) {
+            if p.req.op == ReqOp::Send as u32 {
+                s.pend_tx += 1;
+            } else {
+                s.pend_rx += 1;
+            }
+        }
+        self.pending.push_back(p);
+    }
+
+    /// Removes pending job `i`.
+    fn take_pending(&mut self, i: usize) -> Option<Pending> {
+        let p = self.pending.remove(i)?;
+        if let Some(s) = self.socks.get_mut((p.req.sock & 0xffff) as usize) {
+            if p.req.op == ReqOp::Send as u32 {
+                s.pend_tx = s.pend_tx.saturating_sub(1);
+            } else {
+                s.pend_rx = s.pend_rx.saturating_sub(1);
+            }
+        }
+        Some(p)
+    }
+
     fn sock(&self, id: u32) -> Option<(usize, SockKind)> {
         let i = (id & 0xffff) as usize;
         let s = self.socks.get(i)?;
@@ -207,6 +237,8 @@ impl Client {
         s.gen = s.gen.wrapping_add(1);
         s.kind = kind;
         s.ready = false;
+        s.pend_tx = 0;
+        s.pend_rx = 0;
         Some(i | u32::from(s.gen) << 16)
     }
 
@@ -550,7 +582,7 @@ impl Offload {
         let mut i = 0;
         while i < c.pending.len() {
             if f(&c.pending[i]) {
-                let p = c.pending.remove(i).expect("in range");
+                let p = c.take_pending(i).expect("in range");
                 c.finish(p.req.job, Err(e));
             } else {
                 i += 1;
@@ -563,12 +595,14 @@ impl Offload {
     fn try_or_wait<N: Nic>(&mut self, stack: &mut Stack<N>, k: usize, p: Pending, now: u64) {
         let c = self.clients[k].as_mut().expect("client present");
         let tx = p.req.op == ReqOp::Send as u32;
+        // Jobs of a socket whose id is stale count against the socket
+        // now in its slot: they only wait longer, and fail at their turn.
         let behind = c
-            .pending
-            .iter()
-            .any(|q| q.req.sock == p.req.sock && (q.req.op == ReqOp::Send as u32) == tx);
+            .socks
+            .get((p.req.sock & 0xffff) as usize)
+            .is_some_and(|s| if tx { s.pend_tx > 0 } else { s.pend_rx > 0 });
         if behind {
-            c.pending.push_back(p);
+            c.push_pending(p);
             return;
         }
         match Self::attempt(stack, c, &p, now) {
@@ -578,7 +612,7 @@ impl Offload {
                     self.own_accepted(k, id as u32);
                 }
             }
-            Tried::Wait(done) => c.pending.push_back(Pending { done, ..p }),
+            Tried::Wait(done) => c.push_pending(Pending { done, ..p }),
         }
     }
 
@@ -626,7 +660,7 @@ impl Offload {
                             accepted.push(id as u32);
                         }
                     }
-                    c.pending.remove(i);
+                    c.take_pending(i);
                     c.finish(p.req.job, r);
                 }
                 Tried::Wait(done) => {

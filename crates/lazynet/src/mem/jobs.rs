@@ -67,7 +67,7 @@ impl Default for JobParams {
             req_cap: 256,
             credits: 128,
             data_bytes: 16 << 20,
-            max_regions: 256,
+            max_regions: 4096,
             max_socks: 1024,
         }
     }
