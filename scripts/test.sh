@@ -52,3 +52,16 @@ for e in livelock latency-under-load fairness syn-flood rtu-qos; do
   }
   grep -E '^  (met|MISSED|not)' "$exp_out/$e/$e.txt" || true
 done
+# MemNet (offload placement): the API costs, the web servers and several
+# clients, each series a real program; Linux's series need root.
+if [ "$(id -u)" = 0 ]; then
+  cargo build --release -q -p lazynet-cli
+  echo "lazynet-lab memnet --quick"
+  "$lab" memnet --quick --out "$exp_out/memnet" >"$exp_out/memnet.log" 2>&1 || {
+    cat "$exp_out/memnet.log"
+    exit 1
+  }
+  grep -E '^  (met|MISSED)' "$exp_out/memnet/memnet.txt" || true
+else
+  echo "skipped: needs root (lazynet-lab memnet --quick)"
+fi

@@ -196,6 +196,9 @@ impl Server<'_> {
                 self.stats.connections += 1;
                 match self.free.pop() {
                     Some(i) => {
+                        // Responses go out whole at once (as Linux servers
+                        // set TCP_NODELAY).
+                        let _ = self.m.set_nodelay(s, true);
                         let sl = &mut self.slots[i];
                         sl.sock = Some(s);
                         sl.http = Some(HttpConn::new(self.cfg.clone()));

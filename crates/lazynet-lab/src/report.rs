@@ -17,6 +17,20 @@ pub fn set_verbose(on: bool) {
 }
 
 /// Whether `--verbose` was given.
+/// Prints a progress line on stderr (with a time stamp) when verbose.
+pub fn progress(what: &str) {
+    if verbose() {
+        eprintln!("{} {what}", crate::report::clock());
+    }
+}
+
+fn clock() -> String {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    format!("[{:.1}]", t % 1000.0)
+}
+
 pub fn verbose() -> bool {
     VERBOSE.load(Ordering::Relaxed)
 }

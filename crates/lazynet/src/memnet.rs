@@ -730,6 +730,20 @@ impl MemNet {
         )
     }
 
+    /// Switches Nagle's algorithm off (`true`: every send goes out at
+    /// once) or on, on connection `s`.
+    pub fn set_nodelay(&mut self, s: Socket, on: bool) -> Result<(), Error> {
+        self.call(
+            Req {
+                sock: s.0,
+                len: u32::from(on),
+                ..Self::req(ReqOp::SetNodelay)
+            },
+            None,
+        )
+        .map(|_| ())
+    }
+
     /// Sends FIN on `s`.
     pub fn shutdown(&mut self, s: Socket) -> Result<(), Error> {
         self.call(

@@ -1,6 +1,7 @@
-//! The multi-process placement with real processes: one `lazynet daemon`
-//! on a TAP device into a namespace the test creates, applications
-//! attached to it (`serve … --daemon`), and the Linux kernel's clients
+//! The multi-process and offload placements with real processes: one
+//! `lazynet daemon` on a TAP device into a namespace the test creates,
+//! applications attached to it (`serve … --daemon`, and MemNet servers
+//! `serve http --memnet API --daemon`), and the Linux kernel's clients
 //! (curl, Python's sockets) in the namespace.
 
 use std::io::BufReader;
@@ -384,5 +385,159 @@ fn every_program_works_attached_at_once() {
     assert_eq!(daemon_counter(&t, "attached"), 4, "{t}");
     assert_eq!(daemon_counter(&t, "apps"), 2, "{t}");
     drop(www);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `key=value` from the line of the MemNet client with process `pid`.
+fn memnet_counter(text: &str, pid: u32, key: &str) -> u64 {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("memnet ") && l.contains(&format!("pid {pid} ")))
+        .unwrap_or_else(|| panic!("no memnet line for {pid}: {text}"));
+    line.split_whitespace()
+        .find_map(|kv| kv.strip_prefix(&format!("{key}=")))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{key} in {line}"))
+}
+
+#[test]
+fn memnet_servers_on_an_offload_daemon_serve_curl_and_a_killed_one_is_reclaimed() {
+    if !lazynet::sys::root_or_skip() {
+        return;
+    }
+    let (names, _ns, dir, sock) = setup();
+    let s = sock.to_str().unwrap();
+    let mut dargs = vec![
+        "daemon",
+        "--nic",
+        "tap",
+        "--socket",
+        s,
+        "--placement",
+        "offload",
+    ];
+    let nargs = names.args();
+    dargs.extend(nargs.iter().map(|a| a.as_str()));
+    let mut daemon = spawn(&dargs);
+    // One server per MemNet API, and a multi-process application beside.
+    let mut direct = spawn(&["serve", "http", "--daemon", s, "--memnet", "direct"]);
+    let _async = spawn(&[
+        "serve", "http", "--daemon", s, "--memnet", "async", "--port", "81",
+    ]);
+    let _sockets = spawn(&[
+        "serve", "http", "--daemon", s, "--memnet", "sockets", "--port", "82",
+    ]);
+    let _udp = spawn(&["serve", "udp-echo", "--daemon", s]);
+    let ours = names.ours();
+
+    // curl downloads 100 MiB through the direct server while the UDP
+    // application echoes; 10 MB from each of the others.
+    const N: u64 = 100 << 20;
+    let file = dir.join("body");
+    let (ns2, url, f2) = (
+        names.ns.clone(),
+        format!("http://{ours}/bytes/{N}"),
+        file.clone(),
+    );
+    let dl = std::thread::spawn(move || curl(&ns2, &url, &f2, "120"));
+    let echoed = udp_echo_from_ns(&names.ns, &ours, 500);
+    let o = dl.join().unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "200");
+    assert_eq!(sha256_file(&file), pattern_sha256(N), "body differs");
+    assert_eq!(echoed, 500);
+    for port in [81, 82] {
+        let f = dir.join(format!("b{port}"));
+        let o = curl(
+            &names.ns,
+            &format!("http://{ours}:{port}/bytes/10000000"),
+            &f,
+            "30",
+        );
+        assert_eq!(String::from_utf8_lossy(&o.stdout), "200", "port {port}");
+        assert_eq!(sha256_file(&f), pattern_sha256(10_000_000), "port {port}");
+    }
+    // An upload (the request body comes in through receive jobs).
+    let up = dir.join("up.bin");
+    let data: Vec<u8> = (0..10u32 << 20)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    std::fs::write(&up, &data).unwrap();
+    let o = in_ns(
+        &names.ns,
+        &[
+            "curl",
+            "-sS",
+            "--max-time",
+            "60",
+            "-T",
+            up.to_str().unwrap(),
+            &format!("http://{ours}:81/upload"),
+        ],
+    );
+    let want = crate::tcp::sha256_hex(&data);
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        format!("bytes={} sha256={want}", data.len())
+    );
+    let t = stats(&sock);
+    assert_eq!(
+        t.lines().filter(|l| l.starts_with("memnet ")).count(),
+        3,
+        "{t}"
+    );
+    let dpid = direct.0.as_ref().unwrap().id();
+    assert!(memnet_counter(&t, dpid, "tx_bytes") >= N, "{t}");
+    assert_eq!(memnet_counter(&t, dpid, "bad_request"), 0, "{t}");
+
+    // kill -9 of the direct server in the middle of a transfer: reclaimed
+    // within a second, the transfer reset, port 80 free again.
+    let (ns3, url, f3) = (
+        names.ns.clone(),
+        format!("http://{ours}/bytes/{}", 4u64 << 30),
+        dir.join("cut"),
+    );
+    let cut = std::thread::spawn(move || curl(&ns3, &url, &f3, "20"));
+    std::thread::sleep(Duration::from_millis(700));
+    let mut c = direct.0.take().unwrap();
+    signal(&c, libc::SIGKILL);
+    let _ = c.wait();
+    let killed_at = Instant::now();
+    loop {
+        let t = stats(&sock);
+        if daemon_counter(&t, "detached") == 1 {
+            assert_eq!(
+                t.lines().filter(|l| l.starts_with("memnet ")).count(),
+                2,
+                "{t}"
+            );
+            break;
+        }
+        assert!(
+            killed_at.elapsed() < Duration::from_secs(1),
+            "not reclaimed within 1 s: {t}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = cut.join().unwrap();
+    assert!(!o.status.success(), "the transfer was cut");
+    assert!(
+        killed_at.elapsed() < Duration::from_secs(5),
+        "the dead server's connection was not reset: {:?}",
+        killed_at.elapsed()
+    );
+    assert_eq!(udp_echo_from_ns(&names.ns, &ours, 100), 100);
+    let _direct2 = spawn(&["serve", "http", "--daemon", s, "--memnet", "direct"]);
+    let o = curl(
+        &names.ns,
+        &format!("http://{ours}/bytes/1000000"),
+        &dir.join("again"),
+        "20",
+    );
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "200");
+    assert_eq!(sha256_file(&dir.join("again")), pattern_sha256(1_000_000));
+
+    let mut d = daemon.0.take().unwrap();
+    signal(&d, libc::SIGTERM);
+    assert!(d.wait().unwrap().success());
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -34,6 +34,11 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
+/// SHA-256 of `data`, in hex.
+pub(crate) fn sha256_hex(data: &[u8]) -> String {
+    hex(&Sha256::digest(data))
+}
+
 pub(crate) fn sha256_file(p: &std::path::Path) -> String {
     let mut f = std::fs::File::open(p).unwrap();
     let mut h = Sha256::new();

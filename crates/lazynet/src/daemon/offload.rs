@@ -543,6 +543,15 @@ impl Offload {
                     Err(e) => c.finish(r.job, Err(job_err(e))),
                 }
             }
+            ReqOp::SetNodelay => {
+                let r2 = match c.sock(r.sock) {
+                    Some((_, SockKind::Conn(h))) => {
+                        stack.tcp_mut(h).set_nodelay(r.len != 0).map_err(job_err)
+                    }
+                    _ => Err(JobError::BadSocket),
+                };
+                c.finish(r.job, r2.map(|_| 0));
+            }
             ReqOp::Close | ReqOp::Shutdown => {
                 let Some((i, kind)) = c.sock(r.sock) else {
                     c.finish(r.job, Err(JobError::BadSocket));

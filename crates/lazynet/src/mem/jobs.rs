@@ -229,6 +229,9 @@ pub enum ReqOp {
     Close = 9,
     /// Sends FIN on connection `sock` (no more sends).
     Shutdown = 10,
+    /// Switches Nagle's algorithm off (`len` 1) or on (`len` 0) on
+    /// connection `sock`.
+    SetNodelay = 11,
 }
 
 impl ReqOp {
@@ -245,6 +248,7 @@ impl ReqOp {
             8 => ReqOp::Recv,
             9 => ReqOp::Close,
             10 => ReqOp::Shutdown,
+            11 => ReqOp::SetNodelay,
             _ => return None,
         })
     }
@@ -650,7 +654,7 @@ mod tests {
         }
         assert_eq!(JobError::from_code(0), None);
         assert_eq!(JobError::from_code(999), Some(JobError::Invalid));
-        for v in 1..=10u32 {
+        for v in 1..=11u32 {
             assert_eq!(ReqOp::from_u32(v).unwrap() as u32, v);
         }
         assert_eq!(ReqOp::from_u32(0), None);

@@ -2,9 +2,12 @@
 //! target `daemon_app` drives the same harness): whatever the hostile
 //! application does, the daemon does not panic, keeps answering, a
 //! well-behaved application beside it keeps echoing byte-exact, and when
-//! the hostile one leaves, everything it held is reclaimed.
+//! the hostile one leaves, everything it held is reclaimed. The same for a
+//! hostile MemNet client of the offload placement (fuzz target
+//! `memnet_client`).
 
 mod hostile;
+mod hostile_memnet;
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 
@@ -130,5 +133,61 @@ fn the_daemon_refuses_more_applications_than_it_serves() {
         "a fourth application over max_apps 3"
     );
     assert_eq!(h.daemon.attached(), 3);
+    assert_eq!(h.daemon.stats().refused, 1);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+
+    #[test]
+    fn a_hostile_memnet_client_is_contained(ops in proptest::collection::vec(any::<u8>(), 0..600)) {
+        let mut h = hostile_memnet::Harness::new("memnet-prop");
+        prop_assert!(h.good_client_served(1));
+        h.hostile = h.attach_raw();
+        prop_assert!(h.hostile.is_some());
+        h.run(&ops);
+        prop_assert!(h.good_client_served(2), "the well-behaved client was not served");
+        // The hostile client leaves: within one control check it is gone,
+        // its connections reset and its listeners closed.
+        h.hostile = None;
+        let t0 = std::time::Instant::now();
+        while h.daemon.attached() != 1 && t0.elapsed().as_secs() < 2 {
+            h.daemon.poke();
+            h.step(1);
+        }
+        prop_assert_eq!(h.daemon.attached(), 1);
+        h.step(50);
+        prop_assert_eq!(h.daemon.stack().tcp_connections(), 0);
+        // Its ports are free: the good client listens on all three.
+        for (k, port) in [80u16, 81, 82].into_iter().enumerate() {
+            let g = h.good.as_mut().unwrap();
+            let r = lazynet::mem::jobs::Req {
+                job: 100 + k as u32,
+                op: lazynet::mem::jobs::ReqOp::Listen as u32,
+                port,
+                ..Default::default()
+            };
+            prop_assert!(g.req.push_one(r).is_ok());
+            let mut ok = None;
+            for _ in 0..100 {
+                h.step(1);
+                if let Some(c) = h.good.as_mut().unwrap().cpl.pop_one() {
+                    ok = Some(c.code);
+                    break;
+                }
+            }
+            prop_assert_eq!(ok, Some(0), "port {} not free again", port);
+        }
+    }
+}
+
+#[test]
+fn the_offload_daemon_refuses_more_clients_than_it_serves() {
+    let mut h = hostile_memnet::Harness::new("memnet-full");
+    let a = h.attach_raw();
+    let b = h.attach_raw();
+    let c = h.attach_raw();
+    assert!(a.is_some() && b.is_some() && c.is_some());
+    assert!(h.attach_raw().is_none(), "a fourth client over max_apps 3");
     assert_eq!(h.daemon.stats().refused, 1);
 }
