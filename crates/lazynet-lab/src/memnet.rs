@@ -1030,7 +1030,7 @@ pub fn exp(o: &Opts, out: &Path) -> anyhow::Result<()> {
             .map(|p| p.offered)
             .fold(f64::NAN, f64::max);
         txt.push_str(&format!(
-            "\n## Fig. 7: CPU at {sat:.0} requests/s (the highest load Linux epoll sustained, HTTP/1.0)\n\n| server | host core idle | daemon core useful |\n|---|---|---|\n"
+            "\n## Fig. 7: CPU at {sat:.0} requests/s (the highest load Linux epoll sustained, HTTP/1.0)\n\n| server | host core idle | server process CPU | daemon core useful |\n|---|---|---|---|\n"
         ));
         for (_, w, pts) in webs.iter().filter(|x| x.0 == 1) {
             if let Some(p) = pts.iter().find(|p| p.offered == sat) {

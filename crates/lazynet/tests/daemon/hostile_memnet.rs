@@ -140,7 +140,12 @@ impl Harness {
             }
             let peer = &mut self.peer;
             self.peer_conns.retain(|c| match c.read(peer, &mut buf) {
-                Ok(0) => false,
+                Ok(0) => {
+                    // The client finished: finish too (a peer that never
+                    // closes leaves the daemon's side in FIN-WAIT-2).
+                    let _ = TcpStream::from_handle(c.handle()).close(peer);
+                    false
+                }
                 Ok(n) => {
                     let _ = c.write(peer, &buf[..n]);
                     true
