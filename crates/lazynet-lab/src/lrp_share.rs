@@ -35,7 +35,7 @@ use lazynet::socket::UdpSocket;
 use lazynet::stack::{AreaNic, Stack, StackConfig};
 use lazynet::sys::pin_thread;
 
-use crate::procs::{cpu_ns, exe, start, start_in, Proc};
+use crate::procs::{cpu_ns, exe, start, start_in, Ns, Proc};
 use crate::report::median;
 
 const SERVER: Ipv4Addr = Ipv4Addr::new(10, 201, 0, 2);
@@ -317,35 +317,6 @@ fn lazynet_share(
     })
 }
 
-/// A network namespace for the Linux series, removed on drop: its `lo`
-/// up, with RPS steering its receive processing to CPU 1.
-struct Ns(String);
-
-impl Ns {
-    fn new() -> anyhow::Result<Ns> {
-        let n = format!("lzshare{}", std::process::id());
-        let ok = Command::new("ip")
-            .args(["netns", "add", &n])
-            .status()?
-            .success();
-        anyhow::ensure!(ok, "ip netns add {n}");
-        let ns = Ns(n);
-        let sh = "ip link set lo up && echo 2 > /sys/class/net/lo/queues/rx-0/rps_cpus";
-        let ok = Command::new("ip")
-            .args(["netns", "exec", &ns.0, "sh", "-c", sh])
-            .status()?
-            .success();
-        anyhow::ensure!(ok, "lo and RPS in {}", ns.0);
-        Ok(ns)
-    }
-}
-
-impl Drop for Ns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-    }
-}
-
 /// The helper: the paced client of the Linux series, on a UDP socket to
 /// 127.0.0.1; prints `measure` when the window starts and
 /// `share-client a=N b=M secs=S` at its end.
@@ -387,7 +358,7 @@ fn linux_share(
     warm: Duration,
     window: Duration,
 ) -> anyhow::Result<Share> {
-    let ns = Ns::new()?;
+    let ns = Ns::new("lzshare", 2)?;
     let (groups, apps) = start_apps(Some(&ns.0), None, work)?;
     let lab = std::env::current_exe()?;
     let pids = [apps[0].0.id(), apps[1].0.id()];

@@ -57,7 +57,7 @@ use lazynet::stack::{Stack, StackConfig};
 use lazynet::sys::pin_thread;
 
 use crate::httpload::{self, HttpLoad};
-use crate::procs::{exe, start, start_in, Proc};
+use crate::procs::{exe, start, start_in, Ns, Proc};
 use crate::report::median;
 
 const SERVER: Ipv4Addr = Ipv4Addr::new(10, 201, 0, 2);
@@ -478,37 +478,6 @@ pub fn linux_send_cost(sizes: &[usize], per: usize) -> anyhow::Result<()> {
     drop(s);
     let _ = rx.join();
     Ok(())
-}
-
-/// A network namespace of our own with `lo` up and its receive work put
-/// on the CPUs of `rps_mask` (RPS), removed on drop.
-struct Ns(String);
-
-impl Ns {
-    fn new(prefix: &str, rps_mask: u32) -> anyhow::Result<Ns> {
-        let n = format!("{prefix}{}", std::process::id());
-        let ok = Command::new("ip")
-            .args(["netns", "add", &n])
-            .status()?
-            .success();
-        anyhow::ensure!(ok, "ip netns add {n}");
-        let ns = Ns(n);
-        let sh = format!(
-            "ip link set lo up && echo {rps_mask:x} > /sys/class/net/lo/queues/rx-0/rps_cpus"
-        );
-        let ok = Command::new("ip")
-            .args(["netns", "exec", &ns.0, "sh", "-c", &sh])
-            .status()?
-            .success();
-        anyhow::ensure!(ok, "lo and RPS in {}", ns.0);
-        Ok(ns)
-    }
-}
-
-impl Drop for Ns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-    }
 }
 
 // ---------------------------------------------------------------------------
@@ -1167,35 +1136,39 @@ pub fn exp(o: &Opts, out: &Path) -> anyhow::Result<()> {
     let w10 = web_series(1);
     let w11 = web_series(6);
     let mut panels = Vec::new();
-    if !send_series.is_empty() {
-        panels.push(crate::plot::Panel::Lines {
-            title: "Fig. 5: cost of a send",
-            x_label: "bytes",
-            y_label: "ns per call",
-            series: &send_series,
-            log_x: true,
-            log_y: true,
-        });
-    }
-    if !w10.is_empty() {
-        panels.push(crate::plot::Panel::Lines {
-            title: "Fig. 6: web server, HTTP/1.0",
-            x_label: "offered requests/s",
-            y_label: "replies/s",
-            series: &w10,
-            log_x: false,
-            log_y: false,
-        });
-    }
-    if !w11.is_empty() {
-        panels.push(crate::plot::Panel::Lines {
-            title: "Fig. 8: web server, HTTP/1.1 (6 per connection, bursts of 3)",
-            x_label: "offered requests/s",
-            y_label: "replies/s",
-            series: &w11,
-            log_x: false,
-            log_y: false,
-        });
+    for (title, x_label, y_label, series, log) in [
+        (
+            "Fig. 5: cost of a send",
+            "bytes",
+            "ns per call",
+            &send_series,
+            true,
+        ),
+        (
+            "Fig. 6: web server, HTTP/1.0",
+            "offered requests/s",
+            "replies/s",
+            &w10,
+            false,
+        ),
+        (
+            "Fig. 8: web server, HTTP/1.1 (6 per connection, bursts of 3)",
+            "offered requests/s",
+            "replies/s",
+            &w11,
+            false,
+        ),
+    ] {
+        if !series.is_empty() {
+            panels.push(crate::plot::Panel::Lines {
+                title,
+                x_label,
+                y_label,
+                series,
+                log_x: log,
+                log_y: log,
+            });
+        }
     }
     if !panels.is_empty() {
         crate::plot::figure(&out.join("memnet.png"), &panels)?;

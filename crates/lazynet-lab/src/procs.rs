@@ -1,7 +1,7 @@
 //! Programs an experiment starts: `lazynet` or this lab, pinned with
 //! `taskset`, optionally inside a network namespace; read until their
-//! `ready` line; stopped (SIGTERM, then kill) and reaped on drop. And the
-//! CPU time a process has used.
+//! `ready` line; stopped (SIGTERM, then kill) and reaped on drop. The CPU
+//! time a process has used, and private network namespaces.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -101,4 +101,36 @@ pub fn cpu_ns(pid: u32) -> u64 {
         .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
         .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
         .sum()
+}
+
+/// A network namespace of our own with `lo` up and its receive work put
+/// on the CPUs of `rps_mask` (RPS), removed on drop.
+pub struct Ns(pub String);
+
+impl Ns {
+    /// Creates `PREFIX<pid>`.
+    pub fn new(prefix: &str, rps_mask: u32) -> anyhow::Result<Ns> {
+        let n = format!("{prefix}{}", std::process::id());
+        let ok = Command::new("ip")
+            .args(["netns", "add", &n])
+            .status()?
+            .success();
+        anyhow::ensure!(ok, "ip netns add {n}");
+        let ns = Ns(n);
+        let sh = format!(
+            "ip link set lo up && echo {rps_mask:x} > /sys/class/net/lo/queues/rx-0/rps_cpus"
+        );
+        let ok = Command::new("ip")
+            .args(["netns", "exec", &ns.0, "sh", "-c", &sh])
+            .status()?
+            .success();
+        anyhow::ensure!(ok, "lo and RPS in {}", ns.0);
+        Ok(ns)
+    }
+}
+
+impl Drop for Ns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
 }

@@ -224,17 +224,71 @@ impl Layout {
     }
 }
 
-/// The header as it lies at offset 0.
+// SAFETY: nine `u32`: 36 bytes, 4-aligned, no padding, any bits valid.
+unsafe impl Pod for AreaParams {}
+
+/// The header of an area (a communication area, a job area) as it lies at
+/// offset 0: what it is, its version, the parameters its layout derives
+/// from, and its length.
 #[repr(C)]
 #[derive(Clone, Copy)]
-struct Header {
+struct Header<P> {
     magic: u32,
     version: u32,
-    params: AreaParams,
+    params: P,
     len: u64,
 }
 
-const _: () = assert!(std::mem::size_of::<Header>() <= HEADER);
+/// Writes the header of a new area (`region` is at least [`HEADER`] bytes
+/// and nobody else has it yet).
+pub(super) fn write_header<P: Pod>(
+    region: &Region,
+    magic: u32,
+    version: u32,
+    params: P,
+    len: usize,
+) {
+    let h = Header {
+        magic,
+        version,
+        params,
+        len: len as u64,
+    };
+    assert!(std::mem::size_of::<Header<P>>() <= HEADER && region.len() >= HEADER);
+    // SAFETY: the region holds at least HEADER bytes (asserted), which the
+    // header fits; it is page aligned. Written unaligned-safe; the header
+    // is plain integers.
+    unsafe { std::ptr::write_unaligned(region.as_ptr().cast::<Header<P>>(), h) };
+}
+
+/// Reads and checks the header of an area another process handed over:
+/// its magic and version must be `magic` and `version`, and the length it
+/// states, `layout_len(params)`, and the region's own length must agree.
+/// Returns the parameters and the layout's length.
+pub(super) fn read_header<P: Pod>(
+    region: &Region,
+    magic: u32,
+    version: u32,
+    what: &str,
+    layout_len: impl FnOnce(P) -> io::Result<usize>,
+) -> io::Result<P> {
+    let bad = |m: String| io::Error::new(io::ErrorKind::InvalidData, m);
+    if region.len() < HEADER || std::mem::size_of::<Header<P>>() > HEADER {
+        return Err(bad(format!("{what} shorter than its header")));
+    }
+    // SAFETY: HEADER bytes are mapped (checked above) and the header fits
+    // them; it is plain integers and `P: Pod`, valid for any bytes; read
+    // by value.
+    let h = unsafe { std::ptr::read_volatile(region.as_ptr().cast::<Header<P>>()) };
+    if h.magic != magic || h.version != version {
+        return Err(bad(format!("not a lazynet {what} of this version")));
+    }
+    let len = layout_len(h.params)?;
+    if h.len != len as u64 || region.len() != len {
+        return Err(bad(format!("{what} length does not match its parameters")));
+    }
+    Ok(h.params)
+}
 
 /// A request from the application to the daemon (on the `cmd` ring).
 /// Addresses and ports are host-order numbers.
@@ -490,16 +544,7 @@ impl AppArea {
         for i in 0..p.slots {
             Ring::<Desc>::init(&region, layout.slot(i), p.slot_cap)?;
         }
-        let h = Header {
-            magic: AREA_MAGIC,
-            version: AREA_VERSION,
-            params,
-            len: layout.len as u64,
-        };
-        // SAFETY: the region is at least HEADER bytes (the layout starts
-        // after it) and page aligned; nobody else has it yet. Written as
-        // bytes (unaligned-safe), `Header` being plain integers.
-        unsafe { std::ptr::write_unaligned(region.as_ptr().cast::<Header>(), h) };
+        write_header(&region, AREA_MAGIC, AREA_VERSION, params, layout.len);
         Ok(AppArea { region, layout })
     }
 
@@ -508,20 +553,14 @@ impl AppArea {
     /// plausible and its length is what they give.
     pub fn open(fd: std::os::fd::OwnedFd) -> io::Result<AppArea> {
         let region = Region::open_sealed(fd)?;
-        let bad = |m: &str| io::Error::new(io::ErrorKind::InvalidData, m.to_string());
-        if region.len() < HEADER {
-            return Err(bad("area shorter than its header"));
-        }
-        // SAFETY: HEADER bytes are mapped (checked above); `Header` is plain
-        // integers, valid for any bytes; read unaligned, by value.
-        let h = unsafe { std::ptr::read_volatile(region.as_ptr().cast::<Header>()) };
-        if h.magic != AREA_MAGIC || h.version != AREA_VERSION {
-            return Err(bad("not a lazynet communication area of this version"));
-        }
-        let layout = Layout::of(h.params)?;
-        if h.len != layout.len as u64 || region.len() != layout.len {
-            return Err(bad("area length does not match its parameters"));
-        }
+        let p = read_header(
+            &region,
+            AREA_MAGIC,
+            AREA_VERSION,
+            "communication area",
+            |p| Layout::of(p).map(|l| l.len),
+        )?;
+        let layout = Layout::of(p)?;
         Ok(AppArea { region, layout })
     }
 

@@ -33,7 +33,7 @@
 use std::io;
 use std::sync::Arc;
 
-use super::area::{Published, HEADER, LINE, PAGE};
+use super::area::{read_header, write_header, Published, HEADER, LINE, PAGE};
 use super::doorbell::{Doorbell, DOORBELL_BYTES};
 use super::ring::{layout_size, Pod, Ring};
 use super::Region;
@@ -145,16 +145,8 @@ impl JobLayout {
     }
 }
 
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct Header {
-    magic: u32,
-    version: u32,
-    params: JobParams,
-    len: u64,
-}
-
-const _: () = assert!(std::mem::size_of::<Header>() <= HEADER);
+// SAFETY: five `u32`: 20 bytes, 4-aligned, no padding, any bits valid.
+unsafe impl Pod for JobParams {}
 
 /// A request (a job) from the client. Addresses and ports are host-order
 /// numbers; which fields count depends on [`ReqOp`].
@@ -387,16 +379,7 @@ impl JobArea {
         let region = Region::create_sealed(name, layout.len)?;
         Ring::<Req>::init(&region, layout.req, params.req_cap)?;
         Ring::<Cpl>::init(&region, layout.cpl, params.credits)?;
-        let h = Header {
-            magic: JOB_MAGIC,
-            version: JOB_VERSION,
-            params,
-            len: layout.len as u64,
-        };
-        // SAFETY: the region is at least HEADER bytes and page aligned;
-        // nobody else has it yet. Written unaligned-safe; `Header` is plain
-        // integers.
-        unsafe { std::ptr::write_unaligned(region.as_ptr().cast::<Header>(), h) };
+        write_header(&region, JOB_MAGIC, JOB_VERSION, params, layout.len);
         Ok(JobArea { region, layout })
     }
 
@@ -405,20 +388,10 @@ impl JobArea {
     /// parameters give.
     pub fn open(fd: std::os::fd::OwnedFd) -> io::Result<JobArea> {
         let region = Region::open_sealed(fd)?;
-        let bad = |m: &str| io::Error::new(io::ErrorKind::InvalidData, m.to_string());
-        if region.len() < HEADER {
-            return Err(bad("job area shorter than its header"));
-        }
-        // SAFETY: HEADER bytes are mapped (checked above); `Header` is plain
-        // integers, valid for any bytes; read by value.
-        let h = unsafe { std::ptr::read_volatile(region.as_ptr().cast::<Header>()) };
-        if h.magic != JOB_MAGIC || h.version != JOB_VERSION {
-            return Err(bad("not a lazynet job area of this version"));
-        }
-        let layout = JobLayout::of(h.params)?;
-        if h.len != layout.len as u64 || region.len() != layout.len {
-            return Err(bad("job area length does not match its parameters"));
-        }
+        let p = read_header(&region, JOB_MAGIC, JOB_VERSION, "job area", |p| {
+            JobLayout::of(p).map(|l| l.len)
+        })?;
+        let layout = JobLayout::of(p)?;
         Ok(JobArea { region, layout })
     }
 
