@@ -159,7 +159,12 @@ impl Server<'_> {
                     Err(e) => Err(e),
                 },
                 Api::Async => {
-                    let b = self.m.buf_mut(rout).expect("no send in flight here");
+                    // No send is in flight here: the next one is posted
+                    // when the last one completes.
+                    let Ok(b) = self.m.buf_mut(rout) else {
+                        self.stats.failed += 1;
+                        return self.close(i);
+                    };
                     let n = http.poll_output(&mut b[..OUT_BYTES]);
                     let r = self.m.async_send(s, rout, n);
                     if self.post(r, Kind::Send(i)) {
