@@ -376,7 +376,12 @@ impl Offload {
     pub(super) fn step<N: Nic>(&mut self, stack: &mut Stack<N>, now: u64) -> usize {
         let n = self.clients.len();
         if n == 0 || self.attached() == 0 {
-            return stack.tcp_service(now, SERVICE_BUDGET);
+            // Connections still closing after their clients left: their
+            // events are nobody's (taken, so that the list stays short).
+            let w = stack.tcp_service(now, SERVICE_BUDGET);
+            self.events.clear();
+            stack.tcp_take_events(&mut self.events);
+            return w;
         }
         let mut work = 0;
         let first = self.first;
