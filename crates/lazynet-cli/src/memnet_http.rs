@@ -76,7 +76,6 @@ struct Slot {
     http: Option<HttpConn>,
     rin: MemHandle,
     rout: MemHandle,
-    sending: bool,
     closing: bool,
 }
 
@@ -132,7 +131,6 @@ impl Server<'_> {
         let sl = &mut self.slots[i];
         sl.sock = None;
         sl.http = None;
-        sl.sending = false;
         sl.closing = false;
         self.free.push(i);
     }
@@ -167,9 +165,7 @@ impl Server<'_> {
                     };
                     let n = http.poll_output(&mut b[..OUT_BYTES]);
                     let r = self.m.async_send(s, rout, n);
-                    if self.post(r, Kind::Send(i)) {
-                        self.slots[i].sending = true;
-                    } else {
+                    if !self.post(r, Kind::Send(i)) {
                         self.close(i);
                     }
                     // The rest when this send completes.
@@ -254,14 +250,10 @@ impl Server<'_> {
                 }
                 self.respond(i);
             }
-            (Kind::Send(i), Ok(_)) => {
-                self.slots[i].sending = false;
-                self.respond(i);
-            }
+            (Kind::Send(i), Ok(_)) => self.respond(i),
             (Kind::Close(i), _) => self.release(i),
             (Kind::Recv(i) | Kind::Send(i), Err(_)) => {
                 self.stats.failed += 1;
-                self.slots[i].sending = false;
                 self.close(i);
             }
         }
@@ -294,7 +286,6 @@ pub fn serve(
             http: None,
             rin,
             rout,
-            sending: false,
             closing: false,
         });
     }

@@ -210,10 +210,10 @@ fn calls_at(per: usize, n: usize) -> usize {
 }
 
 /// A sink on the wire end `end`: accepts on [`SINK_PORT`] and reads until
-/// `stop`. Pinned to CPU 1.
-fn sink(end: WireEnd, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+/// `stop`, pinned to `cpu`.
+fn sink(end: WireEnd, stop: Arc<AtomicBool>, cpu: usize) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
-        pin_thread(1);
+        pin_thread(cpu);
         let mut st = Stack::new(end, stack_cfg(CLIENT, 5));
         let l = LzListener::bind(&mut st, SocketAddrV4::new(CLIENT, SINK_PORT), 64).expect("sink");
         let mut conns: Vec<TcpStream> = Vec::new();
@@ -239,7 +239,7 @@ fn sink(end: WireEnd, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
 fn inprocess_send(sizes: &[usize], per: usize) -> anyhow::Result<Vec<(usize, f64)>> {
     let (a, b) = WirePair::new(WireConfig::default())?;
     let stop = Arc::new(AtomicBool::new(false));
-    let sk = sink(b, stop.clone());
+    let sk = sink(b, stop.clone(), 1);
     pin_thread(0);
     let mut st = Stack::new(a, stack_cfg(SERVER, 6));
     let c = TcpStream::connect(
@@ -282,7 +282,7 @@ fn memnet_send(sizes: &[usize], per: usize, dir: &Path) -> anyhow::Result<Costs>
     let (_d, lines, sock) = offload_daemon(dir, "offload", 10_000_000)?;
     let end = attach_wire(&lines)?;
     let stop = Arc::new(AtomicBool::new(false));
-    let sk = sink(end, stop.clone());
+    let sk = sink(end, stop.clone(), 1);
     pin_thread(0);
     let mut m = MemNet::attach(Path::new(&sock))?;
     let s = m
@@ -338,7 +338,6 @@ fn memnet_send(sizes: &[usize], per: usize, dir: &Path) -> anyhow::Result<Costs>
         roundtrip.push((n, ns));
         crate::report::progress(&format!("MemNet sends {n} B"));
     }
-    let _ = daemon_busy(&sock);
     stop.store(true, Ordering::Release);
     drop(m);
     let _ = sk.join();
@@ -551,11 +550,17 @@ enum Client {
     Tap(Stack<lazynet::nic::tap::TapNic>, Option<Ownership>),
 }
 
-fn start_web(
-    w: Web,
-    work_us: u64,
-    dir: &Path,
-) -> anyhow::Result<(Vec<Proc>, Client, Option<String>)> {
+/// A web server started by [`start_web`]: its processes (the server
+/// first), the client's stack towards it, its address, and its daemon's
+/// control socket if it has one.
+struct Started {
+    procs: Vec<Proc>,
+    client: Client,
+    server: SocketAddrV4,
+    daemon: Option<String>,
+}
+
+fn start_web(w: Web, work_us: u64, dir: &Path) -> anyhow::Result<Started> {
     let work = work_us.to_string();
     let http = |extra: &[&str]| {
         let mut a = vec!["serve", "http", "--port", "80", "--work-us", &work];
@@ -580,7 +585,8 @@ fn start_web(
             } else {
                 "uring"
             };
-            let bind = format!("{}:80", c.peer_addr.split('/').next().unwrap_or(""));
+            let addr: Ipv4Addr = c.peer_addr.split('/').next().unwrap_or("").parse()?;
+            let bind = format!("{addr}:80");
             let (p, _) = start_in(
                 Some(&c.ns),
                 0,
@@ -596,16 +602,25 @@ fn start_web(
                     &work,
                 ],
             )?;
-            let addr: Ipv4Addr = bind.trim_end_matches(":80").parse()?;
             let me = Ipv4Addr::new(addr.octets()[0], addr.octets()[1], addr.octets()[2], 2);
             let st = Stack::new(tap, stack_cfg(me, 9));
-            Ok((vec![p], Client::Tap(st, Some(own)), Some(addr.to_string())))
+            Ok(Started {
+                procs: vec![p],
+                client: Client::Tap(st, Some(own)),
+                server: SocketAddrV4::new(addr, 80),
+                daemon: None,
+            })
         }
         Web::InProcess => {
             let a = http(&["--nic", "wire"]);
             let (p, lines) = lazynet(0, &strs(&a))?;
             let st = Stack::new(attach_wire(&lines)?, stack_cfg(CLIENT, 9));
-            Ok((vec![p], Client::Wire(st), None))
+            Ok(Started {
+                procs: vec![p],
+                client: Client::Wire(st),
+                server: SocketAddrV4::new(SERVER, 80),
+                daemon: None,
+            })
         }
         Web::MultiProcess | Web::MemNet | Web::Direct | Web::Async => {
             let placement = if w == Web::MultiProcess {
@@ -625,7 +640,12 @@ fn start_web(
             let a = http(&extra);
             let (p, _) = lazynet(0, &strs(&a))?;
             let st = Stack::new(attach_wire(&lines)?, stack_cfg(CLIENT, 9));
-            Ok((vec![p, d], Client::Wire(st), Some(sock)))
+            Ok(Started {
+                procs: vec![p, d],
+                client: Client::Wire(st),
+                server: SocketAddrV4::new(SERVER, 80),
+                daemon: Some(sock),
+            })
         }
     }
 }
@@ -638,7 +658,12 @@ fn web_point(
     secs: f64,
     dir: &Path,
 ) -> anyhow::Result<WebPoint> {
-    let (procs, mut client, extra) = start_web(w, work_us, dir)?;
+    let Started {
+        procs,
+        mut client,
+        server: to,
+        daemon: daemon_sock,
+    } = start_web(w, work_us, dir)?;
     pin_thread(1);
     let load = HttpLoad {
         rate,
@@ -651,22 +676,8 @@ fn web_point(
         warmup: Duration::from_millis(500),
         yield_each_turn: true,
     };
-    let daemon_sock = match w {
-        Web::MultiProcess | Web::MemNet | Web::Direct | Web::Async => extra.clone(),
-        _ => None,
-    };
-    let server = |a: &Option<String>| -> SocketAddrV4 {
-        match w {
-            Web::LinuxEpoll | Web::LinuxUring => SocketAddrV4::new(
-                a.as_deref().unwrap_or("0.0.0.0").parse().unwrap_or(SERVER),
-                80,
-            ),
-            _ => SocketAddrV4::new(SERVER, 80),
-        }
-    };
-    let to = server(&extra);
-    // The window's accounting starts after the warm-up, inside `run`; take
-    // the counters around the whole run and scale by the measured part.
+    // The CPU figures cover the whole run, warm-up included (the offered
+    // rate is the same throughout).
     let spid = procs[0].0.id();
     let s0 = crate::procs::cpu_ns(spid);
     let c0 = idle_ns(0);
@@ -754,31 +765,7 @@ fn clients_point(n: usize, paced: Option<f64>, secs: f64, dir: &Path) -> anyhow:
     let stop = Arc::new(AtomicBool::new(false));
     // The sink on CPU 0 (the senders' core): the offload core is the
     // bottleneck being shared.
-    let sk = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            pin_thread(0);
-            let mut st = Stack::new(end, stack_cfg(CLIENT, 5));
-            let l =
-                LzListener::bind(&mut st, SocketAddrV4::new(CLIENT, SINK_PORT), 64).expect("sink");
-            let mut conns: Vec<TcpStream> = Vec::new();
-            let mut buf = vec![0u8; 65536];
-            while !stop.load(Ordering::Acquire) {
-                while let Ok(c) = l.accept(&mut st) {
-                    conns.push(c);
-                }
-                for c in &conns {
-                    while let Ok(k) = c.read(&mut st, &mut buf) {
-                        if k == 0 {
-                            break;
-                        }
-                    }
-                }
-                let t = st.now() + 1_000_000;
-                wait_step(&mut st, Some(t));
-            }
-        })
-    };
+    let sk = sink(end, stop.clone(), 0);
     let lab = std::env::current_exe()?;
     let secs_s = secs.to_string();
     let mut kids = Vec::new();

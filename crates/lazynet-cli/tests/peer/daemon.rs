@@ -122,6 +122,52 @@ fn setup() -> (Names, Cleanup, PathBuf, PathBuf) {
     (names, guard, dir, sock)
 }
 
+/// Kills `server` (`kill -9`) in the middle of a 4 GiB download and
+/// checks that the daemon reclaims it within a second (then `left` checks
+/// the statistics) and that the transfer is cut soon: the daemon resets
+/// the dead program's connections, so curl fails well before its 20 s.
+fn kill_mid_transfer(
+    names: &Names,
+    dir: &Path,
+    sock: &Path,
+    server: &mut Proc,
+    left: impl Fn(&str),
+) {
+    let ours = names.ours();
+    let (ns3, url, f3) = (
+        names.ns.clone(),
+        format!("http://{ours}/bytes/{}", 4u64 << 30),
+        dir.join("cut"),
+    );
+    let cut = std::thread::spawn(move || curl(&ns3, &url, &f3, "20"));
+    std::thread::sleep(Duration::from_millis(700));
+    let mut c = server.0.take().unwrap();
+    signal(&c, libc::SIGKILL);
+    let _ = c.wait();
+    let killed_at = Instant::now();
+    loop {
+        let t = stats(sock);
+        if daemon_counter(&t, "detached") == 1 {
+            left(&t);
+            break;
+        }
+        assert!(
+            killed_at.elapsed() < Duration::from_secs(1),
+            "not reclaimed within 1 s: {t}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = cut.join().unwrap();
+    // The status line came (200) but the body was cut: curl fails, and
+    // soon, not at its 20 s limit.
+    assert!(!o.status.success(), "the transfer was cut");
+    assert!(
+        killed_at.elapsed() < Duration::from_secs(5),
+        "the dead server's connection was not reset: {:?}",
+        killed_at.elapsed()
+    );
+}
+
 #[test]
 fn two_applications_share_one_daemon_and_one_survives_the_other_killed() {
     if !lazynet::sys::root_or_skip() {
@@ -206,39 +252,9 @@ for i in range(20000):
     );
 
     // kill -9 of the HTTP server in the middle of a transfer.
-    let (ns3, url, f3) = (
-        names.ns.clone(),
-        format!("http://{ours}/bytes/{}", 4u64 << 30),
-        dir.join("cut"),
-    );
-    let cut = std::thread::spawn(move || curl(&ns3, &url, &f3, "20"));
-    std::thread::sleep(Duration::from_millis(700));
-    let mut c = http.0.take().unwrap();
-    signal(&c, libc::SIGKILL);
-    let _ = c.wait();
-    let killed_at = Instant::now();
-    loop {
-        let t = stats(&sock);
-        if daemon_counter(&t, "detached") == 1 {
-            assert_eq!(daemon_counter(&t, "apps"), 1, "{t}");
-            break;
-        }
-        assert!(
-            killed_at.elapsed() < Duration::from_secs(1),
-            "not reclaimed within 1 s: {t}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let o = cut.join().unwrap();
-    // The status line came (200) but the body was cut: curl fails, and
-    // soon (the daemon resets the dead application's connections), not at
-    // its 20 s limit.
-    assert!(!o.status.success(), "the transfer was cut");
-    assert!(
-        killed_at.elapsed() < Duration::from_secs(5),
-        "the dead server's connection was not reset: {:?}",
-        killed_at.elapsed()
-    );
+    kill_mid_transfer(&names, &dir, &sock, &mut http, |t| {
+        assert_eq!(daemon_counter(t, "apps"), 1, "{t}");
+    });
     // The other application is unaffected, and port 80 can be taken again.
     assert_eq!(udp_echo_from_ns(&names.ns, &ours, 200), 200);
     let _http2 = spawn(&["serve", "http", "--daemon", s]);
@@ -491,40 +507,13 @@ fn memnet_servers_on_an_offload_daemon_serve_curl_and_a_killed_one_is_reclaimed(
 
     // kill -9 of the direct server in the middle of a transfer: reclaimed
     // within a second, the transfer reset, port 80 free again.
-    let (ns3, url, f3) = (
-        names.ns.clone(),
-        format!("http://{ours}/bytes/{}", 4u64 << 30),
-        dir.join("cut"),
-    );
-    let cut = std::thread::spawn(move || curl(&ns3, &url, &f3, "20"));
-    std::thread::sleep(Duration::from_millis(700));
-    let mut c = direct.0.take().unwrap();
-    signal(&c, libc::SIGKILL);
-    let _ = c.wait();
-    let killed_at = Instant::now();
-    loop {
-        let t = stats(&sock);
-        if daemon_counter(&t, "detached") == 1 {
-            assert_eq!(
-                t.lines().filter(|l| l.starts_with("memnet ")).count(),
-                2,
-                "{t}"
-            );
-            break;
-        }
-        assert!(
-            killed_at.elapsed() < Duration::from_secs(1),
-            "not reclaimed within 1 s: {t}"
+    kill_mid_transfer(&names, &dir, &sock, &mut direct, |t| {
+        assert_eq!(
+            t.lines().filter(|l| l.starts_with("memnet ")).count(),
+            2,
+            "{t}"
         );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let o = cut.join().unwrap();
-    assert!(!o.status.success(), "the transfer was cut");
-    assert!(
-        killed_at.elapsed() < Duration::from_secs(5),
-        "the dead server's connection was not reset: {:?}",
-        killed_at.elapsed()
-    );
+    });
     assert_eq!(udp_echo_from_ns(&names.ns, &ours, 100), 100);
     let _direct2 = spawn(&["serve", "http", "--daemon", s, "--memnet", "direct"]);
     let o = curl(

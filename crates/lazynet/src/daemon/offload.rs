@@ -111,7 +111,6 @@ pub(super) struct Client {
     free_socks: Vec<u32>,
     pending: VecDeque<Pending>,
     out: Vec<Cpl>,
-    taken: u64,
     posted: u64,
     pub(super) counters: [u64; crate::mem::area::COUNTERS],
 }
@@ -153,7 +152,6 @@ impl Client {
             free_socks: (0..p.max_socks).rev().collect(),
             pending: VecDeque::with_capacity(p.credits as usize),
             out: Vec::with_capacity(p.credits as usize),
-            taken: 0,
             posted: 0,
             counters: [0; crate::mem::area::COUNTERS],
             area,
@@ -276,7 +274,7 @@ impl Client {
         self.posted += n as u64;
         self.out.clear();
         let p = self.area.published();
-        p.set_applied(self.taken);
+        p.set_applied(self.counters[JobCounter::Requests as usize]);
         p.set_delivered(self.posted);
         self.app_bell.ring();
     }
@@ -333,6 +331,8 @@ pub(super) struct Offload {
     events: Vec<TcpEvent>,
     /// Sockets marked ready this step: (client, socket index).
     marked: Vec<(usize, usize)>,
+    /// Sockets accepted by pending jobs in one `progress` pass.
+    accepted: Vec<u32>,
     /// Client that begins the next step (round robin).
     first: usize,
     pass: u32,
@@ -346,6 +346,7 @@ impl Offload {
             listen_owner: Vec::new(),
             events: Vec::with_capacity(256),
             marked: Vec::with_capacity(256),
+            accepted: Vec::with_capacity(64),
             first: 0,
             pass: 0,
         }
@@ -447,7 +448,6 @@ impl Offload {
             let Some(r) = c.req.pop_one() else {
                 break;
             };
-            c.taken += 1;
             c.count(JobCounter::Requests, 1);
             work += 1;
             self.start(stack, k, r, now);
@@ -645,7 +645,7 @@ impl Offload {
         let mut work = 0;
         let c = self.clients[k].as_mut().expect("client present");
         let mut i = 0;
-        let mut accepted = Vec::new();
+        let mut accepted = std::mem::take(&mut self.accepted);
         while i < c.pending.len() {
             let p = c.pending[i];
             let si = (p.req.sock & 0xffff) as usize;
@@ -689,9 +689,11 @@ impl Offload {
                 }
             }
         }
-        for id in accepted {
+        for &id in &accepted {
             self.own_accepted(k, id);
         }
+        accepted.clear();
+        self.accepted = accepted;
         work
     }
 
