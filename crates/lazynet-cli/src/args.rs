@@ -19,6 +19,18 @@ pub enum NicKind {
     Wire,
     /// A Linux TAP device whose kernel side is in the peer namespace (root).
     Tap,
+    /// An AF_XDP socket on our end of a veth pair whose other end is in
+    /// the peer namespace (root).
+    Xdp,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug, Default)]
+pub enum LinkKind {
+    /// A TAP device (for `--nic tap`).
+    #[default]
+    Tap,
+    /// A veth pair (for `--nic xdp`).
+    Veth,
 }
 
 #[derive(Args, Clone, Debug)]
@@ -26,12 +38,27 @@ pub struct NsArgs {
     /// Peer network namespace.
     #[arg(long, default_value = "lazynet-peer")]
     pub peer_ns: String,
-    /// TAP device name.
-    #[arg(long, default_value = "lntap0")]
-    pub dev: String,
+    /// Device name: the TAP device, or both ends of the veth pair
+    /// [default: lntap0 for TAP, lnveth0 for veth].
+    #[arg(long)]
+    pub dev: Option<String>,
     /// Kernel side's address/prefix in the namespace.
     #[arg(long, default_value = "10.201.0.1/24")]
     pub peer_addr: String,
+    /// For `netns up`/`down`: a TAP device or a veth pair. Programs pick
+    /// it from `--nic` (`xdp` runs on veth).
+    #[arg(long, value_enum, default_value_t = LinkKind::Tap)]
+    pub link: LinkKind,
+}
+
+impl NsArgs {
+    /// The device's name for a link of kind `link`.
+    pub fn dev_for(&self, link: LinkKind) -> String {
+        self.dev.clone().unwrap_or_else(|| match link {
+            LinkKind::Tap => "lntap0".into(),
+            LinkKind::Veth => "lnveth0".into(),
+        })
+    }
 }
 
 #[derive(Args, Clone, Debug)]
@@ -88,7 +115,7 @@ pub fn parse_cidr(s: &str) -> anyhow::Result<(Ipv4Addr, u8)> {
 /// `lazynet netns up|down`.
 #[derive(Subcommand)]
 pub enum NetnsCmd {
-    /// Create the namespace and its persistent TAP device.
+    /// Create the namespace and its persistent TAP device or veth pair.
     Up(NsArgs),
     /// Remove them (no error if absent).
     Down(NsArgs),

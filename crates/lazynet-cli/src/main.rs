@@ -60,10 +60,13 @@ enum Cmd {
         #[arg(long, default_value_t = 7)]
         port: u16,
     },
-    /// Download a URL over lazynet (TAP into the peer namespace) to a file or stdout.
+    /// Download a URL over lazynet (TAP or AF_XDP into the peer namespace) to a file or stdout.
     Get {
         /// http://A.B.C.D[:PORT]/PATH
         url: String,
+        /// The NIC: `tap` or `xdp` (a veth pair into the peer namespace).
+        #[arg(long, value_enum, default_value_t = NicKind::Tap)]
+        nic: NicKind,
         /// Write the body here instead of stdout.
         #[arg(short = 'o', long = "output")]
         output: Option<PathBuf>,
@@ -269,6 +272,7 @@ fn main() -> anyhow::Result<()> {
         }
         Cmd::Get {
             url,
+            nic,
             output,
             timeout,
             addr,
@@ -282,7 +286,7 @@ fn main() -> anyhow::Result<()> {
             output.as_deref(),
             timeout,
             &NetArgs {
-                nic: NicKind::Tap,
+                nic,
                 addr,
                 pcap,
                 fault,

@@ -96,6 +96,13 @@ pub fn serve(a: &MediaArgs, net: &NetArgs) -> anyhow::Result<()> {
                 owned_ns = Some(own);
                 tap
             }
+            NicKind::Xdp => {
+                // No ext area: gather frames are copied into the buffer
+                // after their header (one copy, as the kernel does for TAP).
+                let (nic, own) = crate::serve::xdp_nic(net, cfg.addr)?;
+                owned_ns = Some(own);
+                nic
+            }
         };
         let nic = crate::serve::with_pcap(nic, net)?;
         Stack::new(nic, cfg)

@@ -8,21 +8,27 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lazynet::nic::fault::{FaultConfig, FaultNic, FaultSpec};
-use lazynet::nic::netns::{Ownership, PeerNs, PeerNsConfig};
+use lazynet::nic::netns::{Link, Ownership, PeerNs, PeerNsConfig};
 use lazynet::nic::pcap::{PcapNic, Resolution};
 use lazynet::nic::tap::TapConfig;
 use lazynet::nic::wirepair::{WireConfig, WirePair};
+use lazynet::nic::xdp::XdpConfig;
 use lazynet::nic::Nic;
 use lazynet::socket::UdpSocket;
 use lazynet::stack::{ReceiveMode, Stack, StackConfig};
 
-use crate::args::{parse_cidr, NetArgs, NetnsCmd, NicKind, NsArgs, OnOff};
+use crate::args::{parse_cidr, LinkKind, NetArgs, NetnsCmd, NicKind, NsArgs, OnOff};
 
-pub fn ns_config(a: &NsArgs) -> PeerNsConfig {
+/// The peer namespace `a` names, joined by a link of kind `link`.
+pub fn ns_config(a: &NsArgs, link: LinkKind) -> PeerNsConfig {
     PeerNsConfig {
         ns: a.peer_ns.clone(),
-        dev: a.dev.clone(),
+        dev: a.dev_for(link),
         peer_addr: a.peer_addr.clone(),
+        link: match link {
+            LinkKind::Tap => Link::Tap,
+            LinkKind::Veth => Link::Veth,
+        },
     }
 }
 
@@ -30,23 +36,46 @@ pub fn ns_config(a: &NsArgs) -> PeerNsConfig {
 /// the namespace exists (left in place), else created (removed by the
 /// returned guard). `ext_bytes`: the driver's area for by-reference payloads.
 pub fn tap_nic(net: &NetArgs, ext_bytes: usize) -> anyhow::Result<(DynNic, Ownership)> {
-    let ns = PeerNs::new(ns_config(&net.ns));
+    let cfg = ns_config(&net.ns, LinkKind::Tap);
+    let ns = PeerNs::new(cfg.clone());
     let (tap, own) = ns.attach_or_create(&TapConfig {
-        name: net.ns.dev.clone(),
+        name: cfg.dev.clone(),
         ext_bytes,
         tso: net.tso == OnOff::On,
         ..TapConfig::default()
     })?;
-    match &own {
+    report_ownership(&own, &cfg);
+    Ok((Box::new(tap), own))
+}
+
+fn report_ownership(own: &Ownership, cfg: &PeerNsConfig) {
+    match own {
         Ownership::Attached => {
-            eprintln!("attached to {} in namespace {}", net.ns.dev, net.ns.peer_ns)
+            eprintln!("attached to {} in namespace {}", cfg.dev, cfg.ns)
         }
         Ownership::Created(_) => eprintln!(
-            "created {} in namespace {} (removed on exit)",
-            net.ns.dev, net.ns.peer_ns
+            "created {} {} in namespace {} (removed on exit)",
+            cfg.link.name(),
+            cfg.dev,
+            cfg.ns
         ),
     }
-    Ok((Box::new(tap), own))
+}
+
+/// An AF_XDP socket on our end of the veth pair into the peer namespace:
+/// bound to it if the namespace exists (left in place), else created with
+/// the pair (removed by the returned guard). lazynet's address (`addr`) is
+/// what the XDP program steers to the socket.
+pub fn xdp_nic(net: &NetArgs, addr: std::net::Ipv4Addr) -> anyhow::Result<(DynNic, Ownership)> {
+    let cfg = ns_config(&net.ns, LinkKind::Veth);
+    let ns = PeerNs::new(cfg.clone());
+    let (nic, own) = ns.attach_or_create_xdp(&XdpConfig {
+        addr,
+        ..XdpConfig::default()
+    })?;
+    report_ownership(&own, &cfg);
+    eprintln!("{}", nic.describe());
+    Ok((Box::new(nic), own))
 }
 
 /// Where a program's stack runs: on a NIC of its own, or attached to a
@@ -107,6 +136,11 @@ pub fn open_nic(net: &NetArgs) -> anyhow::Result<(DynNic, Option<Ownership>)> {
         NicKind::Tap => {
             let (tap, own) = tap_nic(net, 0)?;
             (tap, Some(own))
+        }
+        NicKind::Xdp => {
+            let (addr, _) = parse_cidr(&net.addr)?;
+            let (nic, own) = xdp_nic(net, addr)?;
+            (nic, Some(own))
         }
     };
     Ok((with_pcap(nic, net)?, own))
@@ -291,15 +325,21 @@ pub fn seed_from_os() -> u64 {
 pub fn netns(cmd: NetnsCmd) -> anyhow::Result<()> {
     match cmd {
         NetnsCmd::Up(a) => {
-            let ns = PeerNs::new(ns_config(&a));
-            ns.up()?;
-            println!(
-                "namespace {} with persistent TAP {} at {}",
-                a.peer_ns, a.dev, a.peer_addr
-            );
+            let cfg = ns_config(&a, a.link);
+            PeerNs::new(cfg.clone()).up()?;
+            match a.link {
+                LinkKind::Tap => println!(
+                    "namespace {} with persistent TAP {} at {}",
+                    cfg.ns, cfg.dev, cfg.peer_addr
+                ),
+                LinkKind::Veth => println!(
+                    "namespace {} with veth {} at {} (our end {}: run with --nic xdp)",
+                    cfg.ns, cfg.dev, cfg.peer_addr, cfg.dev
+                ),
+            }
         }
         NetnsCmd::Down(a) => {
-            PeerNs::new(ns_config(&a)).down()?;
+            PeerNs::new(ns_config(&a, a.link)).down()?;
             println!("namespace {} removed", a.peer_ns);
         }
     }

@@ -9,3 +9,4 @@ mod media;
 mod tcp;
 mod udp;
 mod util;
+mod xdp;

@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use crate::util::*;
 use lazynet::nic::netns::list_netns;
 
-const UDP_CLIENT: &str = r#"
+pub(crate) const UDP_CLIENT: &str = r#"
 import socket, sys
 dst = (sys.argv[1], 7)
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)

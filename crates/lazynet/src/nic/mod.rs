@@ -21,12 +21,15 @@
 //! (see [`linearize`]). Ext bytes are owned by nobody and must stay unchanged
 //! while frames referencing them may be in flight.
 
+pub mod bpf;
 pub mod fault;
+mod free;
 pub mod netns;
 pub mod pcap;
 pub mod tap;
 pub mod tso;
 pub mod wirepair;
+pub mod xdp;
 
 use crate::mem::{BufArea, Desc};
 

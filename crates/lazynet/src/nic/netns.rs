@@ -1,7 +1,17 @@
-//! Network-namespace tooling for TAP tests and experiments: a peer namespace
-//! whose kernel stack sits on the far side of a TAP device.
+//! Network-namespace tooling for tests and experiments: a peer namespace
+//! whose kernel stack sits on the far side of a TAP device or of a veth
+//! pair.
 //!
-//! **Owns:** the namespaces and TAP devices it creates, named by the caller's
+//! **Link kinds** ([`Link`]): with TAP, lazynet holds the device's file
+//! descriptor and the device itself lives in the namespace. With veth, one
+//! end (named like the device) is in the namespace and the other, of the
+//! same name, stays in ours; lazynet's AF_XDP socket ([`super::xdp`]) binds
+//! to that end. The namespace's end has transmit checksum offload turned
+//! off: over veth a frame keeps the kernel's partial checksum, which an
+//! AF_XDP reader has no metadata to complete (and with it goes segmentation
+//! offload, which an XDP program on the other end turns off anyway).
+//!
+//! **Owns:** the namespaces, TAP devices and veth pairs it creates, named by the caller's
 //! configuration; it runs `ip` (iproute2) through [`std::process::Command`]
 //! and reports the failing command with its stderr.
 //!
@@ -24,6 +34,27 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use super::tap::{TapConfig, TapNic};
+use super::xdp::{XdpConfig, XdpNic};
+
+/// What joins lazynet to the peer namespace.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Link {
+    /// A TAP device in the namespace; lazynet holds its file descriptor.
+    #[default]
+    Tap,
+    /// A veth pair: one end in the namespace, the other here for AF_XDP.
+    Veth,
+}
+
+impl Link {
+    /// `tap` or `veth`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Link::Tap => "tap",
+            Link::Veth => "veth",
+        }
+    }
+}
 
 /// Where the peer namespace lives and how its kernel side is addressed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,6 +65,8 @@ pub struct PeerNsConfig {
     pub dev: String,
     /// Kernel side's address with prefix length, e.g. `10.201.0.1/24`.
     pub peer_addr: String,
+    /// TAP device or veth pair.
+    pub link: Link,
 }
 
 impl Default for PeerNsConfig {
@@ -42,6 +75,7 @@ impl Default for PeerNsConfig {
             ns: "lazynet-peer".into(),
             dev: "lntap0".into(),
             peer_addr: "10.201.0.1/24".into(),
+            link: Link::Tap,
         }
     }
 }
@@ -59,6 +93,7 @@ impl PeerNsConfig {
             ns: name.clone(),
             dev: name,
             peer_addr: format!("10.201.{subnet}.1/24"),
+            link: Link::Tap,
         }
     }
 }
@@ -165,13 +200,16 @@ impl PeerNs {
         &self.cfg
     }
 
-    /// True if the namespace exists and holds the device.
+    /// True if the namespace exists and holds the device (and, for veth,
+    /// its other end is here).
     pub fn exists(&self) -> bool {
         dev_exists_in(&self.cfg.ns, &self.cfg.dev)
+            && (self.cfg.link == Link::Tap || ip(&["link", "show", "dev", &self.cfg.dev]).is_ok())
     }
 
     /// Creates the namespace (if absent) and a *persistent* TAP device in
-    /// it, addressed and up, with `lo` up. Undoes its own steps on failure.
+    /// it (or a veth pair with one end in it), addressed and up, with `lo`
+    /// up. Undoes its own steps on failure.
     pub fn up(&self) -> io::Result<()> {
         let c = &self.cfg;
         if self.exists() {
@@ -191,6 +229,9 @@ impl PeerNs {
             done: false,
         };
         let r = (|| {
+            if c.link == Link::Veth {
+                return self.make_veth();
+            }
             ip(&["tuntap", "add", "dev", &c.dev, "mode", "tap"])?;
             if let Err(e) = ip(&["link", "set", "dev", &c.dev, "netns", &c.ns]) {
                 let _ = ip(&["link", "del", "dev", &c.dev]);
@@ -208,6 +249,29 @@ impl PeerNs {
                 Err(e)
             }
         }
+    }
+
+    /// A veth pair named `dev` at both ends, one end in the namespace
+    /// (configured as for TAP, checksum offload off), ours up with no
+    /// address and IPv6 off (nothing of the kernel's own on it).
+    fn make_veth(&self) -> io::Result<()> {
+        let c = &self.cfg;
+        if ip(&["link", "show", "dev", &c.dev]).is_ok() {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("a device named {} already exists in this namespace", c.dev),
+            ));
+        }
+        ip(&[
+            "link", "add", "dev", &c.dev, "type", "veth", "peer", "name", &c.dev, "netns", &c.ns,
+        ])?;
+        let _ = std::fs::write(
+            format!("/proc/sys/net/ipv6/conf/{}/disable_ipv6", c.dev),
+            "1",
+        );
+        ip(&["link", "set", "dev", &c.dev, "up"])?;
+        set_tx_checksum_in(&c.ns, &c.dev, false)?;
+        self.configure_inside()
     }
 
     fn configure_inside(&self) -> io::Result<()> {
@@ -237,8 +301,8 @@ impl PeerNs {
         }
     }
 
-    /// Deletes the device and the namespace. Idempotent: absent things are
-    /// not an error.
+    /// Deletes the device (for veth, both ends) and the namespace.
+    /// Idempotent: absent things are not an error.
     pub fn down(&self) -> io::Result<()> {
         NsGuard {
             ns: self.cfg.ns.clone(),
@@ -294,6 +358,135 @@ impl PeerNs {
         self.configure_inside()?;
         Ok((nic, Ownership::Created(guard)))
     }
+}
+
+impl PeerNs {
+    /// The AF_XDP counterpart of [`PeerNs::attach_or_create`]: if the
+    /// namespace and its veth pair exist, binds to our end ([`Ownership::Attached`]);
+    /// otherwise creates them and returns a guard that removes them.
+    /// `xdp.ifname` is overridden by the configured device name.
+    pub fn attach_or_create_xdp(&self, xdp: &XdpConfig) -> io::Result<(XdpNic, Ownership)> {
+        let c = &self.cfg;
+        let mut xcfg = xdp.clone();
+        xcfg.ifname = c.dev.clone();
+        if c.link != Link::Veth {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "AF_XDP needs a veth link to the peer namespace",
+            ));
+        }
+        if self.exists() {
+            let nic = XdpNic::open(&xcfg)?;
+            self.wait_oper_up(std::time::Duration::from_secs(2));
+            return Ok((nic, Ownership::Attached));
+        }
+        let created_ns = !netns_exists(&c.ns);
+        if created_ns {
+            ip(&["netns", "add", &c.ns])?;
+        }
+        let guard = NsGuard {
+            ns: c.ns.clone(),
+            dev: c.dev.clone(),
+            created_ns,
+            done: false,
+        };
+        // On any error below, `guard` drops and removes what we made.
+        self.make_veth()?;
+        let nic = XdpNic::open(&xcfg)?;
+        self.wait_oper_up(std::time::Duration::from_secs(2));
+        Ok((nic, Ownership::Created(guard)))
+    }
+}
+
+/// Runs `f` on a short-lived helper thread inside network namespace `ns`
+/// (a name under `/var/run/netns`); the calling thread's namespace never
+/// changes.
+pub fn run_in_netns<T: Send + 'static>(
+    ns: &str,
+    f: impl FnOnce() -> io::Result<T> + Send + 'static,
+) -> io::Result<T> {
+    use std::os::fd::AsRawFd;
+    if ns.is_empty() || ns.contains('/') {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("bad namespace name {ns:?}"),
+        ));
+    }
+    let path = format!("/var/run/netns/{ns}");
+    let handle = std::thread::Builder::new()
+        .name("lazynet-setns".into())
+        .spawn(move || -> io::Result<T> {
+            let nsfile = std::fs::File::open(&path)
+                .map_err(|e| io::Error::new(e.kind(), format!("open {path}: {e}")))?;
+            // SAFETY: plain syscall on a valid fd; it changes only this
+            // (helper) thread's network namespace, and the thread ends
+            // after `f`.
+            let rc = unsafe { libc::setns(nsfile.as_raw_fd(), libc::CLONE_NEWNET) };
+            if rc < 0 {
+                let e = io::Error::last_os_error();
+                return Err(io::Error::new(e.kind(), format!("setns {path}: {e}")));
+            }
+            f()
+        })?;
+    handle
+        .join()
+        .unwrap_or_else(|_| Err(io::Error::other("setns helper thread panicked")))
+}
+
+/// Turns transmit checksum offload of device `dev` in namespace `ns` on or
+/// off (`ETHTOOL_STXCSUM`, what `ethtool -K dev tx off` does).
+pub fn set_tx_checksum_in(ns: &str, dev: &str, on: bool) -> io::Result<()> {
+    const SIOCETHTOOL: libc::c_ulong = 0x8946;
+    const ETHTOOL_STXCSUM: u32 = 0x17;
+    #[repr(C)]
+    struct EthtoolValue {
+        cmd: u32,
+        data: u32,
+    }
+    #[repr(C)]
+    struct IfReqData {
+        name: [u8; 16],
+        data: *mut EthtoolValue,
+        _pad: [u8; 16],
+    }
+    let name = dev.as_bytes().to_vec();
+    if name.is_empty() || name.len() > 15 || name.contains(&0) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("bad interface name {dev:?}"),
+        ));
+    }
+    let dev = dev.to_owned();
+    run_in_netns(ns, move || {
+        use std::os::fd::AsRawFd;
+        let sock = rustix::net::socket(
+            rustix::net::AddressFamily::INET,
+            rustix::net::SocketType::DGRAM,
+            None,
+        )?;
+        let mut val = EthtoolValue {
+            cmd: ETHTOOL_STXCSUM,
+            data: u32::from(on),
+        };
+        let mut req = IfReqData {
+            name: [0; 16],
+            data: &mut val,
+            _pad: [0; 16],
+        };
+        req.name[..name.len()].copy_from_slice(&name);
+        // SAFETY: SIOCETHTOOL reads a `struct ifreq` whose data pointer
+        // names a live `struct ethtool_value` (8 bytes) it reads and may
+        // write; both live across the call.
+        let rc = unsafe { libc::ioctl(sock.as_raw_fd(), SIOCETHTOOL as _, &mut req) };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            return Err(io::Error::new(
+                e.kind(),
+                format!("ethtool tx checksum on {dev}: {e}"),
+            ));
+        }
+        Ok(())
+    })
 }
 
 /// Names of all network namespaces (`ip netns list`, first column).

@@ -56,12 +56,12 @@
 //! `rx_truncated`. Buffers hold at least MTU + 14 bytes, so this only happens
 //! if the kernel side's MTU is raised above ours.
 
-use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::free::FreeList;
 use super::{tso, ExtRef, Nic};
 use crate::mem::{BufArea, Desc};
 use crate::sys::EventFd;
@@ -171,58 +171,6 @@ pub struct TapStats {
     pub rx_gso_segments: u64,
 }
 
-/// Free list of buffer indices: allocated once, double-release safe.
-#[derive(Debug)]
-struct FreeList {
-    stack: Vec<u32>,
-    /// Bit set = the NIC owns the buffer (it is on `stack`).
-    owned: Vec<u64>,
-}
-
-impl FreeList {
-    fn full(count: u32) -> Self {
-        let mut stack: Vec<u32> = (0..count).rev().collect();
-        stack.shrink_to_fit();
-        let words = (count as usize).div_ceil(64);
-        let mut owned = vec![u64::MAX; words];
-        let rem = count as usize % 64;
-        if rem != 0 {
-            if let Some(last) = owned.last_mut() {
-                *last = (1u64 << rem) - 1;
-            }
-        }
-        FreeList { stack, owned }
-    }
-
-    #[inline]
-    fn pop(&mut self) -> Option<u32> {
-        let b = self.stack.pop()?;
-        if let Some(w) = self.owned.get_mut(b as usize / 64) {
-            *w &= !(1u64 << (b % 64));
-        }
-        Some(b)
-    }
-
-    /// Returns false (and does nothing) for an unknown or already free buffer.
-    #[inline]
-    fn push(&mut self, b: u32) -> bool {
-        let Some(w) = self.owned.get_mut(b as usize / 64) else {
-            return false;
-        };
-        let bit = 1u64 << (b % 64);
-        if *w & bit != 0 || self.stack.len() == self.stack.capacity() {
-            return false;
-        }
-        *w |= bit;
-        self.stack.push(b);
-        true
-    }
-
-    fn len(&self) -> usize {
-        self.stack.len()
-    }
-}
-
 /// A TAP device driven through a non-blocking fd.
 #[derive(Debug)]
 pub struct TapNic {
@@ -314,31 +262,8 @@ pub fn open_tap_fd(name: &str, vnet_hdr: bool) -> io::Result<(OwnedFd, String)> 
 /// `/var/run/netns`). A helper thread enters the namespace, opens the device
 /// and exits; the calling thread's namespace never changes.
 pub fn open_tap_fd_in_netns(ns: &str, name: &str, vnet_hdr: bool) -> io::Result<(OwnedFd, String)> {
-    if ns.is_empty() || ns.contains('/') {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("bad namespace name {ns:?}"),
-        ));
-    }
-    let path = format!("/var/run/netns/{ns}");
     let name = name.to_owned();
-    let handle = std::thread::Builder::new()
-        .name("lazynet-setns".into())
-        .spawn(move || -> io::Result<(OwnedFd, String)> {
-            let nsfile = File::open(&path)
-                .map_err(|e| io::Error::new(e.kind(), format!("open {path}: {e}")))?;
-            // SAFETY: plain syscall on a valid fd; it changes only this
-            // (helper) thread's network namespace, and the thread ends below.
-            let rc = unsafe { libc::setns(nsfile.as_raw_fd(), libc::CLONE_NEWNET) };
-            if rc < 0 {
-                let e = io::Error::last_os_error();
-                return Err(io::Error::new(e.kind(), format!("setns {path}: {e}")));
-            }
-            open_tap_fd(&name, vnet_hdr)
-        })?;
-    handle
-        .join()
-        .unwrap_or_else(|_| Err(io::Error::other("setns helper thread panicked")))
+    super::netns::run_in_netns(ns, move || open_tap_fd(&name, vnet_hdr))
 }
 
 /// The flags the fd was bound with (`TUNGETIFF`).
@@ -985,19 +910,6 @@ fn poll(fds: &mut [PollFd<'_>], timeout: Option<Duration>) -> io::Result<usize> 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn free_list_rejects_double_release() {
-        let mut f = FreeList::full(70);
-        assert_eq!(f.len(), 70);
-        let a = f.pop().unwrap();
-        assert!(!f.push(5)); // already free
-        assert!(f.push(a));
-        assert!(!f.push(a));
-        assert!(!f.push(70));
-        assert!(!f.push(u32::MAX));
-        assert_eq!(f.len(), 70);
-    }
 
     #[test]
     fn name_checks() {
