@@ -92,6 +92,13 @@ pub struct NetArgs {
     /// as one frame the kernel takes as a GSO packet (`IFF_VNET_HDR`).
     #[arg(long, value_enum, default_value_t = OnOff::On)]
     pub tso: OnOff,
+    /// How long an idle TCP server keeps polling its NIC before it sleeps
+    /// on it, in µs (Linux's `SO_BUSY_POLL`): a segment arriving within
+    /// that time (the ACK and request after a SYN-ACK, the next request of
+    /// a client) finds the server awake instead of costing a wake-up. 0:
+    /// sleep at once.
+    #[arg(long, default_value_t = 50)]
+    pub busy_poll_us: u64,
     #[command(flatten)]
     pub ns: NsArgs,
 }

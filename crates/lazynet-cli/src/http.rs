@@ -20,10 +20,25 @@
 //!
 //! # What it may not touch
 //!
-//! No sockets, no clocks, no threads, no global state. The only I/O is the
-//! file system under the configured root (metadata, open, read) when a request
-//! asks for a file. Time-outs, connection limits and the TCP socket API belong
-//! to the caller. Consequently responses carry no `Date` header (RFC 9110
+//! No sockets, no threads, no global state. The only I/O is the file system
+//! under the configured root (metadata, open, read) when a request asks for
+//! a file, and the only clock the monotonic one the file cache reads to
+//! know when an entry is due for revalidation. Time-outs, connection limits
+//! and the TCP socket API belong to the caller.
+//!
+//! # The file cache
+//!
+//! Files of at most [`CACHE_MAX_FILE`] bytes are read once and kept in
+//! memory ([`FileCache`], shared by the connections of one server through
+//! its [`ServerConfig`]): a request for one costs no system call, where an
+//! uncached file costs a `stat`, a `realpath`, an `open`, an `fstat`, a
+//! `read` and a `close`. An entry is revalidated (one `stat` of the file it
+//! was read from: size, modification time, inode) when it is older than
+//! [`CACHE_VALID`], like nginx's `open_file_cache_valid`; a change reloads
+//! it, a vanished file drops it. The cache holds at most
+//! [`CACHE_MAX_ENTRIES`] files and [`CACHE_MAX_BYTES`] bytes; when full, the
+//! entry used longest ago makes room. Larger files stream from an open file
+//! as before. Consequently responses carry no `Date` header (RFC 9110
 //! §6.6.1: an origin server without a reliable clock must not send one).
 //!
 //! # Routes (server)
@@ -113,6 +128,8 @@
 
 // Until `serve http` and `get` use everything here.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::collections::VecDeque;
 use std::fmt;
 use std::fs::File;
@@ -120,7 +137,8 @@ use std::io::{self, Read};
 use std::net::Ipv4Addr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::rc::Rc;
+use std::time::Instant;
 
 use sha2::{Digest, Sha256};
 
@@ -141,6 +159,14 @@ pub const MAX_BYTES_N: u64 = 1 << 40;
 /// Responses queued and not yet fully output after which [`HttpConn::feed`]
 /// stops consuming input (back-pressure on pipelining clients).
 pub const MAX_QUEUED_RESPONSES: usize = 16;
+/// Largest file the cache keeps (larger ones stream from the file).
+pub const CACHE_MAX_FILE: u64 = 1 << 20;
+/// Most bytes the file cache holds.
+pub const CACHE_MAX_BYTES: u64 = 64 << 20;
+/// Most files the file cache holds.
+pub const CACHE_MAX_ENTRIES: usize = 4096;
+/// Age after which a cached file is checked against the file system again.
+pub const CACHE_VALID: std::time::Duration = std::time::Duration::from_secs(1);
 /// `lazynet/VERSION`, used as `Server` and `User-Agent`.
 pub const PRODUCT: &str = concat!("lazynet/", env!("CARGO_PKG_VERSION"));
 
@@ -379,11 +405,148 @@ fn busy_for(ns: u64) {
     }
 }
 
-/// Server settings shared by all connections.
-#[derive(Debug, Clone)]
+/// A cached file: its bytes and what tells whether the file changed.
+#[derive(Debug)]
+struct Cached {
+    data: Rc<[u8]>,
+    content_type: &'static str,
+    /// The canonical path it was read from.
+    path: PathBuf,
+    /// (size, modification time, inode) when read.
+    stamp: (u64, Option<std::time::SystemTime>, u64),
+    checked: Instant,
+    used: u64,
+}
+
+/// The file cache's bounds (defaults: the `CACHE_*` constants).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheLimits {
+    /// Largest file kept.
+    pub max_file: u64,
+    /// Most bytes held.
+    pub max_bytes: u64,
+    /// Most files held.
+    pub max_entries: usize,
+    /// Age after which an entry is checked against the file system.
+    pub valid: std::time::Duration,
+}
+
+impl Default for CacheLimits {
+    fn default() -> Self {
+        CacheLimits {
+            max_file: CACHE_MAX_FILE,
+            max_bytes: CACHE_MAX_BYTES,
+            max_entries: CACHE_MAX_ENTRIES,
+            valid: CACHE_VALID,
+        }
+    }
+}
+
+/// Small files kept in memory (see the module docs). One per server; the
+/// connections of that server share it.
+#[derive(Debug, Default)]
+pub struct FileCache {
+    limits: CacheLimits,
+    /// By request path (as sent, query removed).
+    map: HashMap<Box<[u8]>, Cached>,
+    bytes: u64,
+    /// Use counter, for choosing the entry to evict.
+    tick: u64,
+    hits: u64,
+    misses: u64,
+}
+
+fn stamp(m: &std::fs::Metadata) -> (u64, Option<std::time::SystemTime>, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (m.len(), m.modified().ok(), m.ino())
+}
+
+impl FileCache {
+    /// The file for `url_path`, if cached and still valid.
+    fn get(&mut self, url_path: &[u8]) -> Option<(Rc<[u8]>, &'static str)> {
+        self.tick += 1;
+        let tick = self.tick;
+        let e = self.map.get_mut(url_path)?;
+        if e.checked.elapsed() >= self.limits.valid {
+            let fresh = std::fs::metadata(&e.path)
+                .ok()
+                .filter(|m| m.is_file() && stamp(m) == e.stamp);
+            if fresh.is_none() {
+                let gone = self.map.remove(url_path)?;
+                self.bytes -= gone.data.len() as u64;
+                return None;
+            }
+            e.checked = Instant::now();
+        }
+        e.used = tick;
+        self.hits += 1;
+        Some((e.data.clone(), e.content_type))
+    }
+
+    /// Reads the open `file` (of `len` bytes, at `path`) whole and keeps it
+    /// under `url_path`, if it is small enough; the bytes, or `None` (the
+    /// caller streams the file instead).
+    fn insert(
+        &mut self,
+        url_path: &[u8],
+        file: &mut File,
+        len: u64,
+        path: PathBuf,
+        content_type: &'static str,
+    ) -> Option<Rc<[u8]>> {
+        self.misses += 1;
+        let lim = self.limits;
+        if len > lim.max_file || len > lim.max_bytes || lim.max_entries == 0 {
+            return None;
+        }
+        let meta = file.metadata().ok()?;
+        let mut data = Vec::with_capacity(len as usize);
+        // One byte more than expected tells a file that grew meanwhile.
+        file.take(len + 1).read_to_end(&mut data).ok()?;
+        if data.len() as u64 != len {
+            return None;
+        }
+        while self.bytes + len > lim.max_bytes || self.map.len() >= lim.max_entries {
+            let old = self
+                .map
+                .iter()
+                .min_by_key(|(_, e)| e.used)
+                .map(|(k, _)| k.clone())?;
+            if let Some(e) = self.map.remove(&old) {
+                self.bytes -= e.data.len() as u64;
+            }
+        }
+        let data: Rc<[u8]> = data.into();
+        self.bytes += len;
+        self.tick += 1;
+        self.map.insert(
+            url_path.into(),
+            Cached {
+                data: data.clone(),
+                content_type,
+                path,
+                stamp: stamp(&meta),
+                checked: Instant::now(),
+                used: self.tick,
+            },
+        );
+        Some(data)
+    }
+
+    /// (hits, misses, files held, bytes held).
+    pub fn counters(&self) -> (u64, u64, usize, u64) {
+        (self.hits, self.misses, self.map.len(), self.bytes)
+    }
+}
+
+/// Server settings shared by all connections (of one thread: the file
+/// cache is not shared across threads).
+#[derive(Debug)]
 pub struct ServerConfig {
     /// Canonical document root, if files are served.
     root: Option<PathBuf>,
+    /// Small files in memory (see the module docs); `None`: off.
+    cache: Option<RefCell<FileCache>>,
     /// Simulated application work per request, in nanoseconds of busy CPU
     /// (the experiments' knob that makes the server's core the
     /// bottleneck, as a real application's work would).
@@ -407,7 +570,31 @@ impl ServerConfig {
             }
             None => None,
         };
-        Ok(ServerConfig { root, work_ns: 0 })
+        Ok(ServerConfig {
+            root,
+            cache: Some(RefCell::new(FileCache::default())),
+            work_ns: 0,
+        })
+    }
+
+    /// Turns the file cache off: every request opens and reads its file.
+    pub fn without_cache(mut self) -> ServerConfig {
+        self.cache = None;
+        self
+    }
+
+    /// The file cache with other bounds.
+    pub fn with_cache(mut self, limits: CacheLimits) -> ServerConfig {
+        self.cache = Some(RefCell::new(FileCache {
+            limits,
+            ..FileCache::default()
+        }));
+        self
+    }
+
+    /// The file cache's (hits, misses, files held, bytes held), if on.
+    pub fn cache_counters(&self) -> Option<(u64, u64, usize, u64)> {
+        self.cache.as_ref().map(|c| c.borrow().counters())
     }
 
     /// Burns `ns` of CPU per request before answering it (see `work_ns`).
@@ -434,9 +621,23 @@ enum Method {
 /// Where response body bytes come from.
 enum Body {
     Empty,
-    Mem { data: Vec<u8>, pos: usize },
-    Pattern { offset: u64, remaining: u64 },
-    File { file: File, remaining: u64 },
+    Mem {
+        data: Vec<u8>,
+        pos: usize,
+    },
+    Pattern {
+        offset: u64,
+        remaining: u64,
+    },
+    File {
+        file: File,
+        remaining: u64,
+    },
+    /// A cached file.
+    Shared {
+        data: Rc<[u8]>,
+        pos: usize,
+    },
 }
 
 /// One queued response: head bytes, then body.
@@ -467,6 +668,15 @@ impl Response {
         }
         match &mut self.body {
             Body::Empty => {}
+            Body::Shared { data, pos } => {
+                let k = (data.len() - *pos).min(out.len() - *n);
+                out[*n..*n + k].copy_from_slice(&data[*pos..*pos + k]);
+                *pos += k;
+                *n += k;
+                if *pos < data.len() {
+                    return WriteResult::Partial;
+                }
+            }
             Body::Mem { data, pos } => {
                 let k = (data.len() - *pos).min(out.len() - *n);
                 out[*n..*n + k].copy_from_slice(&data[*pos..*pos + k]);
@@ -643,7 +853,7 @@ enum In {
 /// }
 /// ```
 pub struct HttpConn {
-    cfg: Arc<ServerConfig>,
+    cfg: Rc<ServerConfig>,
     head: HeadBuf,
     state: In,
     queue: VecDeque<Response>,
@@ -655,7 +865,7 @@ pub struct HttpConn {
 }
 
 impl HttpConn {
-    pub fn new(cfg: Arc<ServerConfig>) -> HttpConn {
+    pub fn new(cfg: Rc<ServerConfig>) -> HttpConn {
         HttpConn {
             cfg,
             head: HeadBuf::new(MAX_HEADER_BYTES),
@@ -1009,17 +1219,45 @@ impl HttpConn {
         let Some(root) = self.cfg.root.as_deref() else {
             return Ok(Some(ResponseBuilder::error(404)));
         };
+        let cached = |data: Rc<[u8]>, content_type| ResponseBuilder {
+            status: 200,
+            content_type,
+            extra: Vec::new(),
+            len: data.len() as u64,
+            body: Body::Shared { data, pos: 0 },
+        };
+        if let Some(c) = &self.cfg.cache {
+            if let Some((data, ct)) = c.borrow_mut().get(path) {
+                return Ok(Some(cached(data, ct)));
+            }
+        }
         Ok(Some(match open_file(root, path) {
-            Ok((file, len, content_type)) => ResponseBuilder {
-                status: 200,
-                content_type,
-                extra: Vec::new(),
-                len,
-                body: Body::File {
-                    file,
-                    remaining: len,
-                },
-            },
+            Ok((mut file, len, content_type, canonical)) => {
+                let kept = self.cfg.cache.as_ref().and_then(|c| {
+                    c.borrow_mut()
+                        .insert(path, &mut file, len, canonical, content_type)
+                });
+                match kept {
+                    Some(data) => cached(data, content_type),
+                    None => {
+                        // A failed or partial read into the cache moved
+                        // the file's position: stream from the start.
+                        if std::io::Seek::rewind(&mut file).is_err() {
+                            return Ok(Some(ResponseBuilder::error(500)));
+                        }
+                        ResponseBuilder {
+                            status: 200,
+                            content_type,
+                            extra: Vec::new(),
+                            len,
+                            body: Body::File {
+                                file,
+                                remaining: len,
+                            },
+                        }
+                    }
+                }
+            }
             Err(status) => ResponseBuilder::error(status),
         }))
     }
@@ -1072,8 +1310,8 @@ fn status_for(e: &io::Error) -> u16 {
 }
 
 /// Opens the file for `url_path` under the canonical `root`: (file, length,
-/// content type) or the status to answer.
-fn open_file(root: &Path, url_path: &[u8]) -> Result<(File, u64, &'static str), u16> {
+/// content type, canonical path) or the status to answer.
+fn open_file(root: &Path, url_path: &[u8]) -> Result<(File, u64, &'static str, PathBuf), u16> {
     let mut p = resolve_path(root, url_path)?;
     let mut meta = std::fs::metadata(&p).map_err(|e| status_for(&e))?;
     if meta.is_dir() {
@@ -1098,7 +1336,8 @@ fn open_file(root: &Path, url_path: &[u8]) -> Result<(File, u64, &'static str), 
     if !meta.is_file() {
         return Err(403);
     }
-    Ok((file, meta.len(), content_type(&canonical)))
+    let ct = content_type(&canonical);
+    Ok((file, meta.len(), ct, canonical))
 }
 
 /// `Content-Type` by file extension.

@@ -262,7 +262,7 @@ fn main() -> anyhow::Result<()> {
                     net,
                 },
         } => {
-            let cfg = std::sync::Arc::new(
+            let cfg = std::rc::Rc::new(
                 http::ServerConfig::new(root.as_deref())?.with_work_ns(work_us * 1000),
             );
             match (memnet, &net.daemon) {
@@ -293,6 +293,7 @@ fn main() -> anyhow::Result<()> {
                 mode: ReceiveMode::SoftLrp,
                 tso,
                 daemon,
+                busy_poll_us: 0,
                 ns,
             },
         ),

@@ -22,8 +22,8 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use lazynet::memnet::{Error, Job, MemHandle, MemNet, Socket};
@@ -82,7 +82,7 @@ struct Slot {
 struct Server<'a> {
     m: &'a mut MemNet,
     api: Api,
-    cfg: Arc<ServerConfig>,
+    cfg: Rc<ServerConfig>,
     slots: Vec<Slot>,
     free: Vec<usize>,
     jobs: HashMap<Job, Kind>,
@@ -266,7 +266,7 @@ pub fn serve(
     m: &mut MemNet,
     port: u16,
     api: Api,
-    cfg: Arc<ServerConfig>,
+    cfg: Rc<ServerConfig>,
     max_conns: usize,
     stop: &AtomicBool,
 ) -> anyhow::Result<Stats> {
@@ -332,7 +332,7 @@ pub fn run(
     path: &Path,
     port: u16,
     api: Api,
-    cfg: Arc<ServerConfig>,
+    cfg: Rc<ServerConfig>,
     spin_us: u64,
 ) -> anyhow::Result<()> {
     let stop = crate::util::stop_flag()?;

@@ -28,6 +28,15 @@ use crate::http::pattern_byte;
 
 /// Staging buffer sizes of an app (input and output).
 const STAGE: usize = 64 * 1024;
+/// Staging buffers of closed connections kept for new ones (16 MiB).
+const SPARE_STAGES: usize = 256;
+
+/// A staging buffer: a spare one, else a new one.
+fn stage(spare: &mut Vec<Box<[u8]>>) -> Box<[u8]> {
+    spare
+        .pop()
+        .unwrap_or_else(|| vec![0; STAGE].into_boxed_slice())
+}
 /// Read/write rounds one app gets per loop turn.
 const ROUNDS: usize = 16;
 
@@ -152,6 +161,7 @@ fn drive<N: Nic, S: ConnApp>(stack: &mut Stack<N>, c: &mut Conn<S>) -> Drive {
 const DRAIN_NS: u64 = 2_000_000_000;
 
 /// Serves `listener` until `stop`, one app from `make` per connection,
+/// polling the NIC for `spin_ns` after the last work before sleeping on it,
 /// then lets the open ones finish for up to [`DRAIN_NS`]. Returns the
 /// number of connections served and of those still open after that (they
 /// are reset).
@@ -160,6 +170,7 @@ pub fn serve_conns<N: Nic, S: ConnApp>(
     listener: &TcpListener,
     mut make: impl FnMut() -> S,
     stop: &AtomicBool,
+    spin_ns: u64,
 ) -> (u64, usize) {
     let mut conns: HashMap<TcpHandle, Conn<S>> = HashMap::new();
     let mut events = Vec::new();
@@ -167,6 +178,8 @@ pub fn serve_conns<N: Nic, S: ConnApp>(
     let mut next: Vec<TcpHandle> = Vec::new();
     let mut served = 0u64;
     let mut drain_end: Option<u64> = None;
+    let mut idle_since: Option<u64> = None;
+    let mut spare: Vec<Box<[u8]>> = Vec::new();
     loop {
         let now = stack.now();
         if stop.load(Ordering::Relaxed) {
@@ -194,9 +207,9 @@ pub fn serve_conns<N: Nic, S: ConnApp>(
                             Conn {
                                 stream: s,
                                 sess: make(),
-                                inb: vec![0; STAGE].into_boxed_slice(),
+                                inb: stage(&mut spare),
                                 in_len: 0,
-                                out: vec![0; STAGE].into_boxed_slice(),
+                                out: stage(&mut spare),
                                 out_pos: 0,
                                 out_len: 0,
                                 eof: false,
@@ -218,12 +231,26 @@ pub fn serve_conns<N: Nic, S: ConnApp>(
                 Drive::Done => {
                     if let Some(c) = conns.remove(&h) {
                         let _ = c.stream.close(stack);
+                        // Staging buffers go to the next connection: new
+                        // 64 KiB allocations would be zeroed (and
+                        // page-faulted) for every connection.
+                        if spare.len() < SPARE_STAGES {
+                            spare.push(c.inb);
+                            spare.push(c.out);
+                        }
                     }
                 }
             }
         }
         std::mem::swap(&mut again, &mut next);
+        if rx != 0 || work != 0 || had_events || !again.is_empty() {
+            idle_since = None;
+        }
         if rx == 0 && work == 0 && !had_events && again.is_empty() {
+            let since = *idle_since.get_or_insert(now);
+            if now.saturating_sub(since) < spin_ns {
+                continue;
+            }
             let wake = stack.tcp_next_timeout().map(|t| t.saturating_sub(now));
             stack
                 .nic_mut()
@@ -270,6 +297,7 @@ pub fn serve<S: ConnApp>(
         syn_queue: Option<usize>,
         make: M,
         stop: &'a AtomicBool,
+        spin_ns: u64,
     }
     impl<S: ConnApp, M: FnMut() -> S> crate::serve::OnStack for Serve<'_, M> {
         type Out = anyhow::Result<()>;
@@ -288,7 +316,7 @@ pub fn serve<S: ConnApp>(
             eprintln!("serving {what} on {addr}:{port} ({})", stack.mode().name());
             println!("ready");
             std::io::stdout().flush()?;
-            let (served, open) = serve_conns(stack, &listener, self.make, self.stop);
+            let (served, open) = serve_conns(stack, &listener, self.make, self.stop, self.spin_ns);
             println!("connections: {served}, open at exit: {open}");
             if let Ok(c) = stack.listener(listener.handle()).counters() {
                 println!(
@@ -319,6 +347,7 @@ pub fn serve<S: ConnApp>(
         syn_queue,
         make,
         stop: &stop,
+        spin_ns: net.busy_poll_us.saturating_mul(1000),
     };
     crate::serve::run_on_stack(nic, cfg, net, job)??;
     if let Some(Ownership::Created(g)) = owned_ns {
@@ -475,7 +504,7 @@ pub fn demo(seconds: f64, verbose: bool) -> anyhow::Result<()> {
 pub struct HttpApp(crate::http::HttpConn);
 
 impl HttpApp {
-    pub fn new(cfg: std::sync::Arc<crate::http::ServerConfig>) -> Self {
+    pub fn new(cfg: std::rc::Rc<crate::http::ServerConfig>) -> Self {
         HttpApp(crate::http::HttpConn::new(cfg))
     }
 }
@@ -498,7 +527,7 @@ impl ConnApp for HttpApp {
 /// `lazynet serve http`.
 pub fn serve_http(
     port: u16,
-    cfg: std::sync::Arc<crate::http::ServerConfig>,
+    cfg: std::rc::Rc<crate::http::ServerConfig>,
     syn_queue: Option<usize>,
     net: &NetArgs,
 ) -> anyhow::Result<()> {

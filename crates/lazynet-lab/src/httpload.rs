@@ -1,7 +1,11 @@
 //! An httperf-like HTTP load generator on a lazynet stack: new connections
 //! at an exact offered rate (open loop), each making `calls` requests in
 //! bursts of `burst` (`--num-calls` and `--burst-length`), bounded in time
-//! and in open connections. Its cost per connection is a lazynet TCP
+//! and in open connections. Or a wrk/ab-like closed loop
+//! ([`HttpLoad::closed`]): a fixed number of connections kept busy, each
+//! either making requests back to back over keep-alive until the time is
+//! up, or (HTTP/1.0, `calls` = 1) replaced by a new one as soon as its reply
+//! is in. Its cost per connection is a lazynet TCP
 //! handshake, far below a kernel client's, so it can drive a server on
 //! the other core to its limit.
 //!
@@ -43,6 +47,33 @@ pub struct HttpLoad {
     /// Yield the core after every turn (a client that shares its core with
     /// a polling daemon: the daemon then waits at most one turn).
     pub yield_each_turn: bool,
+    /// Closed loop: keep this many connections open and busy (`rate` is
+    /// then unused). `None`: open loop.
+    pub closed: Option<usize>,
+    /// Never sleep on the NIC when idle (a client with a core of its own).
+    pub busy: bool,
+}
+
+impl HttpLoad {
+    /// A closed loop of `conns` connections for `duration` after `warmup`:
+    /// HTTP/1.1 keep-alive requests back to back (one in flight per
+    /// connection) if `keep_alive`, else one HTTP/1.0 request per
+    /// connection. Busy-polling, on a core of its own.
+    pub fn closed(conns: usize, keep_alive: bool, path: &str, duration: Duration, warmup: Duration) -> HttpLoad {
+        HttpLoad {
+            rate: 0.0,
+            duration,
+            calls: if keep_alive { u32::MAX } else { 1 },
+            burst: 1,
+            path: path.into(),
+            max_open: conns,
+            timeout: Duration::from_secs(2),
+            warmup,
+            yield_each_turn: false,
+            closed: Some(conns),
+            busy: true,
+        }
+    }
 }
 
 /// What happened.
@@ -62,6 +93,9 @@ pub struct HttpResult {
     pub window: Duration,
     /// Connection times (µs) of the completed ones.
     pub conn_us: Histogram<u64>,
+    /// Request times (µs): from the write of a request's burst to its
+    /// reply's last byte, for replies in the measured window.
+    pub req_us: Histogram<u64>,
 }
 
 impl HttpResult {
@@ -79,6 +113,8 @@ struct Conn {
     sent: u32,
     got: u32,
     buf: Vec<u8>,
+    /// When the last burst was written.
+    burst_ns: u64,
 }
 
 /// Parses complete replies off the front of `buf`; returns how many.
@@ -131,6 +167,7 @@ pub fn run<N: Nic>(stack: &mut Stack<N>, server: SocketAddrV4, load: &HttpLoad) 
         replies: 0,
         window: Duration::ZERO,
         conn_us: Histogram::new(3).expect("histogram"),
+        req_us: Histogram::new(3).expect("histogram"),
     };
     let t0 = stack.now();
     let warm = load.warmup.as_nanos() as u64;
@@ -147,9 +184,13 @@ pub fn run<N: Nic>(stack: &mut Stack<N>, server: SocketAddrV4, load: &HttpLoad) 
         if el >= hard_end || (el >= end && open == 0) {
             break;
         }
-        // New connections due by the schedule.
+        // New connections due by the schedule (open loop), or to keep the
+        // closed loop's number open.
         if el < end {
-            let due = (el as f64 * load.rate / 1e9) as u64;
+            let due = match load.closed {
+                Some(n) => offered + n.saturating_sub(open) as u64,
+                None => (el as f64 * load.rate / 1e9) as u64,
+            };
             let mut k = 0;
             while offered < due && k < 64 {
                 offered += 1;
@@ -172,6 +213,7 @@ pub fn run<N: Nic>(stack: &mut Stack<N>, server: SocketAddrV4, load: &HttpLoad) 
                             sent: 0,
                             got: 0,
                             buf: Vec::new(),
+                            burst_ns: now,
                         };
                         let i = match free.pop() {
                             Some(i) => {
@@ -252,13 +294,20 @@ pub fn run<N: Nic>(stack: &mut Stack<N>, server: SocketAddrV4, load: &HttpLoad) 
                         c.got += n;
                         if c.measured || (now - t0) >= warm {
                             res.replies += u64::from(n);
+                            if n > 0 {
+                                let us = (now - c.burst_ns) / 1000;
+                                let _ = res.req_us.record_n(us, u64::from(n));
+                            }
                         }
                     }
                     Err(()) => failed = true,
                 }
+                // Time is up for a closed loop: finish with the replies in.
+                let stopping = load.closed.is_some() && now - t0 >= end;
                 // The next burst once the last one's replies are in.
-                if !failed && c.got == c.sent && c.sent < load.calls {
+                if !failed && !stopping && c.got == c.sent && c.sent < load.calls {
                     let k = load.burst.min(load.calls - c.sent);
+                    c.burst_ns = now;
                     for _ in 0..k {
                         if c.s.write(stack, &req).is_err() {
                             failed = true;
@@ -267,7 +316,7 @@ pub fn run<N: Nic>(stack: &mut Stack<N>, server: SocketAddrV4, load: &HttpLoad) 
                         c.sent += 1;
                     }
                 }
-                if c.got == load.calls {
+                if c.got == load.calls || (stopping && c.got == c.sent) {
                     done = true;
                 }
             }
@@ -277,7 +326,8 @@ pub fn run<N: Nic>(stack: &mut Stack<N>, server: SocketAddrV4, load: &HttpLoad) 
             if done || failed {
                 let c = conns[i].take().expect("present");
                 by_handle.remove(&c.s.handle());
-                if failed || c.got < load.calls {
+                let stopped = load.closed.is_some() && now - t0 >= end && c.sent > 0;
+                if failed || c.got < c.sent || (c.got < load.calls && !stopped) {
                     let _ = c.s.abort(stack);
                     if c.measured {
                         res.failed += 1;
@@ -296,13 +346,13 @@ pub fn run<N: Nic>(stack: &mut Stack<N>, server: SocketAddrV4, load: &HttpLoad) 
         if load.yield_each_turn {
             std::thread::yield_now();
         }
-        if rx == 0 && work == 0 && touched.is_empty() {
+        if rx == 0 && work == 0 && touched.is_empty() && !load.busy {
             // Nothing to do: sleep on the NIC until a frame comes or the
             // next connection is due (the client may share its core with
             // a daemon, which needs it then).
             let el = stack.now() - t0;
             let next_due = ((offered + 1) as f64 * 1e9 / load.rate) as u64;
-            let wake = if el < end {
+            let wake = if el < end && load.closed.is_none() {
                 next_due.saturating_sub(el)
             } else {
                 1_000_000

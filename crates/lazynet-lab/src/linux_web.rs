@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddrV4, TcpListener, TcpStream};
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::Arc;
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use lazynet_cli::http::{HttpConn, ServerConfig};
@@ -23,8 +23,8 @@ use crate::sys::{owned_fd, Uring};
 
 const OUT: usize = 16 * 1024;
 
-fn config(work_us: u64) -> anyhow::Result<Arc<ServerConfig>> {
-    Ok(Arc::new(
+fn config(work_us: u64) -> anyhow::Result<Rc<ServerConfig>> {
+    Ok(Rc::new(
         ServerConfig::new(None)?.with_work_ns(work_us * 1000),
     ))
 }

@@ -675,6 +675,8 @@ fn web_point(
         timeout: Duration::from_secs(2),
         warmup: Duration::from_millis(500),
         yield_each_turn: true,
+        closed: None,
+        busy: false,
     };
     // The CPU figures cover the whole run, warm-up included (the offered
     // rate is the same throughout).

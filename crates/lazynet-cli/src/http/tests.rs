@@ -6,11 +6,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 // ---------------------------------------------------------------- helpers
 
 fn conn() -> HttpConn {
-    HttpConn::new(Arc::new(ServerConfig::new(None).unwrap()))
+    HttpConn::new(Rc::new(ServerConfig::new(None).unwrap()))
 }
 
 fn conn_root(root: &Path) -> HttpConn {
-    HttpConn::new(Arc::new(ServerConfig::new(Some(root)).unwrap()))
+    HttpConn::new(Rc::new(ServerConfig::new(Some(root)).unwrap()))
 }
 
 /// Feeds everything (retrying after draining output when back-pressured),
@@ -799,8 +799,10 @@ fn no_root_means_404() {
 
 #[test]
 fn file_shrinking_closes() {
+    // Streamed from the file (uncached): its end comes too early.
     let t = Tree::new();
-    let mut c = conn_root(&t.root());
+    let cfg = ServerConfig::new(Some(&t.root())).unwrap().without_cache();
+    let mut c = HttpConn::new(Rc::new(cfg));
     c.feed(&get("/big.bin"));
     let mut buf = [0u8; 1000];
     assert_eq!(c.poll_output(&mut buf), 1000);
@@ -812,6 +814,100 @@ fn file_shrinking_closes() {
         .unwrap();
     while c.poll_output(&mut buf) > 0 {}
     assert!(c.wants_close());
+}
+
+/// One request for `path` on a connection of `cfg`: (status, body).
+fn get_on(cfg: &Rc<ServerConfig>, path: &str) -> (u16, Vec<u8>) {
+    let mut c = HttpConn::new(cfg.clone());
+    let out = run(&mut c, &[&get(path)]);
+    let r = responses(&out, &[]).remove(0);
+    (r.status, r.body)
+}
+
+#[test]
+fn cached_files_are_served_from_memory_and_follow_changes() {
+    let t = Tree::new();
+    let limits = CacheLimits {
+        valid: std::time::Duration::ZERO, // revalidate on every hit
+        ..CacheLimits::default()
+    };
+    let cfg = Rc::new(
+        ServerConfig::new(Some(&t.root()))
+            .unwrap()
+            .with_cache(limits),
+    );
+    let big = std::fs::read(t.root().join("big.bin")).unwrap();
+    for _ in 0..3 {
+        assert_eq!(get_on(&cfg, "/big.bin"), (200, big.clone()));
+        assert_eq!(
+            get_on(&cfg, "/a.txt"),
+            (
+                200,
+                b"hello a
+"
+                .to_vec()
+            )
+        );
+    }
+    assert_eq!(cfg.cache_counters(), Some((4, 2, 2, big.len() as u64 + 8)));
+    // Rewritten (another size): the next hit reloads it.
+    std::fs::write(
+        t.root().join("a.txt"),
+        b"hello again
+",
+    )
+    .unwrap();
+    assert_eq!(
+        get_on(&cfg, "/a.txt"),
+        (
+            200,
+            b"hello again
+"
+            .to_vec()
+        )
+    );
+    // Removed: 404, and the entry is gone.
+    std::fs::remove_file(t.root().join("a.txt")).unwrap();
+    assert_eq!(get_on(&cfg, "/a.txt").0, 404);
+    assert_eq!(cfg.cache_counters().unwrap().2, 1);
+    // HEAD of a cached file: its length, no body.
+    let mut c = HttpConn::new(cfg.clone());
+    let out = run(&mut c, &[b"HEAD /big.bin HTTP/1.1\r\nHost: x\r\n\r\n"]);
+    let r = &responses(&out, &[true])[0];
+    assert_eq!(r.header("content-length"), Some("100000"));
+    assert!(r.body.is_empty());
+}
+
+#[test]
+fn the_file_cache_keeps_its_bounds() {
+    let t = Tree::new();
+    for i in 0..10 {
+        std::fs::write(t.root().join(format!("f{i}")), vec![i as u8; 1000]).unwrap();
+    }
+    let limits = CacheLimits {
+        max_file: 50_000,
+        max_bytes: 3_500,
+        max_entries: 8,
+        ..CacheLimits::default()
+    };
+    let cfg = Rc::new(
+        ServerConfig::new(Some(&t.root()))
+            .unwrap()
+            .with_cache(limits),
+    );
+    for round in 0..3 {
+        for i in 0..10u8 {
+            let (st, body) = get_on(&cfg, &format!("/f{i}"));
+            assert_eq!((st, body), (200, vec![i; 1000]), "round {round}");
+            let (_, _, files, bytes) = cfg.cache_counters().unwrap();
+            assert!(files <= 3 && bytes <= 3_500, "{files} files, {bytes} bytes");
+        }
+    }
+    // A file above the per-file bound streams and is not kept.
+    let (st, body) = get_on(&cfg, "/big.bin");
+    assert_eq!(st, 200);
+    assert_eq!(body, std::fs::read(t.root().join("big.bin")).unwrap());
+    assert!(cfg.cache_counters().unwrap().3 <= 3_500);
 }
 
 #[test]

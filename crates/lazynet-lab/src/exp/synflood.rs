@@ -44,6 +44,7 @@
 //! queue, or after the work by the listener).
 
 use std::net::{Ipv4Addr, SocketAddrV4};
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -131,7 +132,7 @@ struct App {
     l80: ListenHandle,
     l81: ListenHandle,
     http: Option<(OwnerId, TaskId)>,
-    cfg: Arc<ServerConfig>,
+    cfg: Rc<ServerConfig>,
     slots: Vec<Option<Slot>>,
     outs: Vec<Box<[u8]>>,
     buf: Box<[u8]>,
@@ -461,7 +462,7 @@ fn run_with<N: Nic + Send + 'static>(
                     l80,
                     l81,
                     http: None,
-                    cfg: Arc::new(ServerConfig::new(None)?),
+                    cfg: Rc::new(ServerConfig::new(None)?),
                     slots: (0..MAX_CONNS).map(|_| None).collect(),
                     outs: (0..MAX_CONNS)
                         .map(|_| vec![0u8; 4096].into_boxed_slice())

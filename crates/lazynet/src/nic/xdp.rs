@@ -292,32 +292,44 @@ pub struct XdpNic {
     wake: Arc<EventFd>,
 }
 
-/// The interface's index, MAC and MTU, from sysfs.
+/// The interface's index, MAC and MTU, asked of the kernel with
+/// `ioctl`s on a socket: they answer for the calling thread's network
+/// namespace (sysfs would show the namespace it was mounted in).
 fn iface(name: &str) -> io::Result<(u32, [u8; 6], usize)> {
-    if name.is_empty() || name.contains('/') || name.len() > 15 {
+    const SIOCGIFMTU: libc::c_ulong = 0x8921;
+    const SIOCGIFHWADDR: libc::c_ulong = 0x8927;
+    const SIOCGIFINDEX: libc::c_ulong = 0x8933;
+    let b = name.as_bytes();
+    if b.is_empty() || b.len() > 15 || b.contains(&0) || b.contains(&b'/') {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("bad interface name {name:?}"),
         ));
     }
-    let read = |f: &str| {
-        std::fs::read_to_string(format!("/sys/class/net/{name}/{f}"))
-            .map(|s| s.trim().to_owned())
-            .map_err(|e| io::Error::new(e.kind(), format!("interface {name}: {f}: {e}")))
+    let sock = rustix::net::socket(AddressFamily::INET, SocketType::DGRAM, None)?;
+    let ask = |req: libc::c_ulong, what: &str| -> io::Result<[u8; 24]> {
+        // `struct ifreq`: the name, then a 24-byte union.
+        let mut ifr = [0u8; 40];
+        ifr[..b.len()].copy_from_slice(b);
+        // SAFETY: these ioctls read the name from and write their answer
+        // into a 40-byte `struct ifreq`, which `ifr` is (live, writable).
+        let rc = unsafe { libc::ioctl(sock.as_raw_fd(), req as _, ifr.as_mut_ptr()) };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            return Err(io::Error::new(e.kind(), format!("interface {name}: {what}: {e}")));
+        }
+        let mut u = [0u8; 24];
+        u.copy_from_slice(&ifr[16..]);
+        Ok(u)
     };
-    let bad =
-        |what: &str| io::Error::new(io::ErrorKind::InvalidData, format!("{name}: bad {what}"));
-    let index: u32 = read("ifindex")?.parse().map_err(|_| bad("ifindex"))?;
-    let mtu: usize = read("mtu")?.parse().map_err(|_| bad("mtu"))?;
+    let idx = ask(SIOCGIFINDEX, "index")?;
+    let index = u32::from_ne_bytes([idx[0], idx[1], idx[2], idx[3]]);
+    let m = ask(SIOCGIFMTU, "MTU")?;
+    let mtu = i32::from_ne_bytes([m[0], m[1], m[2], m[3]]).max(0) as usize;
+    // A `struct sockaddr`: family (2 bytes), then the address.
+    let hw = ask(SIOCGIFHWADDR, "MAC address")?;
     let mut mac = [0u8; 6];
-    let text = read("address")?;
-    let mut parts = text.split(':');
-    for b in &mut mac {
-        *b = parts
-            .next()
-            .and_then(|p| u8::from_str_radix(p, 16).ok())
-            .ok_or_else(|| bad("address"))?;
-    }
+    mac.copy_from_slice(&hw[2..8]);
     Ok((index, mac, mtu))
 }
 
@@ -434,6 +446,14 @@ impl XdpNic {
             "bind (copy mode)"
         }))?;
         Ok((fd, ([rx, tx], [fill, comp])))
+    }
+
+    /// [`XdpNic::open`] on an interface inside network namespace `ns` (a
+    /// name under `/var/run/netns`); the calling thread stays where it is,
+    /// and the NIC works from any thread.
+    pub fn open_in_netns(ns: &str, cfg: &XdpConfig) -> io::Result<XdpNic> {
+        let cfg = cfg.clone();
+        super::netns::run_in_netns(ns, move || XdpNic::open(&cfg))
     }
 
     /// The interface bound to.

@@ -1,7 +1,15 @@
 //! Fixed-capacity byte ring and the out-of-order interval set (RFC 9293
 //! §3.10.7.4 "segment text"; RFC 2018 for the SACK view of the intervals).
 //!
-//! Both allocate only in their constructors.
+//! Both allocate only in their constructors, and a ring's bytes are
+//! recycled: a dropped ring's storage goes to a per-thread pool (at most
+//! [`POOL_BYTES`]) from which the next ring of the same capacity is taken.
+//! A server opening thousands of connections a second otherwise allocates,
+//! zeroes and page-faults half a megabyte for each (its send and receive
+//! buffers), which cost more than the connection's whole protocol work.
+//! Recycled bytes are never zeroed, and need not be: a ring only ever
+//! exposes bytes it wrote itself (`commit` follows `write_at`, and reads
+//! stop at `len`), so nothing of an earlier connection is readable.
 //!
 //! **Owns:** the bytes of the send and receive buffers and the intervals
 //! of out-of-order text. **May not touch:** windows or the TCB: offsets
@@ -24,6 +32,51 @@ fn wrap(x: usize, cap: usize) -> usize {
     }
 }
 
+/// Most bytes of ring storage a thread keeps for reuse (see the module
+/// docs), and most pieces.
+pub const POOL_BYTES: usize = 64 << 20;
+const POOL_PIECES: usize = 1024;
+
+thread_local! {
+    /// Storage of dropped rings: the pieces and their total size.
+    static POOL: std::cell::RefCell<(Vec<Box<[u8]>>, usize)> =
+        const { std::cell::RefCell::new((Vec::new(), 0)) };
+}
+
+/// Storage of `cap` bytes from the pool, if it holds a piece of that size.
+fn pooled(cap: usize) -> Option<Box<[u8]>> {
+    POOL.try_with(|p| {
+        let mut p = p.try_borrow_mut().ok()?;
+        let i = p.0.iter().rposition(|b| b.len() == cap)?;
+        let b = p.0.swap_remove(i);
+        p.1 -= cap;
+        Some(b)
+    })
+    .ok()
+    .flatten()
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        recycle(std::mem::take(&mut self.buf));
+    }
+}
+
+/// Keeps `b` for a later ring, if the pool has room; frees it otherwise.
+fn recycle(b: Box<[u8]>) {
+    if b.is_empty() {
+        return;
+    }
+    let _ = POOL.try_with(|p| {
+        if let Ok(mut p) = p.try_borrow_mut() {
+            if p.1 + b.len() <= POOL_BYTES && p.0.len() < POOL_PIECES {
+                p.1 += b.len();
+                p.0.push(b);
+            }
+        }
+    });
+}
+
 /// A byte ring of fixed capacity: `len` readable bytes starting at `head`;
 /// the free space after them may hold out-of-order bytes written with
 /// [`Ring::write_at`] before they become readable with [`Ring::commit`].
@@ -35,10 +88,11 @@ pub struct Ring {
 }
 
 impl Ring {
-    /// A ring of `cap` bytes (the only allocation).
+    /// A ring of `cap` bytes: recycled storage if the pool has some of
+    /// this size, else the only allocation.
     pub fn new(cap: usize) -> Self {
         Ring {
-            buf: vec![0; cap].into_boxed_slice(),
+            buf: pooled(cap).unwrap_or_else(|| vec![0; cap].into_boxed_slice()),
             head: 0,
             len: 0,
         }
@@ -269,5 +323,54 @@ impl Intervals {
     /// Drops everything.
     pub fn clear(&mut self) {
         self.n = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool() -> (usize, usize) {
+        POOL.with(|p| {
+            let p = p.borrow();
+            (p.0.len(), p.1)
+        })
+    }
+
+    /// A ring on recycled storage shows none of its earlier owner's bytes:
+    /// it starts empty, and reads give exactly what it was given.
+    #[test]
+    fn recycled_storage_exposes_nothing_old() {
+        let mut a = Ring::new(4096);
+        assert_eq!(a.push(&[0xAA; 4096]), 4096);
+        drop(a);
+        let mut b = Ring::new(4096);
+        assert!(b.is_empty());
+        let mut out = [0u8; 4096];
+        assert_eq!(b.peek(0, &mut out), 0);
+        assert_eq!(b.write_at(100, b"late"), 4); // out of order, not readable
+        assert_eq!(b.read(&mut out), 0);
+        assert_eq!(b.push(b"abc"), 3);
+        assert_eq!(b.read(&mut out), 3);
+        assert_eq!(&out[..3], b"abc");
+        assert_eq!(b.sum(0, 0, 0), 0);
+    }
+
+    #[test]
+    fn the_pool_keeps_its_bound() {
+        let rings: Vec<Ring> = (0..(POOL_BYTES / (1 << 20) + 8))
+            .map(|_| Ring::new(1 << 20))
+            .collect();
+        drop(rings);
+        let (pieces, bytes) = pool();
+        assert!(
+            bytes <= POOL_BYTES && pieces <= POOL_PIECES,
+            "{pieces} {bytes}"
+        );
+        assert_eq!(bytes, POOL_BYTES);
+        // Taken back by rings of that size.
+        let again: Vec<Ring> = (0..4).map(|_| Ring::new(1 << 20)).collect();
+        assert_eq!(pool().1, POOL_BYTES - 4 * (1 << 20));
+        drop(again);
     }
 }
