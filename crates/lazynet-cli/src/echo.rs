@@ -102,7 +102,9 @@ pub fn lazynet_client<N: Nic>(
                     seq += 1;
                     inflight += 1;
                 }
-                Err(SocketError::NoBuffers) => break,
+                // No buffer, or dropped while the peer's address is being
+                // resolved (ARP holds a few): not in flight, try later.
+                Err(SocketError::NoBuffers | SocketError::Dropped) => break,
                 Err(e) => panic!("send: {e}"),
             }
         }

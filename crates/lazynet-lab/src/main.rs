@@ -34,6 +34,7 @@ mod sys;
 mod tcp_bench;
 mod udp_echo;
 mod wakeup;
+mod web;
 
 use std::net::SocketAddrV4;
 use std::path::PathBuf;
@@ -104,6 +105,33 @@ enum Cmd {
         rates: Vec<f64>,
         /// Output directory.
         #[arg(long, default_value = "results/memnet")]
+        out: PathBuf,
+    },
+    /// lazynet's web server on a real NIC path (AF_XDP on veth, TAP)
+    /// against nginx over veth, driven by wrk, ab, curl and lazynet's load
+    /// generator; UDP echo against Linux's batched server (root).
+    Web {
+        /// A short run for CI (one round, 1 s per workload, a 64 MiB file).
+        #[arg(long)]
+        quick: bool,
+        /// Rounds (each server once per round, in rotating order).
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Seconds per timed workload.
+        #[arg(long, default_value_t = 4.0)]
+        seconds: f64,
+        /// Size of the large file, MiB.
+        #[arg(long, default_value_t = 1024)]
+        big_mib: u64,
+        /// Workloads to run: gen-close, gen-keepalive, wrk-keepalive,
+        /// wrk-close, ab-c1, ab-c8, download, udp-echo (default: all).
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<String>,
+        /// Servers to run: lazynet-xdp, lazynet-tap, nginx (default: all).
+        #[arg(long, value_delimiter = ',')]
+        servers: Vec<String>,
+        /// Output directory.
+        #[arg(long, default_value = "results/web")]
         out: PathBuf,
     },
     /// Benchmarks measured side by side with Linux and smoltcp.
@@ -456,6 +484,36 @@ fn main() -> anyhow::Result<()> {
         Cmd::RtuQos(a) => exp::rtu::run(&a.opts("rtu-qos")),
         Cmd::SynFlood(a) => exp::synflood::run(&a.exp.opts("syn-flood"), &a.syn_rates),
         Cmd::Nlf { quick, out } => nlf::exp(quick, &out),
+        Cmd::Web {
+            quick,
+            rounds,
+            seconds,
+            big_mib,
+            only,
+            servers,
+            out,
+        } => web::exp(
+            &if quick {
+                web::Opts {
+                    quick,
+                    rounds: 1,
+                    seconds: 1.0,
+                    big_mib: 64,
+                    only,
+                    servers,
+                }
+            } else {
+                web::Opts {
+                    quick,
+                    rounds: rounds.clamp(1, 20),
+                    seconds: seconds.clamp(0.5, 60.0),
+                    big_mib: big_mib.clamp(1, 4096),
+                    only,
+                    servers,
+                }
+            },
+            &out,
+        ),
         Cmd::Memnet {
             quick,
             work_us,

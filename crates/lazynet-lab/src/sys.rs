@@ -148,6 +148,50 @@ impl MmsgSender {
         usize::try_from(r).map_err(|_| io::Error::last_os_error())
     }
 
+    /// Like [`Self::send`] on an unconnected socket, each datagram to its
+    /// own destination (`dsts[i]` for `bufs[i]`; the shorter of the two
+    /// bounds the batch).
+    pub fn send_each(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        bufs: &[&[u8]],
+        dsts: &[SocketAddrV4],
+        flags: libc::c_int,
+    ) -> io::Result<usize> {
+        let n = bufs.len().min(dsts.len()).min(self.msgs.len());
+        if n == 0 {
+            return Ok(0);
+        }
+        let mut names: [libc::sockaddr_in; 64] =
+            [sockaddr(SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0)); 64];
+        let n = n.min(names.len());
+        for i in 0..n {
+            names[i] = sockaddr(dsts[i]);
+            self.iov[i] = libc::iovec {
+                iov_base: bufs[i].as_ptr() as *mut libc::c_void,
+                iov_len: bufs[i].len(),
+            };
+            let m = &mut self.msgs[i];
+            m.msg_hdr.msg_iov = &mut self.iov[i];
+            m.msg_hdr.msg_iovlen = 1;
+            m.msg_hdr.msg_name = (&mut names[i] as *mut libc::sockaddr_in).cast();
+            m.msg_hdr.msg_namelen = SOCKADDR_LEN;
+            m.msg_len = 0;
+        }
+        // SAFETY: msgs[..n] point at iov[..n] (ours), into `bufs` (borrowed
+        // for this call) and at `names` (on our stack); all stay alive and
+        // unmoved during the call, which only reads them.
+        let r = unsafe {
+            libc::sendmmsg(
+                fd.as_raw_fd(),
+                self.msgs.as_mut_ptr(),
+                n as libc::c_uint,
+                flags,
+            )
+        };
+        usize::try_from(r).map_err(|_| io::Error::last_os_error())
+    }
+
     /// Bytes the kernel took of message `i` of the last [`Self::send`].
     pub fn sent_len(&self, i: usize) -> u32 {
         self.msgs.get(i).map_or(0, |m| m.msg_len)
@@ -159,6 +203,8 @@ pub struct MmsgReceiver {
     bufs: Vec<[u8; 2048]>,
     iov: Vec<libc::iovec>,
     msgs: Vec<libc::mmsghdr>,
+    /// The senders' addresses of the last [`Self::recv`].
+    names: Vec<libc::sockaddr_in>,
 }
 
 impl MmsgReceiver {
@@ -175,7 +221,17 @@ impl MmsgReceiver {
                 .collect(),
             // SAFETY: mmsghdr is a plain C struct; all-zero is a valid value.
             msgs: (0..batch).map(|_| unsafe { std::mem::zeroed() }).collect(),
+            names: vec![sockaddr(SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0)); batch],
         }
+    }
+
+    /// The sender of datagram `i` of the last [`Self::recv`] (IPv4).
+    pub fn sender(&self, i: usize) -> Option<SocketAddrV4> {
+        let sa = self.names.get(i)?;
+        Some(SocketAddrV4::new(
+            std::net::Ipv4Addr::from(u32::from_be(sa.sin_addr.s_addr)),
+            u16::from_be(sa.sin_port),
+        ))
     }
 
     /// One `recvmmsg` with `flags` (e.g. `MSG_WAITFORONE`); returns the
@@ -185,18 +241,27 @@ impl MmsgReceiver {
         fd: BorrowedFd<'_>,
         flags: libc::c_int,
     ) -> io::Result<impl Iterator<Item = &[u8]>> {
-        for ((b, iov), m) in self.bufs.iter_mut().zip(&mut self.iov).zip(&mut self.msgs) {
+        for (((b, iov), m), name) in self
+            .bufs
+            .iter_mut()
+            .zip(&mut self.iov)
+            .zip(&mut self.msgs)
+            .zip(&mut self.names)
+        {
             *iov = libc::iovec {
                 iov_base: b.as_mut_ptr().cast(),
                 iov_len: b.len(),
             };
             m.msg_hdr.msg_iov = iov;
             m.msg_hdr.msg_iovlen = 1;
+            m.msg_hdr.msg_name = (name as *mut libc::sockaddr_in).cast();
+            m.msg_hdr.msg_namelen = SOCKADDR_LEN;
             m.msg_len = 0;
         }
-        // SAFETY: msgs point at iov, which point into `bufs`; all ours, alive
-        // and unmoved during the call; the kernel writes at most iov_len
-        // bytes into each buffer.
+        // SAFETY: msgs point at iov, which point into `bufs`, and at
+        // `names`; all ours, alive and unmoved during the call; the kernel
+        // writes at most iov_len bytes into each buffer and at most
+        // msg_namelen into each name.
         let r = unsafe {
             libc::recvmmsg(
                 fd.as_raw_fd(),

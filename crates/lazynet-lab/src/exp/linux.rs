@@ -1388,6 +1388,16 @@ pub enum HelperCmd {
         #[arg(long, default_value_t = 3.0)]
         seconds: f64,
     },
+    /// Batched UDP echo server (`web`): `recvmmsg` up to 64 datagrams,
+    /// `sendmmsg` them back to their senders.
+    UdpEchoBatch {
+        /// Address to bind.
+        #[arg(long)]
+        bind: SocketAddrV4,
+        /// Upper bound on the run.
+        #[arg(long, default_value_t = 60.0)]
+        seconds: f64,
+    },
     /// UDP echo (ping-pong) server: sends every datagram back.
     UdpEcho {
         /// Address to bind.
@@ -1479,6 +1489,7 @@ pub fn helper(cmd: HelperCmd) -> anyhow::Result<()> {
             cpu,
         } => udp_sink(bind, work_iters, seconds, cpu),
         HelperCmd::UdpEcho { bind, seconds, cpu } => udp_echo(bind, seconds, cpu),
+        HelperCmd::UdpEchoBatch { bind, seconds } => crate::web::udp_echo_batch(bind, seconds),
         HelperCmd::ShareEcho {
             daemon,
             port,

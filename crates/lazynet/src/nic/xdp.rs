@@ -316,7 +316,10 @@ fn iface(name: &str) -> io::Result<(u32, [u8; 6], usize)> {
         let rc = unsafe { libc::ioctl(sock.as_raw_fd(), req as _, ifr.as_mut_ptr()) };
         if rc < 0 {
             let e = io::Error::last_os_error();
-            return Err(io::Error::new(e.kind(), format!("interface {name}: {what}: {e}")));
+            return Err(io::Error::new(
+                e.kind(),
+                format!("interface {name}: {what}: {e}"),
+            ));
         }
         let mut u = [0u8; 24];
         u.copy_from_slice(&ifr[16..]);

@@ -1,0 +1,998 @@
+//! `lazynet-lab web`: lazynet's web server on a real NIC path (AF_XDP on a
+//! veth pair, and TAP) against nginx over veth, served a 1 KiB static file
+//! and a large one, driven by the kernel's clients (wrk, ab, curl) and by
+//! lazynet's own load generator ([`crate::httpload`], on an AF_XDP socket
+//! of its own); and UDP echo, lazynet over AF_XDP against Linux's batched
+//! server (`recvmmsg`/`sendmmsg`).
+//!
+//! Every server runs on CPU 1 and every client on CPU 0. Each round sets
+//! up one server after the other (the order alternates by round), runs
+//! every workload against it and removes it; figures are medians over the
+//! rounds, and ratios are of medians of the same run.
+//!
+//! Topologies (all created and removed here; names carry our pid):
+//!
+//! - lazynet over XDP: a veth pair, lazynet's socket on our end, the
+//!   kernel's clients in the namespace at the other end; lazynet's load
+//!   generator binds its own AF_XDP socket to the namespace's end, with an
+//!   address of its own (`.3`; the kernel keeps `.1`). Sharing the kernel
+//!   clients' address would make its connections run into the server's
+//!   TIME-WAIT entries of theirs (a SYN that a TIME-WAIT entry refuses
+//!   waits out a one-second retransmission).
+//! - lazynet over TAP: the TAP device in the namespace; kernel clients
+//!   there; the load generator's socket on the TAP device inside it.
+//! - nginx (one worker, pinned, `sendfile`, `open_file_cache`): in a
+//!   namespace with two veth pairs, one to a client namespace (kernel
+//!   clients), one to our namespace, where the load generator's AF_XDP
+//!   socket binds the other end.
+//!
+//! On veth the kernel's receive work runs where the sender is (`veth_xmit`
+//! calls `netif_rx` on the current CPU), so without care a server would
+//! get its receive protocol work done on the client's core. RPS puts each
+//! side's kernel receive work on its own core: nginx's namespace on CPU 1,
+//! client namespaces on CPU 0. lazynet's XDP receive (program and copy
+//! into the socket's ring) runs in the sender's softirq as the veth driver
+//! does it; its TCP runs on CPU 1.
+
+use std::fmt::Write as _;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use lazynet::nic::netns::{Link, PeerNs, PeerNsConfig};
+use lazynet::nic::xdp::{XdpConfig, XdpNic};
+use lazynet::socket::UdpSocket;
+use lazynet::stack::{Stack, StackConfig};
+
+use crate::httpload::{self, HttpLoad};
+use crate::procs::{exe, start, start_in, Proc};
+use crate::report::{median, progress, txt_head};
+
+/// What to run.
+pub struct Opts {
+    /// A short run for CI.
+    pub quick: bool,
+    /// Rounds (each server once per round).
+    pub rounds: usize,
+    /// Seconds per timed workload.
+    pub seconds: f64,
+    /// Size of the large file (MiB).
+    pub big_mib: u64,
+    /// Workloads to run (empty: all).
+    pub only: Vec<String>,
+    /// Servers to run (empty: all).
+    pub servers: Vec<String>,
+}
+
+impl Opts {
+    fn wants(&self, workload: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|w| w == workload)
+    }
+    fn serves(&self, server: &str) -> bool {
+        self.servers.is_empty() || self.servers.iter().any(|s| s == server)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Server {
+    Xdp,
+    Tap,
+    Nginx,
+}
+
+impl Server {
+    fn name(self) -> &'static str {
+        match self {
+            Server::Xdp => "lazynet-xdp",
+            Server::Tap => "lazynet-tap",
+            Server::Nginx => "nginx",
+        }
+    }
+}
+
+/// One measured figure.
+#[derive(Clone, Debug)]
+struct Row {
+    server: &'static str,
+    workload: &'static str,
+    /// Requests (or connections, datagrams) per second; bytes per second
+    /// for the download; µs for `ab-c1`.
+    value: f64,
+    p50_us: f64,
+    p99_us: f64,
+    round: usize,
+}
+
+const PORT: u16 = 80;
+
+/// Names, addresses and the pieces of one server's set-up; dropping it
+/// stops the processes and removes what was created.
+struct Setup {
+    server: Server,
+    /// Where the kernel's clients run.
+    client_ns: String,
+    /// The server's address, as the kernel's clients reach it.
+    addr: Ipv4Addr,
+    /// The load generator's NIC: (namespace or none, interface, its address)
+    /// and the server's address as it reaches it.
+    gen: (Option<String>, String, Ipv4Addr, Ipv4Addr),
+    procs: Vec<Proc>,
+    peer: Option<PeerNs>,
+    extra_ns: Vec<String>,
+    extra_links: Vec<String>,
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        self.procs.clear();
+        if let Some(p) = self.peer.take() {
+            let _ = p.down();
+        }
+        for l in &self.extra_links {
+            let _ = Command::new("ip").args(["link", "del", l]).output();
+        }
+        for n in &self.extra_ns {
+            let _ = Command::new("ip").args(["netns", "del", n]).output();
+        }
+    }
+}
+
+fn sh(ns: Option<&str>, script: &str) -> anyhow::Result<String> {
+    let mut c = match ns {
+        Some(n) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", n, "sh", "-c", script]);
+            c
+        }
+        None => {
+            let mut c = Command::new("sh");
+            c.args(["-c", script]);
+            c
+        }
+    };
+    let o = c.output().context("sh")?;
+    if !o.status.success() {
+        bail!(
+            "{script}: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+/// Puts the kernel's receive work for `dev` in `ns` on the CPUs of `mask`.
+fn rps(ns: &str, dev: &str, mask: u32) -> anyhow::Result<()> {
+    sh(
+        Some(ns),
+        &format!("echo {mask:x} > /sys/class/net/{dev}/queues/rx-0/rps_cpus"),
+    )?;
+    Ok(())
+}
+
+fn peer_cfg(tag: &str, subnet: u8, link: Link) -> PeerNsConfig {
+    let n = format!("lnw{tag}{}", std::process::id() % 1_000_000);
+    PeerNsConfig {
+        ns: n.clone(),
+        dev: n,
+        peer_addr: format!("10.211.{subnet}.1/24"),
+        link,
+    }
+}
+
+/// Waits until `url` answers 200 from namespace `ns` (bounded).
+fn wait_http(ns: &str, url: &str) -> anyhow::Result<()> {
+    let t0 = Instant::now();
+    loop {
+        let o = Command::new("ip")
+            .args(["netns", "exec", ns, "curl", "-s", "-o", "/dev/null"])
+            .args(["-w", "%{http_code}", "--max-time", "1", url])
+            .output()?;
+        if String::from_utf8_lossy(&o.stdout).trim() == "200" {
+            return Ok(());
+        }
+        if t0.elapsed() > Duration::from_secs(10) {
+            bail!("{url} does not answer from {ns}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn lazynet_server(server: Server, root: &Path) -> anyhow::Result<Setup> {
+    let (tag, subnet, link, nic) = match server {
+        Server::Xdp => ("x", 1, Link::Veth, "xdp"),
+        _ => ("t", 2, Link::Tap, "tap"),
+    };
+    let cfg = peer_cfg(tag, subnet, link);
+    let peer = PeerNs::new(cfg.clone());
+    let _ = peer.down();
+    peer.up()?;
+    let mut s = Setup {
+        server,
+        client_ns: cfg.ns.clone(),
+        addr: Ipv4Addr::new(10, 211, subnet, 2),
+        gen: (
+            Some(cfg.ns.clone()),
+            cfg.dev.clone(),
+            Ipv4Addr::new(10, 211, subnet, 3),
+            Ipv4Addr::new(10, 211, subnet, 2),
+        ),
+        procs: Vec::new(),
+        peer: Some(peer),
+        extra_ns: Vec::new(),
+        extra_links: Vec::new(),
+    };
+    rps(&cfg.ns, &cfg.dev, 1)?;
+    let addr = format!("10.211.{subnet}.2/24");
+    let args = [
+        "serve",
+        "http",
+        "--nic",
+        nic,
+        "--peer-ns",
+        &cfg.ns,
+        "--dev",
+        &cfg.dev,
+        "--peer-addr",
+        &cfg.peer_addr,
+        "--addr",
+        &addr,
+        "--root",
+        root.to_str().context("root path")?,
+    ];
+    let (p, _) = start(1, &exe("lazynet")?, &args)?;
+    s.procs.push(p);
+    wait_http(&s.client_ns, &format!("http://{}/1k.bin", s.addr))?;
+    Ok(s)
+}
+
+fn nginx_server(root: &Path, dir: &Path) -> anyhow::Result<Setup> {
+    let id = std::process::id() % 1_000_000;
+    // The server's namespace, joined to ours (the load generator) by a
+    // PeerNs veth pair, and to a client namespace by a second pair.
+    let cfg = peer_cfg("n", 3, Link::Veth);
+    let peer = PeerNs::new(cfg.clone());
+    let _ = peer.down();
+    let cli = format!("lnwk{id}");
+    let inner = format!("lnwm{id}");
+    let _ = Command::new("ip").args(["netns", "del", &cli]).output();
+    peer.up()?;
+    let mut s = Setup {
+        server: Server::Nginx,
+        client_ns: cli.clone(),
+        addr: Ipv4Addr::new(10, 211, 4, 1),
+        gen: (
+            None,
+            cfg.dev.clone(),
+            Ipv4Addr::new(10, 211, 3, 2),
+            Ipv4Addr::new(10, 211, 3, 1),
+        ),
+        procs: Vec::new(),
+        peer: Some(peer),
+        extra_ns: vec![cli.clone()],
+        extra_links: Vec::new(),
+    };
+    let ns = &cfg.ns;
+    sh(None, &format!("ip netns add {cli}"))?;
+    sh(
+        None,
+        &format!(
+            "ip link add dev {inner} netns {ns} type veth peer name {cli} netns {cli} && \
+             ip -n {ns} addr add 10.211.4.1/24 dev {inner} && ip -n {ns} link set {inner} up && \
+             ip -n {cli} addr add 10.211.4.2/24 dev {cli} && ip -n {cli} link set {cli} up && \
+             ip -n {cli} link set lo up"
+        ),
+    )?;
+    rps(ns, &cfg.dev, 2)?;
+    rps(ns, &inner, 2)?;
+    rps(&cli, &cli, 1)?;
+    let conf = dir.join("nginx.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "worker_processes 1;\nworker_cpu_affinity 10;\ndaemon off;\npid {pid};\n\
+             error_log {err};\nevents {{ worker_connections 8192; }}\n\
+             http {{\n  access_log off;\n  sendfile on; tcp_nopush on; tcp_nodelay on;\n  \
+             keepalive_requests 1000000;\n  open_file_cache max=1000;\n  \
+             server {{ listen {PORT} backlog=4096; root {root}; }}\n}}\n",
+            pid = dir.join("nginx.pid").display(),
+            err = dir.join("nginx.err").display(),
+            root = root.display()
+        ),
+    )?;
+    let child = Command::new("ip")
+        .args(["netns", "exec", ns, "taskset", "-c", "1", "nginx", "-c"])
+        .arg(&conf)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .context("nginx (apt-get install nginx-light)")?;
+    s.procs.push(Proc(child));
+    wait_http(&cli, &format!("http://{}/1k.bin", s.addr))?;
+    Ok(s)
+}
+
+/// Runs `args` in namespace `ns` on CPU 0; its stdout.
+fn client(ns: &str, args: &[&str]) -> anyhow::Result<String> {
+    let o = Command::new("ip")
+        .args(["netns", "exec", ns, "taskset", "-c", "0"])
+        .args(args)
+        .output()
+        .with_context(|| format!("{args:?}"))?;
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    if !o.status.success() {
+        bail!("{args:?}: {out}{}", String::from_utf8_lossy(&o.stderr));
+    }
+    Ok(out)
+}
+
+/// A duration in wrk's notation (`80.46us`, `1.20ms`, `2.00s`) in µs.
+fn wrk_us(s: &str) -> Option<f64> {
+    let s = s.trim();
+    let (num, mul) = if let Some(v) = s.strip_suffix("us") {
+        (v, 1.0)
+    } else if let Some(v) = s.strip_suffix("ms") {
+        (v, 1e3)
+    } else if let Some(v) = s.strip_suffix('s') {
+        (v, 1e6)
+    } else {
+        return None;
+    };
+    Some(num.parse::<f64>().ok()? * mul)
+}
+
+/// wrk's requests/s, p50 and p99 (µs), and its error count.
+fn parse_wrk(out: &str) -> anyhow::Result<(f64, f64, f64, u64)> {
+    let mut rate = None;
+    let (mut p50, mut p99) = (f64::NAN, f64::NAN);
+    let mut errors = 0;
+    for l in out.lines() {
+        let t = l.trim();
+        if let Some(v) = t.strip_prefix("Requests/sec:") {
+            rate = v.trim().parse().ok();
+        } else if let Some(v) = t.strip_prefix("50%") {
+            p50 = wrk_us(v).unwrap_or(f64::NAN);
+        } else if let Some(v) = t.strip_prefix("99%") {
+            p99 = wrk_us(v).unwrap_or(f64::NAN);
+        } else if t.starts_with("Socket errors:") || t.starts_with("Non-2xx") {
+            errors += t
+                .split(|c: char| !c.is_ascii_digit())
+                .filter_map(|x| x.parse::<u64>().ok())
+                .sum::<u64>();
+        }
+    }
+    Ok((
+        rate.context("no Requests/sec in wrk's output")?,
+        p50,
+        p99,
+        errors,
+    ))
+}
+
+/// ab's requests/s, mean time per request (µs), p50 and p99 (µs), failures.
+fn parse_ab(out: &str) -> anyhow::Result<(f64, f64, f64, f64, u64)> {
+    let num = |l: &str| -> Option<f64> { l.split_whitespace().find_map(|w| w.parse::<f64>().ok()) };
+    let mut rate = None;
+    let mut mean = None;
+    let (mut p50, mut p99) = (f64::NAN, f64::NAN);
+    let mut failed = 0;
+    for l in out.lines() {
+        let t = l.trim();
+        if t.starts_with("Requests per second:") {
+            rate = num(t);
+        } else if t.starts_with("Time per request:") && t.ends_with("(mean)") && mean.is_none() {
+            mean = num(t).map(|ms| ms * 1000.0);
+        } else if t.starts_with("50%") {
+            p50 = t
+                .split_whitespace()
+                .nth(1)
+                .and_then(|v| v.parse::<f64>().ok())
+                .map_or(f64::NAN, |ms| ms * 1000.0);
+        } else if t.starts_with("99%") {
+            p99 = t
+                .split_whitespace()
+                .nth(1)
+                .and_then(|v| v.parse::<f64>().ok())
+                .map_or(f64::NAN, |ms| ms * 1000.0);
+        } else if t.starts_with("Failed requests:") || t.starts_with("Non-2xx responses:") {
+            failed += num(t).unwrap_or(0.0) as u64;
+        }
+    }
+    Ok((
+        rate.context("no Requests per second in ab's output")?,
+        mean.context("no Time per request in ab's output")?,
+        p50,
+        p99,
+        failed,
+    ))
+}
+
+/// The load generator's NIC and stack, on CPU 0 (this thread).
+fn gen_stack(s: &Setup) -> anyhow::Result<Stack<XdpNic>> {
+    let (ns, dev, addr, _) = &s.gen;
+    let cfg = XdpConfig {
+        ifname: dev.clone(),
+        addr: *addr,
+        ..XdpConfig::default()
+    };
+    let nic = match ns {
+        Some(n) => XdpNic::open_in_netns(n, &cfg),
+        None => XdpNic::open(&cfg),
+    }
+    .with_context(|| format!("the load generator's AF_XDP socket on {dev}"))?;
+    let mut sc = StackConfig {
+        addr: *addr,
+        prefix_len: 24,
+        seed: 7,
+        ..StackConfig::default()
+    };
+    sc.tcp.send_buf = 64 * 1024;
+    sc.tcp.recv_buf = 64 * 1024;
+    Ok(Stack::new(nic, sc))
+}
+
+/// Every workload against one set-up; appends rows.
+fn workloads(s: &Setup, o: &Opts, round: usize, rows: &mut Vec<Row>) -> anyhow::Result<()> {
+    let name = s.server.name();
+    let secs = format!("{}s", o.seconds.ceil() as u64);
+    let url = format!("http://{}/1k.bin", s.addr);
+    let mut push = |workload, value, p50_us, p99_us| {
+        rows.push(Row {
+            server: name,
+            workload,
+            value,
+            p50_us,
+            p99_us,
+            round,
+        })
+    };
+    let check = |what: &str, errors: u64| -> anyhow::Result<()> {
+        anyhow::ensure!(errors == 0, "{name} {what}: {errors} errors");
+        Ok(())
+    };
+    let ns = s.client_ns.as_str();
+    let (n1, n8) = if o.quick {
+        ("1000", "4000")
+    } else {
+        ("5000", "40000")
+    };
+    let wrk = |extra: &[&str]| -> anyhow::Result<(f64, f64, f64, u64)> {
+        let mut a = vec!["wrk", "-t1", "-c16", "-d", &secs, "--latency"];
+        a.extend_from_slice(extra);
+        a.push(&url);
+        parse_wrk(&client(ns, &a)?)
+    };
+    if o.wants("wrk-keepalive") {
+        progress(&format!("{name}: wrk keep-alive"));
+        let (r, p50, p99, e) = wrk(&[])?;
+        check("wrk keep-alive", e)?;
+        push("wrk-keepalive", r, p50, p99);
+    }
+    if o.wants("wrk-close") {
+        progress(&format!("{name}: wrk, a connection per request"));
+        let (r, p50, p99, e) = wrk(&["-H", "Connection: close"])?;
+        check("wrk close", e)?;
+        push("wrk-close", r, p50, p99);
+    }
+    if o.wants("ab-c1") {
+        progress(&format!("{name}: ab -c 1"));
+        let (_, mean, p50, p99, f) =
+            parse_ab(&client(ns, &["ab", "-q", "-n", n1, "-c", "1", &url])?)?;
+        check("ab -c 1", f)?;
+        push("ab-c1", mean, p50, p99);
+    }
+    if o.wants("ab-c8") {
+        progress(&format!("{name}: ab -c 8"));
+        let (r, _, p50, p99, f) = parse_ab(&client(ns, &["ab", "-q", "-n", n8, "-c", "8", &url])?)?;
+        check("ab -c 8", f)?;
+        push("ab-c8", r, p50, p99);
+    }
+    if o.wants("download") {
+        progress(&format!("{name}: download"));
+        let big = format!("http://{}/big.bin", s.addr);
+        let t0 = Instant::now();
+        let out = client(
+            ns,
+            &[
+                "curl",
+                "-sS",
+                "--max-time",
+                "120",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{size_download}",
+                &big,
+            ],
+        )?;
+        let secs_dl = t0.elapsed().as_secs_f64();
+        let bytes: f64 = out.trim().parse().context("curl's size_download")?;
+        anyhow::ensure!(
+            bytes == (o.big_mib << 20) as f64,
+            "{name}: downloaded {bytes} bytes"
+        );
+        push("download", bytes / secs_dl, f64::NAN, f64::NAN);
+    }
+    if !o.wants("gen-keepalive") && !o.wants("gen-close") {
+        return Ok(());
+    }
+
+    // lazynet's load generator, on CPU 0 in this process.
+    progress(&format!("{name}: load generator"));
+    lazynet::sys::pin_thread(0);
+    let mut st = gen_stack(s)?;
+    let to = SocketAddrV4::new(s.gen.3, PORT);
+    let dur = Duration::from_secs_f64(o.seconds);
+    let warm = Duration::from_millis(300);
+    for (keep, workload) in [(true, "gen-keepalive"), (false, "gen-close")] {
+        if !o.wants(workload) {
+            continue;
+        }
+        let load = HttpLoad::closed(16, keep, "/1k.bin", dur, warm);
+        let r = httpload::run(&mut st, to, &load);
+        anyhow::ensure!(
+            r.failed == 0 && r.replies > 0,
+            "{name} {workload}: {} started, {} completed, {} failed, {} replies; client stack: {}",
+            r.started,
+            r.completed,
+            r.failed,
+            r.replies,
+            st.stats()
+        );
+        let h = if keep { &r.req_us } else { &r.conn_us };
+        progress(&format!(
+            "{name} {workload}: {:.0}/s, p50 {} µs, p99 {} µs, max {} µs",
+            r.reply_rate(),
+            h.value_at_quantile(0.5),
+            h.value_at_quantile(0.99),
+            h.max()
+        ));
+        push(
+            workload,
+            r.reply_rate(),
+            h.value_at_quantile(0.5) as f64,
+            h.value_at_quantile(0.99) as f64,
+        );
+        // Let the last connections' closes finish before the next series.
+        let end = st.now() + 300_000_000;
+        while st.now() < end {
+            let now = st.now();
+            st.poll(now);
+            st.tcp_service(now, 1024);
+        }
+    }
+    Ok(())
+}
+
+/// UDP echo of 64-byte datagrams, a window of 64 in flight, from lazynet's
+/// client on AF_XDP: lazynet's server over XDP, then Linux's batched one.
+fn udp_echo(o: &Opts, round: usize, rows: &mut Vec<Row>) -> anyhow::Result<()> {
+    if !o.wants("udp-echo") {
+        return Ok(());
+    }
+    let dur = Duration::from_secs_f64(o.seconds);
+    // lazynet: `serve udp-echo --nic xdp`, the client in the namespace.
+    {
+        let cfg = peer_cfg("u", 5, Link::Veth);
+        let peer = PeerNs::new(cfg.clone());
+        let _ = peer.down();
+        peer.up()?;
+        let s = Setup {
+            server: Server::Xdp,
+            client_ns: cfg.ns.clone(),
+            addr: Ipv4Addr::new(10, 211, 5, 2),
+            gen: (
+                Some(cfg.ns.clone()),
+                cfg.dev.clone(),
+                Ipv4Addr::new(10, 211, 5, 3),
+                Ipv4Addr::new(10, 211, 5, 2),
+            ),
+            procs: Vec::new(),
+            peer: Some(peer),
+            extra_ns: Vec::new(),
+            extra_links: Vec::new(),
+        };
+        let mut s = s;
+        let args = [
+            "serve",
+            "udp-echo",
+            "--nic",
+            "xdp",
+            "--peer-ns",
+            &cfg.ns,
+            "--dev",
+            &cfg.dev,
+            "--peer-addr",
+            &cfg.peer_addr,
+            "--addr",
+            "10.211.5.2/24",
+        ];
+        let (p, _) = start(1, &exe("lazynet")?, &args)?;
+        s.procs.push(p);
+        progress("lazynet-xdp: UDP echo");
+        let r = echo_client(&s, dur)?;
+        rows.push(Row {
+            server: "lazynet-xdp",
+            workload: "udp-echo",
+            value: r.0,
+            p50_us: r.1,
+            p99_us: r.2,
+            round,
+        });
+    }
+    // Linux: the batched echo server in the namespace, our client on the
+    // other end.
+    {
+        let cfg = peer_cfg("l", 6, Link::Veth);
+        let peer = PeerNs::new(cfg.clone());
+        let _ = peer.down();
+        peer.up()?;
+        rps(&cfg.ns, &cfg.dev, 2)?;
+        let mut s = Setup {
+            server: Server::Nginx,
+            client_ns: cfg.ns.clone(),
+            addr: Ipv4Addr::new(10, 211, 6, 1),
+            gen: (
+                None,
+                cfg.dev.clone(),
+                Ipv4Addr::new(10, 211, 6, 2),
+                Ipv4Addr::new(10, 211, 6, 1),
+            ),
+            procs: Vec::new(),
+            peer: Some(peer),
+            extra_ns: Vec::new(),
+            extra_links: Vec::new(),
+        };
+        let lab = std::env::current_exe()?;
+        let (p, _) = start_in(
+            Some(&cfg.ns),
+            1,
+            &lab,
+            &[
+                "exp-helper",
+                "udp-echo-batch",
+                "--bind",
+                "10.211.6.1:7",
+                "--seconds",
+                "120",
+            ],
+        )?;
+        s.procs.push(p);
+        progress("linux-batched: UDP echo");
+        let r = echo_client(&s, dur)?;
+        rows.push(Row {
+            server: "linux-batched",
+            workload: "udp-echo",
+            value: r.0,
+            p50_us: r.1,
+            p99_us: r.2,
+            round,
+        });
+    }
+    Ok(())
+}
+
+/// (echoes/s, p50 µs, p99 µs) of a window of 64 from the set-up's
+/// generator NIC to port 7 of its server.
+fn echo_client(s: &Setup, dur: Duration) -> anyhow::Result<(f64, f64, f64)> {
+    lazynet::sys::pin_thread(0);
+    let mut st = gen_stack(s)?;
+    let local = SocketAddrV4::new(s.gen.2, 40_000);
+    let sock = UdpSocket::bind(&mut st, local)?;
+    let r = lazynet_cli::echo::lazynet_client(
+        &mut st,
+        &sock,
+        SocketAddrV4::new(s.gen.3, 7),
+        64,
+        64,
+        dur,
+        u64::MAX,
+    );
+    anyhow::ensure!(r.received > 0, "{}: no echo", s.server.name());
+    Ok((r.rate(), r.p(0.5), r.p(0.99)))
+}
+
+/// The batched Linux UDP echo server (`exp-helper udp-echo-batch`):
+/// `recvmmsg` up to 64 datagrams, `sendmmsg` them back to their senders.
+pub fn udp_echo_batch(bind: SocketAddrV4, seconds: f64) -> anyhow::Result<()> {
+    use std::os::fd::AsFd;
+    let sock = std::net::UdpSocket::bind(bind)?;
+    sock.set_read_timeout(Some(Duration::from_millis(100)))?;
+    let mut rx = crate::sys::MmsgReceiver::new(64);
+    let mut tx = crate::sys::MmsgSender::new(64, None);
+    let end = Instant::now() + Duration::from_secs_f64(seconds.clamp(0.1, 3600.0));
+    println!("ready");
+    let mut bufs: Vec<Vec<u8>> = vec![Vec::with_capacity(2048); 64];
+    let mut dsts = Vec::with_capacity(64);
+    while Instant::now() < end {
+        let n = {
+            let Ok(got) = rx.recv(sock.as_fd(), libc::MSG_WAITFORONE) else {
+                continue;
+            };
+            let mut n = 0;
+            for (b, d) in got.zip(bufs.iter_mut()) {
+                d.clear();
+                d.extend_from_slice(b);
+                n += 1;
+            }
+            n
+        };
+        dsts.clear();
+        dsts.extend((0..n).filter_map(|i| rx.sender(i)));
+        let slices: Vec<&[u8]> = bufs[..dsts.len()].iter().map(|b| b.as_slice()).collect();
+        let mut off = 0;
+        while off < slices.len() {
+            match tx.send_each(sock.as_fd(), &slices[off..], &dsts[off..], 0) {
+                Ok(0) | Err(_) => break,
+                Ok(k) => off += k,
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs the experiment and writes `out/web.{csv,txt,png}`.
+pub fn exp(o: &Opts, out: &Path) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        lazynet::sys::is_root(),
+        "lazynet-lab web needs root (namespaces, AF_XDP)"
+    );
+    for t in ["nginx", "wrk", "ab", "curl"] {
+        anyhow::ensure!(
+            Command::new("sh")
+                .args(["-c", &format!("command -v {t}")])
+                .output()?
+                .status
+                .success(),
+            "{t} is missing (apt-get install nginx-light wrk apache2-utils curl)"
+        );
+    }
+    std::fs::create_dir_all(out)?;
+    let dir = std::env::temp_dir().join(format!("lazynet-web-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    struct Rm(PathBuf);
+    impl Drop for Rm {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _rm = Rm(dir.clone());
+    let root = dir.join("www");
+    std::fs::create_dir_all(&root)?;
+    let one: Vec<u8> = (0..1024u32).map(|i| (i * 7 % 251) as u8).collect();
+    std::fs::write(root.join("1k.bin"), &one)?;
+    {
+        use std::io::Write;
+        let mut f = std::io::BufWriter::new(std::fs::File::create(root.join("big.bin"))?);
+        let block: Vec<u8> = (0..1u32 << 20).map(|i| (i % 253) as u8).collect();
+        for _ in 0..o.big_mib {
+            f.write_all(&block)?;
+        }
+        f.flush()?;
+    }
+    let mut rows = Vec::new();
+    let servers = [Server::Xdp, Server::Tap, Server::Nginx];
+    for round in 0..o.rounds {
+        for k in 0..servers.len() {
+            // The order rotates from round to round.
+            let server = servers[(k + round) % servers.len()];
+            if !o.serves(server.name()) {
+                continue;
+            }
+            let setup = match server {
+                Server::Nginx => nginx_server(&root, &dir)?,
+                _ => lazynet_server(server, &root)?,
+            };
+            workloads(&setup, o, round, &mut rows)?;
+            drop(setup);
+        }
+        udp_echo(o, round, &mut rows)?;
+    }
+    write(o, out, &rows)
+}
+
+fn med(rows: &[Row], server: &str, workload: &str) -> Option<(f64, f64, f64)> {
+    let pick: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.server == server && r.workload == workload)
+        .collect();
+    if pick.is_empty() {
+        return None;
+    }
+    let m = |f: fn(&Row) -> f64| median(&pick.iter().map(|r| f(r)).collect::<Vec<_>>());
+    Some((m(|r| r.value), m(|r| r.p50_us), m(|r| r.p99_us)))
+}
+
+const WORKLOADS: [(&str, &str); 8] = [
+    (
+        "gen-close",
+        "new connections/s, HTTP/1.0, lazynet's generator, 16 at a time",
+    ),
+    (
+        "gen-keepalive",
+        "keep-alive requests/s, lazynet's generator, 16 connections",
+    ),
+    ("wrk-keepalive", "keep-alive requests/s, wrk -c16"),
+    ("wrk-close", "requests/s with Connection: close, wrk -c16"),
+    ("ab-c8", "HTTP/1.0 requests/s, ab -c8"),
+    (
+        "ab-c1",
+        "HTTP/1.0, one connection at a time, ab -c1: mean µs per request",
+    ),
+    ("download", "large file download, curl: bytes/s"),
+    (
+        "udp-echo",
+        "UDP echo, 64 B, window 64, lazynet's client: datagrams/s",
+    ),
+];
+
+fn write(o: &Opts, out: &Path, rows: &[Row]) -> anyhow::Result<()> {
+    let mut csv = String::from("server,workload,round,value,p50_us,p99_us\n");
+    for r in rows {
+        let _ = writeln!(
+            csv,
+            "{},{},{},{:.1},{:.1},{:.1}",
+            r.server, r.workload, r.round, r.value, r.p50_us, r.p99_us
+        );
+    }
+    std::fs::write(out.join("web.csv"), csv)?;
+    let mut t = txt_head(&crate::report::command_line());
+    let _ = writeln!(
+        t,
+        "method: servers on CPU 1, clients on CPU 0; {} round(s), servers in rotating order, {} s per timed workload; medians over rounds; a 1 KiB static file (1k.bin) and a {} MiB one (big.bin); see crates/lazynet-lab/src/web.rs for the topologies",
+        o.rounds, o.seconds, o.big_mib
+    );
+    let servers = ["lazynet-xdp", "lazynet-tap", "nginx", "linux-batched"];
+    let _ = writeln!(
+        t,
+        "\n{:<64} {:>14} {:>14} {:>14} {:>14}",
+        "workload (p50 / p99 µs)", servers[0], servers[1], servers[2], servers[3]
+    );
+    for (w, what) in WORKLOADS {
+        let mut line = format!("{what:<64}");
+        for s in servers {
+            match med(rows, s, w) {
+                Some((v, p50, p99)) if p50.is_finite() => {
+                    let _ = write!(line, " {:>14}", format!("{v:.0} ({p50:.0}/{p99:.0})"));
+                }
+                Some((v, _, _)) => {
+                    let _ = write!(line, " {v:>14.0}");
+                }
+                None => {
+                    let _ = write!(line, " {:>14}", "-");
+                }
+            }
+        }
+        let _ = writeln!(t, "{line}");
+    }
+    // Goals: lazynet over XDP against nginx (TAP beside it).
+    let ratio = |s: &str, w: &str, base: &str| -> Option<f64> {
+        Some(med(rows, s, w)?.0 / med(rows, base, w)?.0)
+    };
+    let _ = writeln!(t, "\ngoals (lazynet over XDP ÷ nginx, TAP in brackets):");
+    let goal = |t: &mut String, what: &str, w: &str, base: &str, target: f64, higher: bool| {
+        let x = ratio("lazynet-xdp", w, base);
+        let tap = ratio("lazynet-tap", w, base);
+        let ok = x.is_some_and(|x| if higher { x >= target } else { x <= target });
+        let _ = writeln!(
+            t,
+            "  {} {what}: {} ({}) — goal {} {target}",
+            if ok {
+                "met"
+            } else if x.is_none() {
+                "not run"
+            } else {
+                "MISSED"
+            },
+            x.map_or("-".into(), |x| format!("{x:.2}")),
+            tap.map_or("-".into(), |x| format!("{x:.2}")),
+            if higher { "≥" } else { "≤" },
+        );
+        ok
+    };
+    goal(
+        &mut t,
+        "new connections/s (HTTP/1.0), lazynet's generator",
+        "gen-close",
+        "nginx",
+        2.0,
+        true,
+    );
+    goal(
+        &mut t,
+        "keep-alive requests/s, lazynet's generator",
+        "gen-keepalive",
+        "nginx",
+        3.0,
+        true,
+    );
+    for (w, what) in [
+        ("wrk-keepalive", "keep-alive requests/s, wrk"),
+        ("wrk-close", "new connections/s, wrk"),
+        ("ab-c8", "HTTP/1.0 requests/s, ab -c8"),
+    ] {
+        goal(&mut t, what, w, "nginx", 1.0, true);
+    }
+    goal(
+        &mut t,
+        "one connection at a time, ab -c1, time per request",
+        "ab-c1",
+        "nginx",
+        1.0,
+        false,
+    );
+    goal(
+        &mut t,
+        "large file download throughput",
+        "download",
+        "nginx",
+        1.0,
+        true,
+    );
+    goal(
+        &mut t,
+        "UDP echo rate ÷ Linux batched",
+        "udp-echo",
+        "linux-batched",
+        3.0,
+        true,
+    );
+    std::fs::write(out.join("web.txt"), &t)?;
+    print!("{t}");
+    // The figure: each workload's rate relative to nginx (UDP: to Linux).
+    let cats: Vec<String> = WORKLOADS.iter().map(|(w, _)| w.to_string()).collect();
+    let series: Vec<(String, Vec<f64>)> = ["lazynet-xdp", "lazynet-tap"]
+        .iter()
+        .map(|s| {
+            let v = WORKLOADS
+                .iter()
+                .map(|(w, _)| {
+                    let base = if *w == "udp-echo" {
+                        "linux-batched"
+                    } else {
+                        "nginx"
+                    };
+                    let r = ratio(s, w, base).unwrap_or(0.0);
+                    // Time per request: show speed (nginx's time ÷ ours).
+                    if *w == "ab-c1" && r > 0.0 {
+                        1.0 / r
+                    } else {
+                        r
+                    }
+                })
+                .collect();
+            (s.to_string(), v)
+        })
+        .collect();
+    crate::plot::bar_chart(
+        &out.join("web.png"),
+        "lazynet against nginx (UDP echo: against Linux recvmmsg/sendmmsg), higher is better",
+        "workload",
+        "× the Linux server",
+        &cats,
+        &series,
+    )?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrk_and_ab_outputs_parse() {
+        let wrk = "Running 4s test @ http://10.0.0.1/1k.bin\n  1 threads and 16 connections\n  Thread Stats   Avg      Stdev     Max   +/- Stdev\n    Latency    80.46us  130.93us   5.14ms   99.37%\n  Latency Distribution\n     50%   72.00us\n     75%   80.00us\n     90%   95.00us\n     99%    1.20ms\n  520000 requests in 4.00s, 600.00MB read\nRequests/sec: 129953.56\nTransfer/sec:    150.00MB\n";
+        let (r, p50, p99, e) = parse_wrk(wrk).unwrap();
+        assert_eq!((r, p50, p99, e), (129953.56, 72.0, 1200.0, 0));
+        let bad = format!("{wrk}  Socket errors: connect 0, read 3, write 0, timeout 2\n");
+        assert_eq!(parse_wrk(&bad).unwrap().3, 5);
+        let ab = "Failed requests:        0\nRequests per second:    3242.02 [#/sec] (mean)\nTime per request:       0.308 [ms] (mean)\nTime per request:       0.308 [ms] (mean, across all concurrent requests)\n  50%      0\n  99%      1\n";
+        let (r, mean, p50, p99, f) = parse_ab(ab).unwrap();
+        assert_eq!((r, f), (3242.02, 0));
+        assert!((mean - 308.0).abs() < 1e-9);
+        assert_eq!((p50, p99), (0.0, 1000.0));
+        assert!(parse_ab("nothing").is_err());
+    }
+}
