@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
-for t in ip:iproute2 ping:iputils-ping tcpdump:tcpdump python3:python3 ffmpeg:ffmpeg curl:curl nft:nftables; do
+for t in ip:iproute2 ping:iputils-ping tcpdump:tcpdump python3:python3 ffmpeg:ffmpeg curl:curl nft:nftables nginx:nginx-light wrk:wrk ab:apache2-utils; do
   command -v "${t%%:*}" >/dev/null 2>&1 || need+=("${t#*:}")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -62,6 +62,14 @@ if [ "$(id -u)" = 0 ]; then
     exit 1
   }
   grep -E '^  (met|MISSED)' "$exp_out/memnet/memnet.txt" || true
+  # The real NIC path: lazynet over AF_XDP and TAP against nginx, with
+  # wrk, ab, curl and lazynet's load generator; UDP echo against Linux.
+  echo "lazynet-lab web --quick"
+  "$lab" web --quick --out "$exp_out/web" >"$exp_out/web.log" 2>&1 || {
+    cat "$exp_out/web.log"
+    exit 1
+  }
+  grep -E '^  (met|MISSED)' "$exp_out/web/web.txt" || true
 else
-  echo "skipped: needs root (lazynet-lab memnet --quick)"
+  echo "skipped: needs root (lazynet-lab memnet --quick, lazynet-lab web --quick)"
 fi

@@ -86,6 +86,45 @@ pub fn start_in(
     Ok((p, lines))
 }
 
+/// [`start`], keeping what the program prints after `ready` (its exit
+/// report): the handle's thread returns it once the program has exited.
+pub fn start_keep(
+    cpu: usize,
+    bin: &Path,
+    args: &[&str],
+) -> anyhow::Result<(Proc, std::thread::JoinHandle<String>)> {
+    let mut c = Command::new("taskset")
+        .arg("-c")
+        .arg(cpu.to_string())
+        .arg(bin)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("taskset")?;
+    let mut out = BufReader::new(c.stdout.take().context("stdout")?);
+    let p = Proc(c);
+    let mut lines = Vec::new();
+    loop {
+        let mut l = String::new();
+        anyhow::ensure!(
+            out.read_line(&mut l)? > 0,
+            "{} {args:?} exited: {lines:?}",
+            bin.display()
+        );
+        if l.trim() == "ready" {
+            break;
+        }
+        lines.push(l.trim().to_string());
+    }
+    let rest = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut out, &mut s);
+        s
+    });
+    Ok((p, rest))
+}
+
 /// [`start_in`] outside any namespace.
 pub fn start(cpu: usize, bin: &Path, args: &[&str]) -> anyhow::Result<(Proc, Vec<String>)> {
     start_in(None, cpu, bin, args)

@@ -225,6 +225,20 @@ impl MmsgReceiver {
         }
     }
 
+    /// Like [`Self::recv`], returning how many datagrams came; they are
+    /// [`Self::datagram`] and [`Self::sender`] `0..n`.
+    pub fn recv_n(&mut self, fd: BorrowedFd<'_>, flags: libc::c_int) -> io::Result<usize> {
+        Ok(self.recv(fd, flags)?.count())
+    }
+
+    /// Datagram `i` of the last receive (empty if there was none).
+    pub fn datagram(&self, i: usize) -> &[u8] {
+        match (self.msgs.get(i), self.bufs.get(i)) {
+            (Some(m), Some(b)) => &b[..(m.msg_len as usize).min(b.len())],
+            _ => &[],
+        }
+    }
+
     /// The sender of datagram `i` of the last [`Self::recv`] (IPv4).
     pub fn sender(&self, i: usize) -> Option<SocketAddrV4> {
         let sa = self.names.get(i)?;

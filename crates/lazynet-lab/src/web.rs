@@ -47,7 +47,7 @@ use lazynet::socket::UdpSocket;
 use lazynet::stack::{Stack, StackConfig};
 
 use crate::httpload::{self, HttpLoad};
-use crate::procs::{exe, start, start_in, Proc};
+use crate::procs::{exe, start, start_in, start_keep, Proc};
 use crate::report::{median, progress, txt_head};
 
 /// What to run.
@@ -102,6 +102,9 @@ struct Row {
     value: f64,
     p50_us: f64,
     p99_us: f64,
+    /// Failed requests or connections (wrk's socket errors and non-2xx,
+    /// ab's failed, the generator's failed connections).
+    errors: u64,
     round: usize,
 }
 
@@ -122,6 +125,33 @@ struct Setup {
     peer: Option<PeerNs>,
     extra_ns: Vec<String>,
     extra_links: Vec<String>,
+    /// A lazynet server's exit report, once it has stopped.
+    report: Option<std::thread::JoinHandle<String>>,
+}
+
+impl Setup {
+    /// Stops the processes; the lazynet server's `nic:` line and non-zero
+    /// drop counters from its exit report, if it printed one.
+    fn stop(&mut self) -> Option<String> {
+        self.procs.clear();
+        let text = self.report.take()?.join().ok()?;
+        let mut keep: Vec<String> = text
+            .lines()
+            .filter(|l| l.starts_with("nic:"))
+            .map(str::to_owned)
+            .collect();
+        let drops: Vec<String> = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.starts_with("nic:") && (l.contains("drop") || l.contains("reset")))
+            .filter(|l| l.split_whitespace().nth(1).is_some_and(|v| v != "0"))
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+            .collect();
+        if !drops.is_empty() {
+            keep.push(format!("counters: {}", drops.join(", ")));
+        }
+        Some(keep.join("; "))
+    }
 }
 
 impl Drop for Setup {
@@ -223,6 +253,7 @@ fn lazynet_server(server: Server, root: &Path) -> anyhow::Result<Setup> {
         peer: Some(peer),
         extra_ns: Vec::new(),
         extra_links: Vec::new(),
+        report: None,
     };
     rps(&cfg.ns, &cfg.dev, 1)?;
     let addr = format!("10.211.{subnet}.2/24");
@@ -242,8 +273,9 @@ fn lazynet_server(server: Server, root: &Path) -> anyhow::Result<Setup> {
         "--root",
         root.to_str().context("root path")?,
     ];
-    let (p, _) = start(1, &exe("lazynet")?, &args)?;
+    let (p, report) = start_keep(1, &exe("lazynet")?, &args)?;
     s.procs.push(p);
+    s.report = Some(report);
     wait_http(&s.client_ns, &format!("http://{}/1k.bin", s.addr))?;
     Ok(s)
 }
@@ -273,6 +305,7 @@ fn nginx_server(root: &Path, dir: &Path) -> anyhow::Result<Setup> {
         peer: Some(peer),
         extra_ns: vec![cli.clone()],
         extra_links: Vec::new(),
+        report: None,
     };
     let ns = &cfg.ns;
     sh(None, &format!("ip netns add {cli}"))?;
@@ -438,19 +471,16 @@ fn workloads(s: &Setup, o: &Opts, round: usize, rows: &mut Vec<Row>) -> anyhow::
     let name = s.server.name();
     let secs = format!("{}s", o.seconds.ceil() as u64);
     let url = format!("http://{}/1k.bin", s.addr);
-    let mut push = |workload, value, p50_us, p99_us| {
+    let mut push = |workload, value, p50_us, p99_us, errors| {
         rows.push(Row {
             server: name,
             workload,
             value,
             p50_us,
             p99_us,
+            errors,
             round,
         })
-    };
-    let check = |what: &str, errors: u64| -> anyhow::Result<()> {
-        anyhow::ensure!(errors == 0, "{name} {what}: {errors} errors");
-        Ok(())
     };
     let ns = s.client_ns.as_str();
     let (n1, n8) = if o.quick {
@@ -467,27 +497,23 @@ fn workloads(s: &Setup, o: &Opts, round: usize, rows: &mut Vec<Row>) -> anyhow::
     if o.wants("wrk-keepalive") {
         progress(&format!("{name}: wrk keep-alive"));
         let (r, p50, p99, e) = wrk(&[])?;
-        check("wrk keep-alive", e)?;
-        push("wrk-keepalive", r, p50, p99);
+        push("wrk-keepalive", r, p50, p99, e);
     }
     if o.wants("wrk-close") {
         progress(&format!("{name}: wrk, a connection per request"));
         let (r, p50, p99, e) = wrk(&["-H", "Connection: close"])?;
-        check("wrk close", e)?;
-        push("wrk-close", r, p50, p99);
+        push("wrk-close", r, p50, p99, e);
     }
     if o.wants("ab-c1") {
         progress(&format!("{name}: ab -c 1"));
         let (_, mean, p50, p99, f) =
             parse_ab(&client(ns, &["ab", "-q", "-n", n1, "-c", "1", &url])?)?;
-        check("ab -c 1", f)?;
-        push("ab-c1", mean, p50, p99);
+        push("ab-c1", mean, p50, p99, f);
     }
     if o.wants("ab-c8") {
         progress(&format!("{name}: ab -c 8"));
         let (r, _, p50, p99, f) = parse_ab(&client(ns, &["ab", "-q", "-n", n8, "-c", "8", &url])?)?;
-        check("ab -c 8", f)?;
-        push("ab-c8", r, p50, p99);
+        push("ab-c8", r, p50, p99, f);
     }
     if o.wants("download") {
         progress(&format!("{name}: download"));
@@ -513,7 +539,7 @@ fn workloads(s: &Setup, o: &Opts, round: usize, rows: &mut Vec<Row>) -> anyhow::
             bytes == (o.big_mib << 20) as f64,
             "{name}: downloaded {bytes} bytes"
         );
-        push("download", bytes / secs_dl, f64::NAN, f64::NAN);
+        push("download", bytes / secs_dl, f64::NAN, f64::NAN, 0);
     }
     if !o.wants("gen-keepalive") && !o.wants("gen-close") {
         return Ok(());
@@ -533,27 +559,25 @@ fn workloads(s: &Setup, o: &Opts, round: usize, rows: &mut Vec<Row>) -> anyhow::
         let load = HttpLoad::closed(16, keep, "/1k.bin", dur, warm);
         let r = httpload::run(&mut st, to, &load);
         anyhow::ensure!(
-            r.failed == 0 && r.replies > 0,
-            "{name} {workload}: {} started, {} completed, {} failed, {} replies; client stack: {}",
-            r.started,
-            r.completed,
-            r.failed,
-            r.replies,
+            r.replies > 0,
+            "{name} {workload}: no reply; client stack: {}",
             st.stats()
         );
         let h = if keep { &r.req_us } else { &r.conn_us };
         progress(&format!(
-            "{name} {workload}: {:.0}/s, p50 {} µs, p99 {} µs, max {} µs",
+            "{name} {workload}: {:.0}/s, p50 {} µs, p99 {} µs, max {} µs, {} failed",
             r.reply_rate(),
             h.value_at_quantile(0.5),
             h.value_at_quantile(0.99),
-            h.max()
+            h.max(),
+            r.failed
         ));
         push(
             workload,
             r.reply_rate(),
             h.value_at_quantile(0.5) as f64,
             h.value_at_quantile(0.99) as f64,
+            r.failed,
         );
         // Let the last connections' closes finish before the next series.
         let end = st.now() + 300_000_000;
@@ -566,7 +590,7 @@ fn workloads(s: &Setup, o: &Opts, round: usize, rows: &mut Vec<Row>) -> anyhow::
     Ok(())
 }
 
-/// UDP echo of 64-byte datagrams, a window of 64 in flight, from lazynet's
+/// UDP echo of 64-byte datagrams, a window of 256 in flight, from lazynet's
 /// client on AF_XDP: lazynet's server over XDP, then Linux's batched one.
 fn udp_echo(o: &Opts, round: usize, rows: &mut Vec<Row>) -> anyhow::Result<()> {
     if !o.wants("udp-echo") {
@@ -593,6 +617,7 @@ fn udp_echo(o: &Opts, round: usize, rows: &mut Vec<Row>) -> anyhow::Result<()> {
             peer: Some(peer),
             extra_ns: Vec::new(),
             extra_links: Vec::new(),
+            report: None,
         };
         let mut s = s;
         let args = [
@@ -619,6 +644,7 @@ fn udp_echo(o: &Opts, round: usize, rows: &mut Vec<Row>) -> anyhow::Result<()> {
             value: r.0,
             p50_us: r.1,
             p99_us: r.2,
+            errors: r.3,
             round,
         });
     }
@@ -644,6 +670,7 @@ fn udp_echo(o: &Opts, round: usize, rows: &mut Vec<Row>) -> anyhow::Result<()> {
             peer: Some(peer),
             extra_ns: Vec::new(),
             extra_links: Vec::new(),
+            report: None,
         };
         let lab = std::env::current_exe()?;
         let (p, _) = start_in(
@@ -668,15 +695,16 @@ fn udp_echo(o: &Opts, round: usize, rows: &mut Vec<Row>) -> anyhow::Result<()> {
             value: r.0,
             p50_us: r.1,
             p99_us: r.2,
+            errors: r.3,
             round,
         });
     }
     Ok(())
 }
 
-/// (echoes/s, p50 µs, p99 µs) of a window of 64 from the set-up's
-/// generator NIC to port 7 of its server.
-fn echo_client(s: &Setup, dur: Duration) -> anyhow::Result<(f64, f64, f64)> {
+/// (echoes/s, p50 µs, p99 µs, datagrams lost) of a window of 256 from the
+/// set-up's generator NIC to port 7 of its server.
+fn echo_client(s: &Setup, dur: Duration) -> anyhow::Result<(f64, f64, f64, u64)> {
     lazynet::sys::pin_thread(0);
     let mut st = gen_stack(s)?;
     let local = SocketAddrV4::new(s.gen.2, 40_000);
@@ -685,13 +713,13 @@ fn echo_client(s: &Setup, dur: Duration) -> anyhow::Result<(f64, f64, f64)> {
         &mut st,
         &sock,
         SocketAddrV4::new(s.gen.3, 7),
-        64,
+        256,
         64,
         dur,
         u64::MAX,
     );
     anyhow::ensure!(r.received > 0, "{}: no echo", s.server.name());
-    Ok((r.rate(), r.p(0.5), r.p(0.99)))
+    Ok((r.rate(), r.p(0.5), r.p(0.99), r.lost))
 }
 
 /// The batched Linux UDP echo server (`exp-helper udp-echo-batch`):
@@ -704,27 +732,22 @@ pub fn udp_echo_batch(bind: SocketAddrV4, seconds: f64) -> anyhow::Result<()> {
     let mut tx = crate::sys::MmsgSender::new(64, None);
     let end = Instant::now() + Duration::from_secs_f64(seconds.clamp(0.1, 3600.0));
     println!("ready");
-    let mut bufs: Vec<Vec<u8>> = vec![Vec::with_capacity(2048); 64];
-    let mut dsts = Vec::with_capacity(64);
+    let unspecified = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0);
     while Instant::now() < end {
-        let n = {
-            let Ok(got) = rx.recv(sock.as_fd(), libc::MSG_WAITFORONE) else {
-                continue;
-            };
-            let mut n = 0;
-            for (b, d) in got.zip(bufs.iter_mut()) {
-                d.clear();
-                d.extend_from_slice(b);
-                n += 1;
-            }
-            n
+        let Ok(n) = rx.recv_n(sock.as_fd(), libc::MSG_WAITFORONE) else {
+            continue;
         };
-        dsts.clear();
-        dsts.extend((0..n).filter_map(|i| rx.sender(i)));
-        let slices: Vec<&[u8]> = bufs[..dsts.len()].iter().map(|b| b.as_slice()).collect();
+        // Sent back from the receive buffers: no copy, no allocation.
+        let mut data: [&[u8]; 64] = [&[]; 64];
+        let mut dsts = [unspecified; 64];
+        let n = n.min(64);
+        for i in 0..n {
+            data[i] = rx.datagram(i);
+            dsts[i] = rx.sender(i).unwrap_or(unspecified);
+        }
         let mut off = 0;
-        while off < slices.len() {
-            match tx.send_each(sock.as_fd(), &slices[off..], &dsts[off..], 0) {
+        while off < n {
+            match tx.send_each(sock.as_fd(), &data[off..n], &dsts[off..n], 0) {
                 Ok(0) | Err(_) => break,
                 Ok(k) => off += k,
             }
@@ -773,6 +796,7 @@ pub fn exp(o: &Opts, out: &Path) -> anyhow::Result<()> {
         f.flush()?;
     }
     let mut rows = Vec::new();
+    let mut notes = Vec::new();
     let servers = [Server::Xdp, Server::Tap, Server::Nginx];
     for round in 0..o.rounds {
         for k in 0..servers.len() {
@@ -781,16 +805,18 @@ pub fn exp(o: &Opts, out: &Path) -> anyhow::Result<()> {
             if !o.serves(server.name()) {
                 continue;
             }
-            let setup = match server {
+            let mut setup = match server {
                 Server::Nginx => nginx_server(&root, &dir)?,
                 _ => lazynet_server(server, &root)?,
             };
             workloads(&setup, o, round, &mut rows)?;
-            drop(setup);
+            if let Some(r) = setup.stop() {
+                notes.push(format!("{} round {round}: {r}", server.name()));
+            }
         }
         udp_echo(o, round, &mut rows)?;
     }
-    write(o, out, &rows)
+    write(o, out, &rows, &notes)
 }
 
 fn med(rows: &[Row], server: &str, workload: &str) -> Option<(f64, f64, f64)> {
@@ -824,17 +850,17 @@ const WORKLOADS: [(&str, &str); 8] = [
     ("download", "large file download, curl: bytes/s"),
     (
         "udp-echo",
-        "UDP echo, 64 B, window 64, lazynet's client: datagrams/s",
+        "UDP echo, 64 B, window 256, lazynet's client: datagrams/s",
     ),
 ];
 
-fn write(o: &Opts, out: &Path, rows: &[Row]) -> anyhow::Result<()> {
-    let mut csv = String::from("server,workload,round,value,p50_us,p99_us\n");
+fn write(o: &Opts, out: &Path, rows: &[Row], notes: &[String]) -> anyhow::Result<()> {
+    let mut csv = String::from("server,workload,round,value,p50_us,p99_us,errors\n");
     for r in rows {
         let _ = writeln!(
             csv,
-            "{},{},{},{:.1},{:.1},{:.1}",
-            r.server, r.workload, r.round, r.value, r.p50_us, r.p99_us
+            "{},{},{},{:.1},{:.1},{:.1},{}",
+            r.server, r.workload, r.round, r.value, r.p50_us, r.p99_us, r.errors
         );
     }
     std::fs::write(out.join("web.csv"), csv)?;
@@ -939,6 +965,29 @@ fn write(o: &Opts, out: &Path, rows: &[Row]) -> anyhow::Result<()> {
         3.0,
         true,
     );
+    let errors: Vec<String> = rows
+        .iter()
+        .filter(|r| r.errors > 0)
+        .map(|r| {
+            format!(
+                "{} {} round {}: {}",
+                r.server, r.workload, r.round, r.errors
+            )
+        })
+        .collect();
+    let _ = writeln!(
+        t,
+        "\nerrors (failed requests, connections or lost datagrams): {}",
+        if errors.is_empty() {
+            "none".to_string()
+        } else {
+            errors.join("; ")
+        }
+    );
+    let _ = writeln!(t, "\nlazynet servers' exit reports:");
+    for n in notes {
+        let _ = writeln!(t, "  {n}");
+    }
     std::fs::write(out.join("web.txt"), &t)?;
     print!("{t}");
     // The figure: each workload's rate relative to nginx (UDP: to Linux).
@@ -974,6 +1023,30 @@ fn write(o: &Opts, out: &Path, rows: &[Row]) -> anyhow::Result<()> {
         &cats,
         &series,
     )?;
+    if o.quick {
+        // The shape CI checks: every workload ran against every server,
+        // and lazynet's keep-alive rate under its own generator is above
+        // nginx's (by 3-5x when measured; noise cannot close that gap).
+        for (w, _) in WORKLOADS {
+            for sv in ["lazynet-xdp", "lazynet-tap", "nginx", "linux-batched"] {
+                let expected = if w == "udp-echo" {
+                    sv == "lazynet-xdp" || sv == "linux-batched"
+                } else {
+                    sv != "linux-batched"
+                };
+                if expected && o.wants(w) && o.serves(sv) {
+                    anyhow::ensure!(med(rows, sv, w).is_some(), "{sv} {w}: no result");
+                }
+            }
+        }
+        if o.wants("gen-keepalive") {
+            let x = ratio("lazynet-xdp", "gen-keepalive", "nginx");
+            anyhow::ensure!(
+                x.is_none_or(|x| x > 1.0),
+                "lazynet over XDP serves fewer keep-alive requests than nginx: {x:?}"
+            );
+        }
+    }
     Ok(())
 }
 

@@ -214,10 +214,7 @@ impl<T: Copy> XRing<T> {
 
     /// Free entries this side may produce into (a producer ring).
     fn room(&mut self) -> u32 {
-        let used = self.local.wrapping_sub(self.cached);
-        if used >= self.size {
-            self.cached = self.consumer().load(Ordering::Acquire);
-        }
+        self.cached = self.consumer().load(Ordering::Acquire);
         self.size
             .saturating_sub(self.local.wrapping_sub(self.cached).min(self.size))
     }
@@ -675,7 +672,15 @@ impl Nic for XdpNic {
 
     fn send(&mut self, frames: &[Desc]) -> usize {
         self.reap();
-        let room = self.tx.room() as usize;
+        let mut room = self.tx.room() as usize;
+        if room < frames.len() {
+            // In copy mode the kernel transmits inside the kick: push what
+            // is queued out before refusing frames (a refused TCP segment
+            // waits for a retransmission).
+            self.kick_tx();
+            self.reap();
+            room = self.tx.room() as usize;
+        }
         if room < frames.len() {
             self.stats.tx_ring_full += 1;
         }

@@ -1,5 +1,5 @@
 //! The NIC drivers: the fault injector, gather transmission, the pcap recorder
-//! and TAP against the kernel.
+//! and TAP and AF_XDP against the kernel.
 
 mod fault;
 mod gather;
@@ -7,3 +7,4 @@ mod gather_tap;
 mod pcap;
 mod tap;
 mod util;
+mod xdp;

@@ -26,7 +26,7 @@ fn arp_request(our_mac: [u8; 6], our_ip: [u8; 4], target_ip: [u8; 4]) -> [u8; 42
 
 /// Sends an ARP request for `subnet.1` from `subnet.2` and waits for the
 /// kernel's reply; returns the kernel side's MAC.
-fn arp_round_trip(nic: &mut impl TapLike, subnet: u8) -> [u8; 6] {
+pub(crate) fn arp_round_trip(nic: &mut impl TapLike, subnet: u8) -> [u8; 6] {
     let mac = nic.mac();
     let req = arp_request(mac, [10, 201, subnet, 2], [10, 201, subnet, 1]);
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -68,7 +68,7 @@ fn arp_round_trip(nic: &mut impl TapLike, subnet: u8) -> [u8; 6] {
     panic!("no ARP reply within 5 s ({seen} other frames seen)");
 }
 
-trait TapLike: Nic {
+pub(crate) trait TapLike: Nic {
     fn wait_for(&self, t: Duration);
 }
 impl TapLike for lazynet::nic::tap::TapNic {
