@@ -1076,3 +1076,77 @@ fn ni_lrp_tcp_input_waits_for_the_owner_and_is_found_through_the_ready_ring() {
     assert_eq!(&buf[..5], b"hello");
     assert_accounted(&sb);
 }
+
+// ------------------------------------------------------------ TCP: reuse
+
+/// A client that reuses its one port for connection after connection to a
+/// server that closes first (so the server holds each 4-tuple in
+/// TIME-WAIT) gets every new connection at once: its TSval for the 4-tuple
+/// only grows (RFC 7323 §5.4 offset per 4-tuple), so the server's TIME-WAIT
+/// entry accepts the new SYN (RFC 6191 §2) instead of answering it with an
+/// ACK and leaving the client to retransmit a second later.
+#[test]
+fn a_reused_port_gets_through_the_servers_time_wait_at_once() {
+    let (mut sa, mut sb) = stacks();
+    sa.tcp.ports = crate::proto::tcp::EphemeralPorts::new(50_000, 50_000, 4);
+    let l = sb
+        .tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), None, None)
+        .unwrap();
+    let mut now = MS;
+    let pump = |sa: &mut Stack<WireEnd>, sb: &mut Stack<WireEnd>, now: u64| {
+        sa.poll(now);
+        sa.tcp_service(now, 64);
+        sb.poll(now);
+        sb.tcp_service(now, 64);
+    };
+    let mut buf = [0u8; 64];
+    for round in 0..8 {
+        let t0 = now;
+        let c = sa.tcp_connect(SocketAddrV4::new(B, 80), None, now).unwrap();
+        let s = loop {
+            now += 100_000;
+            pump(&mut sa, &mut sb, now);
+            if let Ok(s) = sb.listener_mut(l).accept(now) {
+                break s;
+            }
+            assert!(now - t0 < 100 * MS, "round {round}: no connection");
+        };
+        // Established within a few round trips of virtual time, not after
+        // a one-second SYN retransmission.
+        assert!(
+            now - t0 < 10 * MS,
+            "round {round}: took {} ms",
+            (now - t0) / MS
+        );
+        assert_eq!(sa.tcp_mut(c).addrs().unwrap().0.port(), 50_000);
+        // The server answers and closes first; the client reads to the end
+        // and closes.
+        sb.tcp_mut(s).send(b"reply", now).unwrap();
+        sb.tcp_mut(s).close(now).unwrap();
+        let mut got = 0;
+        loop {
+            now += 100_000;
+            pump(&mut sa, &mut sb, now);
+            match sa.tcp_mut(c).recv(&mut buf, now) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(_) => {}
+            }
+            assert!(now - t0 < 200 * MS, "round {round}: no end of stream");
+        }
+        assert_eq!(got, 5);
+        sa.tcp_mut(c).close(now).unwrap();
+        for _ in 0..20 {
+            now += 100_000;
+            pump(&mut sa, &mut sb, now);
+        }
+        // The client's side is gone, the server's in TIME-WAIT.
+        assert!(
+            sa.tcp_states().is_empty(),
+            "round {round}: {:?}",
+            sa.tcp_states()
+        );
+        assert_eq!(sb.tcp.tw.len(), 1, "round {round}");
+        now += 50 * MS;
+    }
+}

@@ -56,6 +56,21 @@ fn pooled(cap: usize) -> Option<Box<[u8]>> {
     .flatten()
 }
 
+impl std::fmt::Debug for Ring {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let cap = self.buf.len();
+        let first = self.len.min(cap - self.head.min(cap));
+        let a = &self.buf[self.head.min(cap)..self.head.min(cap) + first];
+        let b = &self.buf[..self.len - first];
+        f.debug_struct("Ring")
+            .field("cap", &cap)
+            .field("head", &self.head)
+            .field("len", &self.len)
+            .field("bytes", &[a, b])
+            .finish()
+    }
+}
+
 impl Drop for Ring {
     fn drop(&mut self) {
         recycle(std::mem::take(&mut self.buf));
@@ -80,7 +95,9 @@ fn recycle(b: Box<[u8]>) {
 /// A byte ring of fixed capacity: `len` readable bytes starting at `head`;
 /// the free space after them may hold out-of-order bytes written with
 /// [`Ring::write_at`] before they become readable with [`Ring::commit`].
-#[derive(Debug, Clone)]
+/// `Debug` shows the readable bytes, not the storage (whose other bytes
+/// may be a recycled ring's).
+#[derive(Clone)]
 pub struct Ring {
     buf: Box<[u8]>,
     head: usize,

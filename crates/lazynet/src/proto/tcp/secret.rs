@@ -24,6 +24,7 @@ const TAG_ISN: u8 = 1;
 const TAG_PORT: u8 = 2;
 const TAG_COOKIE: u8 = 3;
 const TAG_INDEX: u8 = 4;
+const TAG_TS: u8 = 5;
 
 /// RFC 6528 §3: M is a timer incremented every 4 µs.
 const ISN_TICK_NS: u64 = 4_000;
@@ -70,6 +71,19 @@ impl Secret {
         let f = h.finish() as u32;
         let m = (now / ISN_TICK_NS) as u32;
         SeqNumber(m.wrapping_add(f))
+    }
+
+    /// The TSval offset of a connection (RFC 7323 §5.4): a keyed hash of
+    /// the 4-tuple, like the ISN's `F`, so that every incarnation of one
+    /// 4-tuple counts on from the last. A new SYN then carries a TSval above
+    /// the one a peer's TIME-WAIT entry holds, which is what lets the peer
+    /// accept it (RFC 6191 §2); a fresh random offset per connection would
+    /// make about half of them be refused and wait out a retransmission.
+    pub fn ts_offset(&self, local: SocketAddrV4, remote: SocketAddrV4) -> u32 {
+        let mut h = self.hasher(TAG_TS);
+        write_addr(&mut h, local);
+        write_addr(&mut h, remote);
+        h.finish() as u32
     }
 
     /// RFC 6056 §3.3.3 (Algorithm 3): `F(local IP, remote IP, remote port,

@@ -40,7 +40,8 @@ impl<N: Nic> Stack<N> {
             .saturating_sub(40)
             .clamp(64, u16::MAX as usize) as u16;
         cfg.mss = cfg.mss.min(mtu_mss);
-        // RFC 7323 §5.4: a random offset per connection for TSval.
+        // RFC 7323 §5.4: an offset per connection for TSval (an active
+        // open replaces it by one per 4-tuple, `Secret::ts_offset`).
         cfg.ts_offset = self.rng.next_u32();
         cfg
     }
@@ -237,7 +238,8 @@ impl<N: Nic> Stack<N> {
             })
             .ok_or(SocketError::NoPorts)?;
         let local = SocketAddrV4::new(me, port);
-        let cfg = self.fit(cfg.unwrap_or(self.tcp.cfg));
+        let mut cfg = self.fit(cfg.unwrap_or(self.tcp.cfg));
+        cfg.ts_offset = self.tcp.secret.ts_offset(local, remote);
         let iss = self.tcp.secret.isn(local, remote, now);
         let conn = Connection::connect(cfg, local, remote, iss, now);
         let h = self.install_conn(conn)?;
