@@ -237,6 +237,14 @@ pub fn run<N: Nic>(stack: &mut Stack<N>, server: SocketAddrV4, load: &HttpLoad) 
                             res.started += 1;
                         }
                     }
+                    // Every port held (by open connections or our own
+                    // TIME-WAIT entries): the generator's limit, not the
+                    // server's failure.
+                    Err(SocketError::NoPorts) => {
+                        if measured {
+                            res.unavailable += 1;
+                        }
+                    }
                     Err(_) => {
                         if measured {
                             res.started += 1;
@@ -322,7 +330,11 @@ pub fn run<N: Nic>(stack: &mut Stack<N>, server: SocketAddrV4, load: &HttpLoad) 
                         c.sent += 1;
                     }
                 }
-                if c.got == load.calls || (stopping && c.got == c.sent) {
+                // HTTP/1.0: the server closes; wait for its FIN so that
+                // the TIME-WAIT state stays on its side (as a browser or
+                // ab does), not in our port space.
+                let waits_eof = load.calls == 1 && !done;
+                if (c.got == load.calls && !waits_eof) || (stopping && c.got == c.sent) {
                     done = true;
                 }
             }
