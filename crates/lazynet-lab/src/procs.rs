@@ -48,6 +48,38 @@ pub fn start_in(
     bin: &Path,
     args: &[&str],
 ) -> anyhow::Result<(Proc, Vec<String>)> {
+    let (p, lines, mut out) = spawn_ready(ns, cpu, bin, args)?;
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut out, &mut std::io::sink());
+    });
+    Ok((p, lines))
+}
+
+/// [`start`], keeping what the program prints after `ready` (its exit
+/// report): the handle's thread returns it once the program has exited.
+pub fn start_keep(
+    cpu: usize,
+    bin: &Path,
+    args: &[&str],
+) -> anyhow::Result<(Proc, std::thread::JoinHandle<String>)> {
+    let (p, _, mut out) = spawn_ready(None, cpu, bin, args)?;
+    let rest = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut out, &mut s);
+        s
+    });
+    Ok((p, rest))
+}
+
+/// Spawns `bin ARGS` pinned to `cpu` (in `ns` if given) and reads its
+/// output up to the `ready` line: the process, the lines before `ready`
+/// and the rest of its output, unread.
+fn spawn_ready(
+    ns: Option<&str>,
+    cpu: usize,
+    bin: &Path,
+    args: &[&str],
+) -> anyhow::Result<(Proc, Vec<String>, BufReader<std::process::ChildStdout>)> {
     let mut cmd = match ns {
         Some(n) => {
             let mut c = Command::new("ip");
@@ -80,49 +112,7 @@ pub fn start_in(
         }
         lines.push(l.trim().to_string());
     }
-    std::thread::spawn(move || {
-        let _ = std::io::copy(&mut out, &mut std::io::sink());
-    });
-    Ok((p, lines))
-}
-
-/// [`start`], keeping what the program prints after `ready` (its exit
-/// report): the handle's thread returns it once the program has exited.
-pub fn start_keep(
-    cpu: usize,
-    bin: &Path,
-    args: &[&str],
-) -> anyhow::Result<(Proc, std::thread::JoinHandle<String>)> {
-    let mut c = Command::new("taskset")
-        .arg("-c")
-        .arg(cpu.to_string())
-        .arg(bin)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .context("taskset")?;
-    let mut out = BufReader::new(c.stdout.take().context("stdout")?);
-    let p = Proc(c);
-    let mut lines = Vec::new();
-    loop {
-        let mut l = String::new();
-        anyhow::ensure!(
-            out.read_line(&mut l)? > 0,
-            "{} {args:?} exited: {lines:?}",
-            bin.display()
-        );
-        if l.trim() == "ready" {
-            break;
-        }
-        lines.push(l.trim().to_string());
-    }
-    let rest = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = std::io::Read::read_to_string(&mut out, &mut s);
-        s
-    });
-    Ok((p, rest))
+    Ok((p, lines, out))
 }
 
 /// [`start_in`] outside any namespace.

@@ -80,6 +80,7 @@ enum Server {
     Xdp,
     Tap,
     Nginx,
+    Linux,
 }
 
 impl Server {
@@ -88,6 +89,7 @@ impl Server {
             Server::Xdp => "lazynet-xdp",
             Server::Tap => "lazynet-tap",
             Server::Nginx => "nginx",
+            Server::Linux => "linux-batched",
         }
     }
 }
@@ -124,9 +126,10 @@ struct Setup {
     procs: Vec<Proc>,
     peer: Option<PeerNs>,
     extra_ns: Vec<String>,
-    extra_links: Vec<String>,
     /// A lazynet server's exit report, once it has stopped.
     report: Option<std::thread::JoinHandle<String>>,
+    /// The peer namespace's names.
+    cfg: PeerNsConfig,
 }
 
 impl Setup {
@@ -159,9 +162,6 @@ impl Drop for Setup {
         self.procs.clear();
         if let Some(p) = self.peer.take() {
             let _ = p.down();
-        }
-        for l in &self.extra_links {
-            let _ = Command::new("ip").args(["link", "del", l]).output();
         }
         for n in &self.extra_ns {
             let _ = Command::new("ip").args(["netns", "del", n]).output();
@@ -212,6 +212,62 @@ fn peer_cfg(tag: &str, subnet: u8, link: Link) -> PeerNsConfig {
     }
 }
 
+/// A fresh peer namespace `tag` on 10.211.`subnet`.0/24 joined by `link`,
+/// and the set-up around it. With `server_here`, the server is on our side
+/// (`.2`), the kernel's clients in the namespace (`.1`) and the load
+/// generator in the namespace too, at `.3`; otherwise the server is the
+/// namespace's kernel (`.1`) and the generator on our end (`.2`).
+fn peer_setup(
+    server: Server,
+    tag: &str,
+    subnet: u8,
+    link: Link,
+    server_here: bool,
+) -> anyhow::Result<Setup> {
+    let cfg = peer_cfg(tag, subnet, link);
+    let peer = PeerNs::new(cfg.clone());
+    let _ = peer.down();
+    peer.up()?;
+    let a = |h| Ipv4Addr::new(10, 211, subnet, h);
+    let (addr, gen_ns, gen_addr) = if server_here {
+        (a(2), Some(cfg.ns.clone()), a(3))
+    } else {
+        (a(1), None, a(2))
+    };
+    Ok(Setup {
+        server,
+        client_ns: cfg.ns.clone(),
+        addr,
+        gen: (gen_ns, cfg.dev.clone(), gen_addr, addr),
+        procs: Vec::new(),
+        peer: Some(peer),
+        extra_ns: Vec::new(),
+        report: None,
+        cfg,
+    })
+}
+
+/// `lazynet serve WHAT --nic NIC` on the set-up's link, at `addr`.
+fn serve_args(what: &str, nic: &str, cfg: &PeerNsConfig, addr: &str) -> Vec<String> {
+    [
+        "serve",
+        what,
+        "--nic",
+        nic,
+        "--peer-ns",
+        &cfg.ns,
+        "--dev",
+        &cfg.dev,
+        "--peer-addr",
+        &cfg.peer_addr,
+        "--addr",
+        addr,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
 /// Waits until `url` answers 200 from namespace `ns` (bounded).
 fn wait_http(ns: &str, url: &str) -> anyhow::Result<()> {
     let t0 = Instant::now();
@@ -235,44 +291,16 @@ fn lazynet_server(server: Server, root: &Path) -> anyhow::Result<Setup> {
         Server::Xdp => ("x", 1, Link::Veth, "xdp"),
         _ => ("t", 2, Link::Tap, "tap"),
     };
-    let cfg = peer_cfg(tag, subnet, link);
-    let peer = PeerNs::new(cfg.clone());
-    let _ = peer.down();
-    peer.up()?;
-    let mut s = Setup {
-        server,
-        client_ns: cfg.ns.clone(),
-        addr: Ipv4Addr::new(10, 211, subnet, 2),
-        gen: (
-            Some(cfg.ns.clone()),
-            cfg.dev.clone(),
-            Ipv4Addr::new(10, 211, subnet, 3),
-            Ipv4Addr::new(10, 211, subnet, 2),
-        ),
-        procs: Vec::new(),
-        peer: Some(peer),
-        extra_ns: Vec::new(),
-        extra_links: Vec::new(),
-        report: None,
-    };
+    let mut s = peer_setup(server, tag, subnet, link, true)?;
+    let cfg = s.cfg.clone();
     rps(&cfg.ns, &cfg.dev, 1)?;
     let addr = format!("10.211.{subnet}.2/24");
-    let args = [
-        "serve",
-        "http",
-        "--nic",
-        nic,
-        "--peer-ns",
-        &cfg.ns,
-        "--dev",
-        &cfg.dev,
-        "--peer-addr",
-        &cfg.peer_addr,
-        "--addr",
-        &addr,
-        "--root",
-        root.to_str().context("root path")?,
-    ];
+    let mut args = serve_args("http", nic, &cfg, &addr);
+    args.extend([
+        "--root".to_string(),
+        root.to_str().context("root path")?.to_string(),
+    ]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let (p, report) = start_keep(1, &exe("lazynet")?, &args)?;
     s.procs.push(p);
     s.report = Some(report);
@@ -284,29 +312,15 @@ fn nginx_server(root: &Path, dir: &Path) -> anyhow::Result<Setup> {
     let id = std::process::id() % 1_000_000;
     // The server's namespace, joined to ours (the load generator) by a
     // PeerNs veth pair, and to a client namespace by a second pair.
-    let cfg = peer_cfg("n", 3, Link::Veth);
-    let peer = PeerNs::new(cfg.clone());
-    let _ = peer.down();
     let cli = format!("lnwk{id}");
     let inner = format!("lnwm{id}");
     let _ = Command::new("ip").args(["netns", "del", &cli]).output();
-    peer.up()?;
-    let mut s = Setup {
-        server: Server::Nginx,
-        client_ns: cli.clone(),
-        addr: Ipv4Addr::new(10, 211, 4, 1),
-        gen: (
-            None,
-            cfg.dev.clone(),
-            Ipv4Addr::new(10, 211, 3, 2),
-            Ipv4Addr::new(10, 211, 3, 1),
-        ),
-        procs: Vec::new(),
-        peer: Some(peer),
-        extra_ns: vec![cli.clone()],
-        extra_links: Vec::new(),
-        report: None,
-    };
+    let mut s = peer_setup(Server::Nginx, "n", 3, Link::Veth, false)?;
+    // The kernel's clients are in a namespace of their own.
+    s.client_ns = cli.clone();
+    s.addr = Ipv4Addr::new(10, 211, 4, 1);
+    s.extra_ns.push(cli.clone());
+    let cfg = s.cfg.clone();
     let ns = &cfg.ns;
     sh(None, &format!("ip netns add {cli}"))?;
     sh(
@@ -599,79 +613,20 @@ fn udp_echo(o: &Opts, round: usize, rows: &mut Vec<Row>) -> anyhow::Result<()> {
     let dur = Duration::from_secs_f64(o.seconds);
     // lazynet: `serve udp-echo --nic xdp`, the client in the namespace.
     {
-        let cfg = peer_cfg("u", 5, Link::Veth);
-        let peer = PeerNs::new(cfg.clone());
-        let _ = peer.down();
-        peer.up()?;
-        let s = Setup {
-            server: Server::Xdp,
-            client_ns: cfg.ns.clone(),
-            addr: Ipv4Addr::new(10, 211, 5, 2),
-            gen: (
-                Some(cfg.ns.clone()),
-                cfg.dev.clone(),
-                Ipv4Addr::new(10, 211, 5, 3),
-                Ipv4Addr::new(10, 211, 5, 2),
-            ),
-            procs: Vec::new(),
-            peer: Some(peer),
-            extra_ns: Vec::new(),
-            extra_links: Vec::new(),
-            report: None,
-        };
-        let mut s = s;
-        let args = [
-            "serve",
-            "udp-echo",
-            "--nic",
-            "xdp",
-            "--peer-ns",
-            &cfg.ns,
-            "--dev",
-            &cfg.dev,
-            "--peer-addr",
-            &cfg.peer_addr,
-            "--addr",
-            "10.211.5.2/24",
-        ];
+        let mut s = peer_setup(Server::Xdp, "u", 5, Link::Veth, true)?;
+        let cfg = s.cfg.clone();
+        let args = serve_args("udp-echo", "xdp", &cfg, "10.211.5.2/24");
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let (p, _) = start(1, &exe("lazynet")?, &args)?;
         s.procs.push(p);
-        progress("lazynet-xdp: UDP echo");
-        let r = echo_client(&s, dur)?;
-        rows.push(Row {
-            server: "lazynet-xdp",
-            workload: "udp-echo",
-            value: r.0,
-            p50_us: r.1,
-            p99_us: r.2,
-            errors: r.3,
-            round,
-        });
+        rows.push(echo_client(&s, dur, round)?);
     }
     // Linux: the batched echo server in the namespace, our client on the
     // other end.
     {
-        let cfg = peer_cfg("l", 6, Link::Veth);
-        let peer = PeerNs::new(cfg.clone());
-        let _ = peer.down();
-        peer.up()?;
+        let mut s = peer_setup(Server::Linux, "l", 6, Link::Veth, false)?;
+        let cfg = s.cfg.clone();
         rps(&cfg.ns, &cfg.dev, 2)?;
-        let mut s = Setup {
-            server: Server::Nginx,
-            client_ns: cfg.ns.clone(),
-            addr: Ipv4Addr::new(10, 211, 6, 1),
-            gen: (
-                None,
-                cfg.dev.clone(),
-                Ipv4Addr::new(10, 211, 6, 2),
-                Ipv4Addr::new(10, 211, 6, 1),
-            ),
-            procs: Vec::new(),
-            peer: Some(peer),
-            extra_ns: Vec::new(),
-            extra_links: Vec::new(),
-            report: None,
-        };
         let lab = std::env::current_exe()?;
         let (p, _) = start_in(
             Some(&cfg.ns),
@@ -687,39 +642,31 @@ fn udp_echo(o: &Opts, round: usize, rows: &mut Vec<Row>) -> anyhow::Result<()> {
             ],
         )?;
         s.procs.push(p);
-        progress("linux-batched: UDP echo");
-        let r = echo_client(&s, dur)?;
-        rows.push(Row {
-            server: "linux-batched",
-            workload: "udp-echo",
-            value: r.0,
-            p50_us: r.1,
-            p99_us: r.2,
-            errors: r.3,
-            round,
-        });
+        rows.push(echo_client(&s, dur, round)?);
     }
     Ok(())
 }
 
-/// (echoes/s, p50 µs, p99 µs, datagrams lost) of a window of 256 from the
-/// set-up's generator NIC to port 7 of its server.
-fn echo_client(s: &Setup, dur: Duration) -> anyhow::Result<(f64, f64, f64, u64)> {
+/// The UDP echo row of a window of 256 from the set-up's generator NIC to
+/// port 7 of its server: echoes/s, p50 and p99 µs, datagrams lost.
+fn echo_client(s: &Setup, dur: Duration, round: usize) -> anyhow::Result<Row> {
+    progress(&format!("{}: UDP echo", s.server.name()));
     lazynet::sys::pin_thread(0);
     let mut st = gen_stack(s)?;
     let local = SocketAddrV4::new(s.gen.2, 40_000);
     let sock = UdpSocket::bind(&mut st, local)?;
-    let r = lazynet_cli::echo::lazynet_client(
-        &mut st,
-        &sock,
-        SocketAddrV4::new(s.gen.3, 7),
-        256,
-        64,
-        dur,
-        u64::MAX,
-    );
+    let dst = SocketAddrV4::new(s.gen.3, 7);
+    let r = lazynet_cli::echo::lazynet_client(&mut st, &sock, dst, 256, 64, dur, u64::MAX);
     anyhow::ensure!(r.received > 0, "{}: no echo", s.server.name());
-    Ok((r.rate(), r.p(0.5), r.p(0.99), r.lost))
+    Ok(Row {
+        server: s.server.name(),
+        workload: "udp-echo",
+        value: r.rate(),
+        p50_us: r.p(0.5),
+        p99_us: r.p(0.99),
+        errors: r.lost,
+        round,
+    })
 }
 
 /// The batched Linux UDP echo server (`exp-helper udp-echo-batch`):

@@ -79,33 +79,17 @@ const FAULT: &str = "delay=1,delay-us=500,reorder=0.02,gap=3,dup=0.005,seed=7";
 
 /// Starts `lazynet serve WHAT --nic tap` in a fresh namespace.
 fn start(names: &Names, what: &[&str]) -> (Cleanup, BufReader<std::process::ChildStdout>) {
-    let mut child = Command::new(BIN)
-        .arg("serve")
-        .args(what)
-        .args(["--nic", "tap", "--fault", FAULT])
-        .args(names.args())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let guard = Cleanup {
-        child: Some(child),
-        ns: Some(names.ns.clone()),
-    };
-    wait_ready(&mut out);
-    (guard, out)
+    start_serve(
+        names,
+        what,
+        &["--nic", "tap", "--fault", FAULT],
+        Some(names.ns.clone()),
+    )
 }
 
 /// SIGTERM, then the rest of the server's output.
 fn stop(guard: &mut Cleanup, out: &mut BufReader<std::process::ChildStdout>) -> String {
-    let mut child = guard.child.take().unwrap();
-    signal(&child, libc::SIGTERM);
-    let status = child.wait().unwrap();
-    let mut rest = String::new();
-    out.read_to_string(&mut rest).unwrap();
-    assert!(status.success(), "exit {status}: {rest}");
-    rest
+    stop_serve(guard, out)
 }
 
 /// Runs the Python program `script` with `args` in `ns`; its stdout, which

@@ -32,6 +32,36 @@ print("echoed", ok)
 sys.exit(0 if ok == len(sizes) else 1)
 "#;
 
+/// From the peer namespace: three pings answered (ARP and ICMP), then
+/// 1000 datagrams of 1..8000 bytes echoed byte-exact ([`UDP_CLIENT`];
+/// large ones fragmented by Linux and by us).
+pub(crate) fn ping_and_udp_echo(names: &Names) {
+    let ping = in_ns(&names.ns, &["ping", "-c", "3", "-W", "2", &names.ours()]);
+    let text = String::from_utf8_lossy(&ping.stdout);
+    assert!(
+        ping.status.success() && text.contains("3 received"),
+        "{text}"
+    );
+    let udp = in_ns(&names.ns, &["python3", "-c", UDP_CLIENT, &names.ours()]);
+    let text = String::from_utf8_lossy(&udp.stdout);
+    assert!(
+        udp.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&udp.stderr)
+    );
+    assert!(text.contains("echoed 1000"), "{text}");
+}
+
+/// How many of [`UDP_CLIENT`]'s datagrams fit one frame (tcpdump verifies
+/// the UDP checksum of those only).
+pub(crate) fn unfragmented_datagrams() -> usize {
+    [1usize, 8000]
+        .into_iter()
+        .chain((0..998).map(|i| 1 + (i * 7919) % 8000))
+        .filter(|&n| n <= 1472)
+        .count()
+}
+
 #[test]
 fn kernel_pings_and_exchanges_udp_over_tap() {
     if !lazynet::sys::root_or_skip() {
@@ -54,23 +84,7 @@ fn kernel_pings_and_exchanges_udp_over_tap() {
     };
     wait_ready(&mut out);
 
-    // ARP and ICMP: three echo replies.
-    let ping = in_ns(&names.ns, &["ping", "-c", "3", "-W", "2", &names.ours()]);
-    let text = String::from_utf8_lossy(&ping.stdout);
-    assert!(
-        ping.status.success() && text.contains("3 received"),
-        "{text}"
-    );
-
-    // 1000 datagrams of 1..8000 bytes, echoed byte-exact (large ones fragmented by Linux and by us).
-    let udp = in_ns(&names.ns, &["python3", "-c", UDP_CLIENT, &names.ours()]);
-    let text = String::from_utf8_lossy(&udp.stdout);
-    assert!(
-        udp.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&udp.stderr)
-    );
-    assert!(text.contains("echoed 1000"), "{text}");
+    ping_and_udp_echo(&names);
 
     // Clean exit on SIGTERM, counters printed, namespace and device removed.
     let mut child = guard.child.take().unwrap();
@@ -83,15 +97,7 @@ fn kernel_pings_and_exchanges_udp_over_tap() {
         rest.contains("udp_delivered_reassembled") && rest.contains("icmp_echo_replies"),
         "{rest}"
     );
-    assert!(
-        !list_netns().unwrap().contains(&names.ns),
-        "namespace left behind"
-    );
-    let link = Command::new("ip")
-        .args(["link", "show", &names.ns])
-        .output()
-        .unwrap();
-    assert!(!link.status.success(), "device left behind");
+    assert_removed(&names);
 
     // The capture reads cleanly and every checksum tcpdump can verify is right.
     let td = Command::new("tcpdump")
@@ -109,11 +115,7 @@ fn kernel_pings_and_exchanges_udp_over_tap() {
     );
     // tcpdump verifies UDP checksums of unfragmented datagrams only: the
     // sizes up to 1472 bytes, in both directions.
-    let small = [1usize, 8000]
-        .into_iter()
-        .chain((0..998).map(|i| 1 + (i * 7919) % 8000))
-        .filter(|&n| n <= 1472)
-        .count();
+    let small = unfragmented_datagrams();
     let ok = text.matches("udp sum ok").count();
     assert!(
         ok >= 2 * small,

@@ -88,10 +88,64 @@ pub fn wait_ready(out: &mut BufReader<ChildStdout>) -> Vec<String> {
     }
 }
 
+/// Starts `lazynet serve WHAT EXTRA…` with `names`' namespace and
+/// addresses, waits for `ready`; the guard stops it and removes the
+/// namespace (`ns`: `None` to leave it).
+pub fn start_serve(
+    names: &Names,
+    what: &[&str],
+    extra: &[&str],
+    ns: Option<String>,
+) -> (Cleanup, BufReader<ChildStdout>) {
+    let mut child = Command::new(BIN)
+        .arg("serve")
+        .args(what)
+        .args(extra)
+        .args(names.args())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let guard = Cleanup {
+        child: Some(child),
+        ns,
+    };
+    wait_ready(&mut out);
+    (guard, out)
+}
+
+/// SIGTERM to the guard's server, then the rest of its output (it must
+/// exit cleanly).
+pub fn stop_serve(guard: &mut Cleanup, out: &mut BufReader<ChildStdout>) -> String {
+    let mut child = guard.child.take().unwrap();
+    signal(&child, libc::SIGTERM);
+    let status = child.wait().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(out, &mut rest).unwrap();
+    assert!(status.success(), "exit {status}: {rest}");
+    rest
+}
+
 pub fn in_ns(ns: &str, args: &[&str]) -> std::process::Output {
     Command::new("ip")
         .args(["netns", "exec", ns])
         .args(args)
         .output()
         .expect("ip netns exec")
+}
+
+/// The namespace and the device (or veth pair) named after it are gone.
+pub fn assert_removed(names: &Names) {
+    assert!(
+        !lazynet::nic::netns::list_netns()
+            .unwrap()
+            .contains(&names.ns),
+        "namespace left behind"
+    );
+    let link = Command::new("ip")
+        .args(["link", "show", &names.ns])
+        .output()
+        .unwrap();
+    assert!(!link.status.success(), "device left behind");
 }

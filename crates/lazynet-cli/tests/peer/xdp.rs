@@ -3,44 +3,18 @@
 //! (root; under CI=true these never skip). Real clients (ping, Python,
 //! curl) and `tcpdump` on the kernel's side checking every checksum.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::tcp::{pattern_sha256, sha256_file};
-use crate::udp::UDP_CLIENT;
+use crate::udp::{ping_and_udp_echo, unfragmented_datagrams};
 use crate::util::*;
 use lazynet::nic::netns::list_netns;
 
 /// Starts `lazynet serve WHAT --nic xdp` in a fresh namespace.
 fn start(names: &Names, what: &[&str]) -> (Cleanup, BufReader<std::process::ChildStdout>) {
-    let mut child = Command::new(BIN)
-        .arg("serve")
-        .args(what)
-        .args(["--nic", "xdp"])
-        .args(names.args())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let guard = Cleanup {
-        child: Some(child),
-        ns: Some(names.ns.clone()),
-    };
-    wait_ready(&mut out);
-    (guard, out)
-}
-
-/// SIGTERM, then the rest of the server's output (it must exit cleanly).
-fn stop(guard: &mut Cleanup, out: &mut BufReader<std::process::ChildStdout>) -> String {
-    let mut child = guard.child.take().unwrap();
-    signal(&child, libc::SIGTERM);
-    let status = child.wait().unwrap();
-    let mut rest = String::new();
-    out.read_to_string(&mut rest).unwrap();
-    assert!(status.success(), "exit {status}: {rest}");
-    rest
+    start_serve(names, what, &["--nic", "xdp"], Some(names.ns.clone()))
 }
 
 /// `tcpdump` capturing on the kernel's end of the link, into a file.
@@ -163,33 +137,13 @@ fn kernel_pings_and_exchanges_udp_over_af_xdp() {
     assert!(!no_xdp_program(&names.ns), "no XDP program on our veth end");
     let cap = Capture::start(&names, 100_000);
 
-    // ARP and ICMP: three echo replies.
-    let ping = in_ns(&names.ns, &["ping", "-c", "3", "-W", "2", &names.ours()]);
-    let text = String::from_utf8_lossy(&ping.stdout);
-    assert!(
-        ping.status.success() && text.contains("3 received"),
-        "{text}"
-    );
-    // 1000 datagrams of 1..8000 bytes, echoed byte-exact (large ones
-    // fragmented by Linux and by us).
-    let udp = in_ns(&names.ns, &["python3", "-c", UDP_CLIENT, &names.ours()]);
-    let text = String::from_utf8_lossy(&udp.stdout);
-    assert!(
-        udp.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&udp.stderr)
-    );
-    assert!(text.contains("echoed 1000"), "{text}");
+    ping_and_udp_echo(&names);
 
     // The kernel's side saw clean checksums on every datagram it could
     // verify (unfragmented ones, both directions) and on ICMP.
     let dump = cap.finish();
     assert_clean(&dump);
-    let small = [1usize, 8000]
-        .into_iter()
-        .chain((0..998).map(|i| 1 + (i * 7919) % 8000))
-        .filter(|&n| n <= 1472)
-        .count();
+    let small = unfragmented_datagrams();
     let ok = dump.matches("udp sum ok").count();
     assert!(
         ok >= 2 * small,
@@ -200,17 +154,9 @@ fn kernel_pings_and_exchanges_udp_over_af_xdp() {
 
     // Clean exit on SIGTERM with the driver's counters; the pair, the
     // namespace and the program are gone.
-    let rest = stop(&mut guard, &mut out);
+    let rest = stop_serve(&mut guard, &mut out);
     assert!(rest.contains("udp_delivered_reassembled"), "{rest}");
-    assert!(
-        !list_netns().unwrap().contains(&names.ns),
-        "namespace left behind"
-    );
-    let link = Command::new("ip")
-        .args(["link", "show", &names.ns])
-        .output()
-        .unwrap();
-    assert!(!link.status.success(), "veth left behind");
+    assert_removed(&names);
 }
 
 #[test]
@@ -297,7 +243,7 @@ fn curl_downloads_and_uploads_100_mib_over_af_xdp() {
     );
     let _ = std::fs::remove_file(&up);
 
-    let rest = stop(&mut guard, &mut out);
+    let rest = stop_serve(&mut guard, &mut out);
     assert!(rest.contains("AF_XDP"), "driver counters missing: {rest}");
     assert!(!list_netns().unwrap().contains(&names.ns));
 }
@@ -354,25 +300,10 @@ fn netns_up_veth_then_a_killed_server_leaves_no_program_behind() {
     assert!(list_netns().unwrap().contains(&names.ns));
 
     // A second server attaches to the same pair and works.
-    let (mut guard, mut out) = {
-        let mut child = Command::new(BIN)
-            .args(["serve", "udp-echo", "--nic", "xdp"])
-            .args(names.args())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let g = Cleanup {
-            child: Some(child),
-            ns: None,
-        };
-        wait_ready(&mut out);
-        (g, out)
-    };
+    let (mut guard, mut out) = start_serve(&names, &["udp-echo"], &["--nic", "xdp"], None);
     let ping = in_ns(&names.ns, &["ping", "-c", "2", "-W", "2", &names.ours()]);
     assert!(ping.status.success());
-    stop(&mut guard, &mut out);
+    stop_serve(&mut guard, &mut out);
     assert!(no_xdp_program(&names.ns));
 
     let down = Command::new(BIN)

@@ -341,16 +341,7 @@ impl PeerNs {
                 format!("a device named {} already exists in this namespace", c.dev),
             ));
         }
-        let created_ns = !netns_exists(&c.ns);
-        if created_ns {
-            ip(&["netns", "add", &c.ns])?;
-        }
-        let guard = NsGuard {
-            ns: c.ns.clone(),
-            dev: c.dev.clone(),
-            created_ns,
-            done: false,
-        };
+        let guard = self.ns_guard()?;
         // On any error below, `guard` drops and removes what we made; the
         // device itself vanishes when `nic` (its only fd) drops.
         let nic = TapNic::create(&tcfg)?;
@@ -361,6 +352,22 @@ impl PeerNs {
 }
 
 impl PeerNs {
+    /// Creates the namespace if absent; the guard removes the device and
+    /// (if it was created here) the namespace.
+    fn ns_guard(&self) -> io::Result<NsGuard> {
+        let c = &self.cfg;
+        let created_ns = !netns_exists(&c.ns);
+        if created_ns {
+            ip(&["netns", "add", &c.ns])?;
+        }
+        Ok(NsGuard {
+            ns: c.ns.clone(),
+            dev: c.dev.clone(),
+            created_ns,
+            done: false,
+        })
+    }
+
     /// The AF_XDP counterpart of [`PeerNs::attach_or_create`]: if the
     /// namespace and its veth pair exist, binds to our end ([`Ownership::Attached`]);
     /// otherwise creates them and returns a guard that removes them.
@@ -380,16 +387,7 @@ impl PeerNs {
             self.wait_oper_up(std::time::Duration::from_secs(2));
             return Ok((nic, Ownership::Attached));
         }
-        let created_ns = !netns_exists(&c.ns);
-        if created_ns {
-            ip(&["netns", "add", &c.ns])?;
-        }
-        let guard = NsGuard {
-            ns: c.ns.clone(),
-            dev: c.dev.clone(),
-            created_ns,
-            done: false,
-        };
+        let guard = self.ns_guard()?;
         // On any error below, `guard` drops and removes what we made.
         self.make_veth()?;
         let nic = XdpNic::open(&xcfg)?;
