@@ -24,8 +24,8 @@ struct Capture {
 }
 
 impl Capture {
-    /// Starts capturing (at most `count` frames) and waits until tcpdump
-    /// listens.
+    /// Starts capturing (at most `count` frames, with a 64 MiB buffer so
+    /// that a loaded machine drops none) and waits until tcpdump listens.
     fn start(names: &Names, count: u32) -> Capture {
         let file = std::env::temp_dir().join(format!("{}-peer.pcap", names.ns));
         let mut child = Command::new("ip")
@@ -34,6 +34,8 @@ impl Capture {
                 "-n",
                 "--immediate-mode",
                 "-U",
+                "-B",
+                "65536",
                 "-c",
                 &count.to_string(),
                 "-w",
@@ -68,11 +70,13 @@ impl Capture {
     /// text, which must read cleanly.
     fn finish(mut self) -> String {
         let size = || std::fs::metadata(&self.file).map(|m| m.len()).unwrap_or(0);
-        let deadline = Instant::now() + Duration::from_secs(10);
+        // Unchanged for half a second (a loaded machine may keep tcpdump
+        // off the CPU for a while), within a bound.
+        let deadline = Instant::now() + Duration::from_secs(20);
         let mut last = u64::MAX;
         while size() != last && Instant::now() < deadline {
             last = size();
-            std::thread::sleep(Duration::from_millis(200));
+            std::thread::sleep(Duration::from_millis(500));
         }
         if let Some(c) = self.child.take() {
             signal(&c, libc::SIGINT);
