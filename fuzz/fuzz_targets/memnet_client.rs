@@ -14,6 +14,11 @@ use std::cell::RefCell;
 
 use libfuzzer_sys::fuzz_target;
 
+// The MemNet harness shares the control-socket handshake of the
+// multi-process one.
+#[allow(dead_code)]
+#[path = "../../crates/lazynet/tests/daemon/hostile.rs"]
+mod hostile;
 #[path = "../../crates/lazynet/tests/daemon/hostile_memnet.rs"]
 mod hostile_memnet;
 

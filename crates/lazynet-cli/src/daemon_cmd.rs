@@ -18,24 +18,40 @@ pub enum PlacementArg {
 }
 
 /// What `lazynet daemon` was asked for.
-#[derive(Debug)]
+#[derive(Debug, clap::Args)]
 pub struct DaemonArgs {
-    /// The control socket.
+    /// The control socket's path.
+    #[arg(long, default_value = "/run/lazynet.sock")]
     pub socket: PathBuf,
-    /// Its mode.
+    /// The control socket's file mode, octal (who may attach).
+    #[arg(long, default_value = "660", value_parser = parse_octal)]
     pub socket_mode: u32,
-    /// Clients at once, at most.
+    /// Applications attached at once, at most.
+    #[arg(long, default_value_t = 16)]
     pub max_apps: usize,
-    /// Idle polling before sleeping (`None`: the placement's default).
+    /// Microseconds the daemon keeps polling with nothing to do before
+    /// it sleeps (long with a core of its own, short on a shared one).
+    /// Default: 5 (multi-process), 1000 (offload).
+    #[arg(long)]
     pub idle_spin_us: Option<u64>,
-    /// Yield instead of spinning while polling idle.
+    /// While polling idle, yield the core to other threads instead of
+    /// spinning (a polling daemon on a shared core).
+    #[arg(long)]
     pub idle_yield: bool,
-    /// The placement.
+    /// Where protocol processing runs: in each application
+    /// (multi-process), or also in the daemon for MemNet clients
+    /// (offload).
+    #[arg(long, value_enum, default_value_t = PlacementArg::MultiProcess)]
     pub placement: PlacementArg,
-    /// The CPU to pin to.
+    /// Pin the daemon to this CPU (the offload placement's dedicated core).
+    #[arg(long)]
     pub cpu: Option<usize>,
-    /// The NIC.
+    #[command(flatten)]
     pub net: NetArgs,
+}
+
+fn parse_octal(s: &str) -> Result<u32, String> {
+    u32::from_str_radix(s.trim_start_matches("0o"), 8).map_err(|e| format!("{s}: {e}"))
 }
 
 /// Opens the NIC `a.net` names and serves it as a daemon at `a.socket`

@@ -483,23 +483,23 @@ impl FileCache {
         Some((e.data.clone(), e.content_type))
     }
 
-    /// Reads the open `file` (of `len` bytes, at `path`) whole and keeps it
-    /// under `url_path`, if it is small enough; the bytes, or `None` (the
-    /// caller streams the file instead).
+    /// Reads the open `file` (at `path`, `meta` its `fstat`) whole and
+    /// keeps it under `url_path`, if it is small enough; the bytes, or
+    /// `None` (the caller streams the file instead).
     fn insert(
         &mut self,
         url_path: &[u8],
         file: &mut File,
-        len: u64,
+        meta: &std::fs::Metadata,
         path: PathBuf,
         content_type: &'static str,
     ) -> Option<Rc<[u8]>> {
         self.misses += 1;
         let lim = self.limits;
+        let len = meta.len();
         if len > lim.max_file || len > lim.max_bytes || lim.max_entries == 0 {
             return None;
         }
-        let meta = file.metadata().ok()?;
         let mut data = Vec::with_capacity(len as usize);
         // One byte more than expected tells a file that grew meanwhile.
         file.take(len + 1).read_to_end(&mut data).ok()?;
@@ -525,7 +525,7 @@ impl FileCache {
                 data: data.clone(),
                 content_type,
                 path,
-                stamp: stamp(&meta),
+                stamp: stamp(meta),
                 checked: Instant::now(),
                 used: self.tick,
             },
@@ -1232,10 +1232,11 @@ impl HttpConn {
             }
         }
         Ok(Some(match open_file(root, path) {
-            Ok((mut file, len, content_type, canonical)) => {
+            Ok((mut file, meta, content_type, canonical)) => {
+                let len = meta.len();
                 let kept = self.cfg.cache.as_ref().and_then(|c| {
                     c.borrow_mut()
-                        .insert(path, &mut file, len, canonical, content_type)
+                        .insert(path, &mut file, &meta, canonical, content_type)
                 });
                 match kept {
                     Some(data) => cached(data, content_type),
@@ -1309,9 +1310,12 @@ fn status_for(e: &io::Error) -> u16 {
     }
 }
 
-/// Opens the file for `url_path` under the canonical `root`: (file, length,
-/// content type, canonical path) or the status to answer.
-fn open_file(root: &Path, url_path: &[u8]) -> Result<(File, u64, &'static str, PathBuf), u16> {
+/// Opens the file for `url_path` under the canonical `root`: (file, its
+/// metadata, content type, canonical path) or the status to answer.
+fn open_file(
+    root: &Path,
+    url_path: &[u8],
+) -> Result<(File, std::fs::Metadata, &'static str, PathBuf), u16> {
     let mut p = resolve_path(root, url_path)?;
     let mut meta = std::fs::metadata(&p).map_err(|e| status_for(&e))?;
     if meta.is_dir() {
@@ -1337,7 +1341,7 @@ fn open_file(root: &Path, url_path: &[u8]) -> Result<(File, u64, &'static str, P
         return Err(403);
     }
     let ct = content_type(&canonical);
-    Ok((file, meta.len(), ct, canonical))
+    Ok((file, meta, ct, canonical))
 }
 
 /// `Content-Type` by file extension.

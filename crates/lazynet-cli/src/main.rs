@@ -97,36 +97,7 @@ enum Cmd {
     /// --daemon PATH`), each in a communication area of its own; with
     /// `--placement offload`, also run TCP on the daemon's core for MemNet
     /// clients (`lazynet::memnet`).
-    Daemon {
-        /// The control socket's path.
-        #[arg(long, default_value = "/run/lazynet.sock")]
-        socket: PathBuf,
-        /// The control socket's file mode, octal (who may attach).
-        #[arg(long, default_value = "660", value_parser = parse_octal)]
-        socket_mode: u32,
-        /// Applications attached at once, at most.
-        #[arg(long, default_value_t = 16)]
-        max_apps: usize,
-        /// Microseconds the daemon keeps polling with nothing to do before
-        /// it sleeps (long with a core of its own, short on a shared one).
-        /// Default: 5 (multi-process), 1000 (offload).
-        #[arg(long)]
-        idle_spin_us: Option<u64>,
-        /// While polling idle, yield the core to other threads instead of
-        /// spinning (a polling daemon on a shared core).
-        #[arg(long)]
-        idle_yield: bool,
-        /// Where protocol processing runs: in each application
-        /// (multi-process), or also in the daemon for MemNet clients
-        /// (offload).
-        #[arg(long, value_enum, default_value_t = daemon_cmd::PlacementArg::MultiProcess)]
-        placement: daemon_cmd::PlacementArg,
-        /// Pin the daemon to this CPU (the offload placement's dedicated core).
-        #[arg(long)]
-        cpu: Option<usize>,
-        #[command(flatten)]
-        net: NetArgs,
-    },
+    Daemon(daemon_cmd::DaemonArgs),
     /// Print a running daemon's per-application counters and drops.
     Stats {
         /// The daemon's control socket.
@@ -238,10 +209,6 @@ enum ServeCmd {
     },
 }
 
-fn parse_octal(s: &str) -> Result<u32, String> {
-    u32::from_str_radix(s.trim_start_matches("0o"), 8).map_err(|e| format!("{s}: {e}"))
-}
-
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.cmd {
@@ -297,25 +264,7 @@ fn main() -> anyhow::Result<()> {
                 ns,
             },
         ),
-        Cmd::Daemon {
-            socket,
-            socket_mode,
-            max_apps,
-            idle_spin_us,
-            idle_yield,
-            placement,
-            cpu,
-            net,
-        } => daemon_cmd::run(&daemon_cmd::DaemonArgs {
-            socket,
-            socket_mode,
-            max_apps,
-            idle_spin_us,
-            idle_yield,
-            placement,
-            cpu,
-            net,
-        }),
+        Cmd::Daemon(a) => daemon_cmd::run(&a),
         Cmd::Stats { daemon } => {
             print!("{}", lazynet::daemon::stats(&daemon)?);
             Ok(())

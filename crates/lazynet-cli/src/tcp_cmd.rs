@@ -245,8 +245,7 @@ pub fn serve_conns<N: Nic, S: ConnApp>(
         std::mem::swap(&mut again, &mut next);
         if rx != 0 || work != 0 || had_events || !again.is_empty() {
             idle_since = None;
-        }
-        if rx == 0 && work == 0 && !had_events && again.is_empty() {
+        } else {
             let since = *idle_since.get_or_insert(now);
             if now.saturating_sub(since) < spin_ns {
                 continue;

@@ -276,6 +276,7 @@ pub fn run<N: Nic>(stack: &mut Stack<N>, server: SocketAddrV4, load: &HttpLoad) 
                 }
             }
         }
+        let time_up = load.closed.is_some() && now - t0 >= end;
         for &i in &touched {
             let Some(c) = conns[i].as_mut() else { continue };
             let mut done = false;
@@ -317,7 +318,7 @@ pub fn run<N: Nic>(stack: &mut Stack<N>, server: SocketAddrV4, load: &HttpLoad) 
                     Err(()) => failed = true,
                 }
                 // Time is up for a closed loop: finish with the replies in.
-                let stopping = load.closed.is_some() && now - t0 >= end && c.sent > 0;
+                let stopping = time_up && c.sent > 0;
                 // The next burst once the last one's replies are in.
                 if !failed && !stopping && c.got == c.sent && c.sent < load.calls {
                     let k = load.burst.min(load.calls - c.sent);
@@ -330,11 +331,10 @@ pub fn run<N: Nic>(stack: &mut Stack<N>, server: SocketAddrV4, load: &HttpLoad) 
                         c.sent += 1;
                     }
                 }
-                // HTTP/1.0: the server closes; wait for its FIN so that
-                // the TIME-WAIT state stays on its side (as a browser or
-                // ab does), not in our port space.
-                let waits_eof = load.calls == 1 && !done;
-                if (c.got == load.calls && !waits_eof) || (stopping && c.got == c.sent) {
+                // HTTP/1.0 (one call) ends at the server's FIN, read above,
+                // so that the TIME-WAIT state stays on its side (as a
+                // browser's or ab's does), not in our port space.
+                if (load.calls > 1 && c.got == load.calls) || (stopping && c.got == c.sent) {
                     done = true;
                 }
             }
@@ -344,7 +344,7 @@ pub fn run<N: Nic>(stack: &mut Stack<N>, server: SocketAddrV4, load: &HttpLoad) 
             if done || failed {
                 let c = conns[i].take().expect("present");
                 by_handle.remove(&c.s.handle());
-                let stopped = load.closed.is_some() && now - t0 >= end && c.sent > 0;
+                let stopped = time_up && c.sent > 0;
                 if failed || c.got < c.sent || (c.got < load.calls && !stopped) {
                     let _ = c.s.abort(stack);
                     // A closed loop's connections mostly start in the

@@ -75,11 +75,14 @@ pub fn sendfile(
 }
 
 /// Batched UDP sends with `sendmmsg(2)`: up to `capacity` datagrams per
-/// call, each one slice, to the connected peer or to a fixed destination.
+/// call, each one slice, to the connected peer, to a fixed destination, or
+/// each to its own ([`Self::send_each`]).
 pub struct MmsgSender {
     iov: Vec<libc::iovec>,
     msgs: Vec<libc::mmsghdr>,
     dst: Option<libc::sockaddr_in>,
+    /// Per-message destinations of [`Self::send_each`].
+    names: Vec<libc::sockaddr_in>,
 }
 
 impl MmsgSender {
@@ -100,6 +103,7 @@ impl MmsgSender {
                 .map(|_| unsafe { std::mem::zeroed() })
                 .collect(),
             dst: dst.map(sockaddr),
+            names: vec![sockaddr(SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0)); capacity],
         }
     }
 
@@ -114,38 +118,14 @@ impl MmsgSender {
         flags: libc::c_int,
     ) -> io::Result<usize> {
         let n = bufs.len().min(self.msgs.len());
-        if n == 0 {
-            return Ok(0);
-        }
         let name: *mut libc::c_void = match self.dst.as_mut() {
             Some(sa) => (sa as *mut libc::sockaddr_in).cast(),
             None => std::ptr::null_mut(),
         };
         for (i, b) in bufs[..n].iter().enumerate() {
-            // The kernel only reads through iov_base for a send.
-            self.iov[i] = libc::iovec {
-                iov_base: b.as_ptr() as *mut libc::c_void,
-                iov_len: b.len(),
-            };
-            let m = &mut self.msgs[i];
-            m.msg_hdr.msg_iov = &mut self.iov[i];
-            m.msg_hdr.msg_iovlen = 1;
-            m.msg_hdr.msg_name = name;
-            m.msg_hdr.msg_namelen = if name.is_null() { 0 } else { SOCKADDR_LEN };
-            m.msg_len = 0;
+            self.set(i, b, name);
         }
-        // SAFETY: msgs[..n] point at iov[..n] (ours), which point into
-        // `bufs` (borrowed for this call), and at `dst` (ours); all stay
-        // alive and unmoved during the call.
-        let r = unsafe {
-            libc::sendmmsg(
-                fd.as_raw_fd(),
-                self.msgs.as_mut_ptr(),
-                n as libc::c_uint,
-                flags,
-            )
-        };
-        usize::try_from(r).map_err(|_| io::Error::last_os_error())
+        self.submit(fd, n, flags)
     }
 
     /// Like [`Self::send`] on an unconnected socket, each datagram to its
@@ -159,28 +139,38 @@ impl MmsgSender {
         flags: libc::c_int,
     ) -> io::Result<usize> {
         let n = bufs.len().min(dsts.len()).min(self.msgs.len());
+        for i in 0..n {
+            self.names[i] = sockaddr(dsts[i]);
+            let name = (&mut self.names[i] as *mut libc::sockaddr_in).cast();
+            self.set(i, bufs[i], name);
+        }
+        self.submit(fd, n, flags)
+    }
+
+    /// Message `i`: the one slice `b`, to `name` (null: the connected peer).
+    fn set(&mut self, i: usize, b: &[u8], name: *mut libc::c_void) {
+        // The kernel only reads through iov_base for a send.
+        self.iov[i] = libc::iovec {
+            iov_base: b.as_ptr() as *mut libc::c_void,
+            iov_len: b.len(),
+        };
+        let m = &mut self.msgs[i];
+        m.msg_hdr.msg_iov = &mut self.iov[i];
+        m.msg_hdr.msg_iovlen = 1;
+        m.msg_hdr.msg_name = name;
+        m.msg_hdr.msg_namelen = if name.is_null() { 0 } else { SOCKADDR_LEN };
+        m.msg_len = 0;
+    }
+
+    /// One `sendmmsg` of the first `n` messages [`Self::set`] built.
+    fn submit(&mut self, fd: BorrowedFd<'_>, n: usize, flags: libc::c_int) -> io::Result<usize> {
         if n == 0 {
             return Ok(0);
         }
-        let mut names: [libc::sockaddr_in; 64] =
-            [sockaddr(SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0)); 64];
-        let n = n.min(names.len());
-        for i in 0..n {
-            names[i] = sockaddr(dsts[i]);
-            self.iov[i] = libc::iovec {
-                iov_base: bufs[i].as_ptr() as *mut libc::c_void,
-                iov_len: bufs[i].len(),
-            };
-            let m = &mut self.msgs[i];
-            m.msg_hdr.msg_iov = &mut self.iov[i];
-            m.msg_hdr.msg_iovlen = 1;
-            m.msg_hdr.msg_name = (&mut names[i] as *mut libc::sockaddr_in).cast();
-            m.msg_hdr.msg_namelen = SOCKADDR_LEN;
-            m.msg_len = 0;
-        }
-        // SAFETY: msgs[..n] point at iov[..n] (ours), into `bufs` (borrowed
-        // for this call) and at `names` (on our stack); all stay alive and
-        // unmoved during the call, which only reads them.
+        // SAFETY: msgs[..n] were set for this call: they point at iov[..n]
+        // and at `dst` or `names` (ours), and iov points into the caller's
+        // slices, borrowed for the call that built them and this one; the
+        // kernel only reads them, and nothing moves meanwhile.
         let r = unsafe {
             libc::sendmmsg(
                 fd.as_raw_fd(),

@@ -112,6 +112,18 @@ struct Row {
 
 const PORT: u16 = 80;
 
+/// Where lazynet's load generator runs for a set-up.
+struct Gen {
+    /// Its namespace (`None`: ours).
+    ns: Option<String>,
+    /// The interface its AF_XDP socket binds.
+    dev: String,
+    /// Its address.
+    addr: Ipv4Addr,
+    /// The server's address as it reaches it.
+    server: Ipv4Addr,
+}
+
 /// Names, addresses and the pieces of one server's set-up; dropping it
 /// stops the processes and removes what was created.
 struct Setup {
@@ -120,9 +132,8 @@ struct Setup {
     client_ns: String,
     /// The server's address, as the kernel's clients reach it.
     addr: Ipv4Addr,
-    /// The load generator's NIC: (namespace or none, interface, its address)
-    /// and the server's address as it reaches it.
-    gen: (Option<String>, String, Ipv4Addr, Ipv4Addr),
+    /// Where the load generator runs.
+    gen: Gen,
     procs: Vec<Proc>,
     peer: Option<PeerNs>,
     extra_ns: Vec<String>,
@@ -238,7 +249,12 @@ fn peer_setup(
         server,
         client_ns: cfg.ns.clone(),
         addr,
-        gen: (gen_ns, cfg.dev.clone(), gen_addr, addr),
+        gen: Gen {
+            ns: gen_ns,
+            dev: cfg.dev.clone(),
+            addr: gen_addr,
+            server: addr,
+        },
         procs: Vec::new(),
         peer: Some(peer),
         extra_ns: Vec::new(),
@@ -458,7 +474,7 @@ fn parse_ab(out: &str) -> anyhow::Result<(f64, f64, f64, f64, u64)> {
 
 /// The load generator's NIC and stack, on CPU 0 (this thread).
 fn gen_stack(s: &Setup) -> anyhow::Result<Stack<XdpNic>> {
-    let (ns, dev, addr, _) = &s.gen;
+    let Gen { ns, dev, addr, .. } = &s.gen;
     let cfg = XdpConfig {
         ifname: dev.clone(),
         addr: *addr,
@@ -563,7 +579,7 @@ fn workloads(s: &Setup, o: &Opts, round: usize, rows: &mut Vec<Row>) -> anyhow::
     progress(&format!("{name}: load generator"));
     lazynet::sys::pin_thread(0);
     let mut st = gen_stack(s)?;
-    let to = SocketAddrV4::new(s.gen.3, PORT);
+    let to = SocketAddrV4::new(s.gen.server, PORT);
     let dur = Duration::from_secs_f64(o.seconds);
     let warm = Duration::from_millis(300);
     for (keep, workload) in [(true, "gen-keepalive"), (false, "gen-close")] {
@@ -653,9 +669,9 @@ fn echo_client(s: &Setup, dur: Duration, round: usize) -> anyhow::Result<Row> {
     progress(&format!("{}: UDP echo", s.server.name()));
     lazynet::sys::pin_thread(0);
     let mut st = gen_stack(s)?;
-    let local = SocketAddrV4::new(s.gen.2, 40_000);
+    let local = SocketAddrV4::new(s.gen.addr, 40_000);
     let sock = UdpSocket::bind(&mut st, local)?;
-    let dst = SocketAddrV4::new(s.gen.3, 7);
+    let dst = SocketAddrV4::new(s.gen.server, 7);
     let r = lazynet_cli::echo::lazynet_client(&mut st, &sock, dst, 256, 64, dur, u64::MAX);
     anyhow::ensure!(r.received > 0, "{}: no echo", s.server.name());
     Ok(Row {

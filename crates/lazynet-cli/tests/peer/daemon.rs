@@ -85,6 +85,32 @@ for i in range(count):
 print(ok)
 "#;
 
+/// Bytes of the download [`download_beside_echo`] makes.
+const DOWNLOAD: u64 = 100 << 20;
+
+/// curl downloads [`DOWNLOAD`] bytes of `/bytes/N` from port 80 (status 200,
+/// body checked) while `count` UDP datagrams are echoed from the peer
+/// namespace; the body's file and how many were echoed.
+fn download_beside_echo(
+    names: &Names,
+    dir: &std::path::Path,
+    count: u32,
+) -> (std::path::PathBuf, u32) {
+    let ours = names.ours();
+    let file = dir.join("body");
+    let (ns2, url, f2) = (
+        names.ns.clone(),
+        format!("http://{ours}/bytes/{DOWNLOAD}"),
+        file.clone(),
+    );
+    let dl = std::thread::spawn(move || curl(&ns2, &url, &f2, "120"));
+    let echoed = udp_echo_from_ns(&names.ns, &ours, count);
+    let o = dl.join().unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "200");
+    assert_eq!(sha256_file(&file), pattern_sha256(DOWNLOAD), "body differs");
+    (file, echoed)
+}
+
 fn udp_echo_from_ns(ns: &str, addr: &str, count: u32) -> u32 {
     let o = in_ns(ns, &["python3", "-c", UDP_ECHO, addr, &count.to_string()]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -184,19 +210,8 @@ fn two_applications_share_one_daemon_and_one_survives_the_other_killed() {
     let ours = names.ours();
 
     // curl downloads 100 MiB from one application while the other echoes.
-    const N: u64 = 100 << 20;
-    let file = dir.join("body");
-    let (ns2, url, f2) = (
-        names.ns.clone(),
-        format!("http://{ours}/bytes/{N}"),
-        file.clone(),
-    );
-    let dl = std::thread::spawn(move || curl(&ns2, &url, &f2, "120"));
-    let echoed = udp_echo_from_ns(&names.ns, &ours, 1000);
-    let o = dl.join().unwrap();
-    assert_eq!(String::from_utf8_lossy(&o.stdout), "200");
-    assert_eq!(std::fs::metadata(&file).unwrap().len(), N);
-    assert_eq!(sha256_file(&file), pattern_sha256(N), "body differs");
+    let (file, echoed) = download_beside_echo(&names, &dir, 1000);
+    assert_eq!(std::fs::metadata(&file).unwrap().len(), DOWNLOAD);
     assert_eq!(echoed, 1000, "UDP echo lost datagrams beside the download");
     let t = stats(&sock);
     assert_eq!(daemon_counter(&t, "apps"), 2, "{t}");
@@ -448,18 +463,7 @@ fn memnet_servers_on_an_offload_daemon_serve_curl_and_a_killed_one_is_reclaimed(
 
     // curl downloads 100 MiB through the direct server while the UDP
     // application echoes; 10 MB from each of the others.
-    const N: u64 = 100 << 20;
-    let file = dir.join("body");
-    let (ns2, url, f2) = (
-        names.ns.clone(),
-        format!("http://{ours}/bytes/{N}"),
-        file.clone(),
-    );
-    let dl = std::thread::spawn(move || curl(&ns2, &url, &f2, "120"));
-    let echoed = udp_echo_from_ns(&names.ns, &ours, 500);
-    let o = dl.join().unwrap();
-    assert_eq!(String::from_utf8_lossy(&o.stdout), "200");
-    assert_eq!(sha256_file(&file), pattern_sha256(N), "body differs");
+    let (_, echoed) = download_beside_echo(&names, &dir, 500);
     assert_eq!(echoed, 500);
     for port in [81, 82] {
         let f = dir.join(format!("b{port}"));
@@ -502,7 +506,7 @@ fn memnet_servers_on_an_offload_daemon_serve_curl_and_a_killed_one_is_reclaimed(
         "{t}"
     );
     let dpid = direct.0.as_ref().unwrap().id();
-    assert!(memnet_counter(&t, dpid, "tx_bytes") >= N, "{t}");
+    assert!(memnet_counter(&t, dpid, "tx_bytes") >= DOWNLOAD, "{t}");
     assert_eq!(memnet_counter(&t, dpid, "bad_request"), 0, "{t}");
 
     // kill -9 of the direct server in the middle of a transfer: reclaimed

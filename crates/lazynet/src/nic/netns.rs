@@ -256,12 +256,7 @@ impl PeerNs {
     /// address and IPv6 off (nothing of the kernel's own on it).
     fn make_veth(&self) -> io::Result<()> {
         let c = &self.cfg;
-        if ip(&["link", "show", "dev", &c.dev]).is_ok() {
-            return Err(io::Error::new(
-                io::ErrorKind::AlreadyExists,
-                format!("a device named {} already exists in this namespace", c.dev),
-            ));
-        }
+        self.refuse_existing_dev()?;
         ip(&[
             "link", "add", "dev", &c.dev, "type", "veth", "peer", "name", &c.dev, "netns", &c.ns,
         ])?;
@@ -335,12 +330,7 @@ impl PeerNs {
         // TUNSETIFF would silently attach to a same-named device here (for
         // example a stale persistent one) and we would then move and later
         // delete it: refuse instead.
-        if ip(&["link", "show", "dev", &c.dev]).is_ok() {
-            return Err(io::Error::new(
-                io::ErrorKind::AlreadyExists,
-                format!("a device named {} already exists in this namespace", c.dev),
-            ));
-        }
+        self.refuse_existing_dev()?;
         let guard = self.ns_guard()?;
         // On any error below, `guard` drops and removes what we made; the
         // device itself vanishes when `nic` (its only fd) drops.
@@ -352,6 +342,20 @@ impl PeerNs {
 }
 
 impl PeerNs {
+    /// An error if a device of the configured name exists in our
+    /// namespace: creating ours would attach to it (TAP) or fail half-way
+    /// (veth), and cleanup would then delete a device that is not ours.
+    fn refuse_existing_dev(&self) -> io::Result<()> {
+        let dev = &self.cfg.dev;
+        if ip(&["link", "show", "dev", dev]).is_ok() {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("a device named {dev} already exists in this namespace"),
+            ));
+        }
+        Ok(())
+    }
+
     /// Creates the namespace if absent; the guard removes the device and
     /// (if it was created here) the namespace.
     fn ns_guard(&self) -> io::Result<NsGuard> {
@@ -447,13 +451,7 @@ pub fn set_tx_checksum_in(ns: &str, dev: &str, on: bool) -> io::Result<()> {
         data: *mut EthtoolValue,
         _pad: [u8; 16],
     }
-    let name = dev.as_bytes().to_vec();
-    if name.is_empty() || name.len() > 15 || name.contains(&0) {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("bad interface name {dev:?}"),
-        ));
-    }
+    let name = super::tap::name_bytes(dev)?;
     let dev = dev.to_owned();
     run_in_netns(ns, move || {
         use std::os::fd::AsRawFd;
@@ -467,11 +465,10 @@ pub fn set_tx_checksum_in(ns: &str, dev: &str, on: bool) -> io::Result<()> {
             data: u32::from(on),
         };
         let mut req = IfReqData {
-            name: [0; 16],
+            name,
             data: &mut val,
             _pad: [0; 16],
         };
-        req.name[..name.len()].copy_from_slice(&name);
         // SAFETY: SIOCETHTOOL reads a `struct ifreq` whose data pointer
         // names a live `struct ethtool_value` (8 bytes) it reads and may
         // write; both live across the call.

@@ -202,7 +202,9 @@ pub struct TapNic {
     wake: Arc<EventFd>,
 }
 
-fn name_bytes(name: &str) -> io::Result<[u8; IFNAMSIZ]> {
+/// An interface name as `struct ifreq` holds it (checked: at most 15
+/// bytes, no NUL or '/').
+pub(super) fn name_bytes(name: &str) -> io::Result<[u8; IFNAMSIZ]> {
     let b = name.as_bytes();
     if b.len() >= IFNAMSIZ || b.contains(&0) || b.contains(&b'/') {
         return Err(io::Error::new(

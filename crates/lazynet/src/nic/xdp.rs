@@ -283,8 +283,6 @@ pub struct XdpNic {
     mtu: usize,
     batch: usize,
     zero_copy: bool,
-    /// Frames on the transmit ring the kernel has not completed.
-    tx_pending: u32,
     stats: XdpStats,
     wake: Arc<EventFd>,
 }
@@ -296,18 +294,12 @@ fn iface(name: &str) -> io::Result<(u32, [u8; 6], usize)> {
     const SIOCGIFMTU: libc::c_ulong = 0x8921;
     const SIOCGIFHWADDR: libc::c_ulong = 0x8927;
     const SIOCGIFINDEX: libc::c_ulong = 0x8933;
-    let b = name.as_bytes();
-    if b.is_empty() || b.len() > 15 || b.contains(&0) || b.contains(&b'/') {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("bad interface name {name:?}"),
-        ));
-    }
+    let ifname = super::tap::name_bytes(name)?;
     let sock = rustix::net::socket(AddressFamily::INET, SocketType::DGRAM, None)?;
     let ask = |req: libc::c_ulong, what: &str| -> io::Result<[u8; 24]> {
         // `struct ifreq`: the name, then a 24-byte union.
         let mut ifr = [0u8; 40];
-        ifr[..b.len()].copy_from_slice(b);
+        ifr[..16].copy_from_slice(&ifname);
         // SAFETY: these ioctls read the name from and write their answer
         // into a 40-byte `struct ifreq`, which `ifr` is (live, writable).
         let rc = unsafe { libc::ioctl(sock.as_raw_fd(), req as _, ifr.as_mut_ptr()) };
@@ -383,7 +375,6 @@ impl XdpNic {
                         mtu,
                         batch: cfg.batch.max(1),
                         zero_copy: zc,
-                        tx_pending: 0,
                         stats: XdpStats::default(),
                         wake: Arc::new(EventFd::new()?),
                     };
@@ -543,7 +534,6 @@ impl XdpNic {
         }
         if n > 0 {
             self.comp.publish_consumer();
-            self.tx_pending = self.tx_pending.saturating_sub(n);
             self.stats.tx_completed += u64::from(n);
         }
     }
@@ -704,7 +694,6 @@ impl Nic for XdpNic {
         }
         if n > 0 {
             self.tx.publish_producer();
-            self.tx_pending += n as u32;
             self.stats.tx_frames += n as u64;
             self.kick_tx();
         }

@@ -136,22 +136,7 @@ impl Harness {
     /// Attaches an application by hand (no library stack), stepping the
     /// daemon until it has answered.
     pub fn attach_raw(&mut self) -> Option<Raw> {
-        let conn = ctl::connect(&self.path).ok()?;
-        ctl::send(&conn, &Msg::Hello, &[]).ok()?;
-        ctl::set_nonblocking(&conn, true).ok()?;
-        let t0 = std::time::Instant::now();
-        let (m, mut fds) = loop {
-            self.daemon.poke();
-            self.daemon.step();
-            match ctl::recv(&conn) {
-                Ok(Some(r)) => break r,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                _ => return None,
-            }
-            if t0.elapsed().as_secs() > 5 {
-                return None;
-            }
-        };
+        let (conn, (m, mut fds)) = handshake(&mut self.daemon, &self.path, &Msg::Hello)?;
         let Ok(Msg::Welcome(welcome)) = m else {
             return None;
         };
@@ -406,6 +391,32 @@ impl Harness {
             }
         }
         false
+    }
+}
+
+/// Connects to the daemon's control socket at `path`, says `hello`, and
+/// steps the daemon until it answers (at most 5 s): the connection, the
+/// answer and the descriptors that came with it.
+pub fn handshake(
+    daemon: &mut Daemon<WireEnd>,
+    path: &std::path::Path,
+    hello: &Msg,
+) -> Option<(OwnedFd, ctl::Received)> {
+    let conn = ctl::connect(path).ok()?;
+    ctl::send(&conn, hello, &[]).ok()?;
+    ctl::set_nonblocking(&conn, true).ok()?;
+    let t0 = std::time::Instant::now();
+    loop {
+        daemon.poke();
+        daemon.step();
+        match ctl::recv(&conn) {
+            Ok(Some(r)) => return Some((conn, r)),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            _ => return None,
+        }
+        if t0.elapsed().as_secs() > 5 {
+            return None;
+        }
     }
 }
 

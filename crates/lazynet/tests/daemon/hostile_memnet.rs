@@ -23,7 +23,7 @@ use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use lazynet::ctl::{self, Msg};
+use lazynet::ctl::Msg;
 use lazynet::daemon::{Daemon, DaemonConfig, Placement};
 use lazynet::mem::jobs::{Cpl, JobArea, JobParams, Req, ReqOp};
 use lazynet::mem::{Consumer, Producer};
@@ -159,22 +159,8 @@ impl Harness {
     /// Attaches a client by hand (no library), stepping the daemon until
     /// it has answered.
     pub fn attach_raw(&mut self) -> Option<RawClient> {
-        let conn = ctl::connect(&self.path).ok()?;
-        ctl::send(&conn, &Msg::HelloOffload, &[]).ok()?;
-        ctl::set_nonblocking(&conn, true).ok()?;
-        let t0 = std::time::Instant::now();
-        let (m, mut fds) = loop {
-            self.daemon.poke();
-            self.daemon.step();
-            match ctl::recv(&conn) {
-                Ok(Some(r)) => break r,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                _ => return None,
-            }
-            if t0.elapsed().as_secs() > 5 {
-                return None;
-            }
-        };
+        let (conn, (m, mut fds)) =
+            crate::hostile::handshake(&mut self.daemon, &self.path, &Msg::HelloOffload)?;
         let Ok(Msg::Welcome(_)) = m else {
             return None;
         };

@@ -12,8 +12,6 @@
 
 use std::net::SocketAddrV4;
 
-use rand::RngCore;
-
 use super::{listener_stalled, ListenHandle, ListenSlot, Owner, TcpHandle};
 use crate::nic::Nic;
 use crate::proto::tcp::{Config, ConnError, Connection, ListenConfig, Listener, State, TwKey};
@@ -33,16 +31,13 @@ impl<N: Nic> Stack<N> {
         self.tcp.cfg
     }
 
-    pub(in crate::stack) fn fit(&mut self, mut cfg: Config) -> Config {
+    pub(in crate::stack) fn fit(&self, mut cfg: Config) -> Config {
         let mtu_mss = self
             .iface
             .mtu
             .saturating_sub(40)
             .clamp(64, u16::MAX as usize) as u16;
         cfg.mss = cfg.mss.min(mtu_mss);
-        // RFC 7323 §5.4: an offset per connection for TSval (an active
-        // open replaces it by one per 4-tuple, `Secret::ts_offset`).
-        cfg.ts_offset = self.rng.next_u32();
         cfg
     }
 
@@ -80,8 +75,8 @@ impl<N: Nic> Stack<N> {
         )?;
         let cfg = cfg.unwrap_or(self.tcp.cfg);
         let mut cfg = self.fit(cfg);
-        // Each passive connection gets its own offset from the listener's
-        // SYN-ACK path; the fitted one serves as the listener's.
+        // Passive connections keep the listener's TSval offset: their
+        // SYN-ACK (a cookie's included) already carried a TSval from it.
         cfg.ts_offset = 0;
         let me = SocketAddrV4::new(self.iface.addr, local.port());
         let l = Listener::new(lcfg, cfg, me, &self.tcp.secret);
@@ -239,6 +234,7 @@ impl<N: Nic> Stack<N> {
             .ok_or(SocketError::NoPorts)?;
         let local = SocketAddrV4::new(me, port);
         let mut cfg = self.fit(cfg.unwrap_or(self.tcp.cfg));
+        // RFC 7323 §5.4: the TSval offset of this 4-tuple.
         cfg.ts_offset = self.tcp.secret.ts_offset(local, remote);
         let iss = self.tcp.secret.isn(local, remote, now);
         let conn = Connection::connect(cfg, local, remote, iss, now);
