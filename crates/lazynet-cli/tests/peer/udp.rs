@@ -52,14 +52,22 @@ pub(crate) fn ping_and_udp_echo(names: &Names) {
     assert!(text.contains("echoed 1000"), "{text}");
 }
 
-/// How many of [`UDP_CLIENT`]'s datagrams fit one frame (tcpdump verifies
-/// the UDP checksum of those only).
-pub(crate) fn unfragmented_datagrams() -> usize {
-    [1usize, 8000]
+/// `tcpdump -vv` of a [`ping_and_udp_echo`] shows a verified UDP checksum
+/// for every datagram it can verify — the unfragmented ones (up to 1472
+/// bytes), in both directions — and ICMP echo replies.
+pub(crate) fn assert_echo_verified(dump: &str) {
+    let small = [1usize, 8000]
         .into_iter()
         .chain((0..998).map(|i| 1 + (i * 7919) % 8000))
         .filter(|&n| n <= 1472)
-        .count()
+        .count();
+    let ok = dump.matches("udp sum ok").count();
+    assert!(
+        ok >= 2 * small,
+        "{ok} verified UDP checksums, expected {}",
+        2 * small
+    );
+    assert!(dump.contains("ICMP echo reply"));
 }
 
 #[test]
@@ -113,16 +121,7 @@ fn kernel_pings_and_exchanges_udp_over_tap() {
         !text.contains("bad") && !text.contains("incorrect") && !err.contains("truncated"),
         "{text}"
     );
-    // tcpdump verifies UDP checksums of unfragmented datagrams only: the
-    // sizes up to 1472 bytes, in both directions.
-    let small = unfragmented_datagrams();
-    let ok = text.matches("udp sum ok").count();
-    assert!(
-        ok >= 2 * small,
-        "{ok} verified UDP checksums, expected {}",
-        2 * small
-    );
-    assert!(text.contains("ICMP echo reply"));
+    assert_echo_verified(&text);
     let _ = std::fs::remove_file(&pcap);
     drop(guard);
 }
