@@ -40,7 +40,6 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream as StdStream};
-use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -51,7 +50,7 @@ use anyhow::Context;
 use lazynet::memnet::MemNet;
 use lazynet::nic::netns::{Ownership, PeerNs, PeerNsConfig};
 use lazynet::nic::tap::TapConfig;
-use lazynet::nic::wirepair::{Side, WireConfig, WireEnd, WirePair};
+use lazynet::nic::wirepair::{WireConfig, WireEnd, WirePair};
 use lazynet::socket::{wait_step, TcpListener as LzListener, TcpStream};
 use lazynet::stack::{Stack, StackConfig};
 use lazynet::sys::pin_thread;
@@ -78,16 +77,6 @@ fn stack_cfg(addr: Ipv4Addr, seed: u64) -> StackConfig {
         seed,
         ..StackConfig::default()
     }
-}
-
-/// The wire's other end, from a `wire /proc/PID/fd/N` line.
-fn attach_wire(lines: &[String]) -> anyhow::Result<WireEnd> {
-    let p = lines
-        .iter()
-        .find_map(|l| l.strip_prefix("wire "))
-        .context("no wire line")?;
-    let f = std::fs::OpenOptions::new().read(true).write(true).open(p)?;
-    Ok(WireEnd::attach(OwnedFd::from(f), Side::B)?)
 }
 
 fn lazynet(cpu: usize, args: &[&str]) -> anyhow::Result<(Proc, Vec<String>)> {
@@ -280,7 +269,7 @@ fn memnet_send(sizes: &[usize], per: usize, dir: &Path) -> anyhow::Result<Costs>
     // A core of its own in the paper: the daemon polls through the pauses
     // between bursts (yielding to the sink) instead of sleeping.
     let (_d, lines, sock) = offload_daemon(dir, "offload", 10_000_000)?;
-    let end = attach_wire(&lines)?;
+    let end = crate::procs::attach_wire(&lines)?;
     let stop = Arc::new(AtomicBool::new(false));
     let sk = sink(end, stop.clone(), 1);
     pin_thread(0);
@@ -614,7 +603,7 @@ fn start_web(w: Web, work_us: u64, dir: &Path) -> anyhow::Result<Started> {
         Web::InProcess => {
             let a = http(&["--nic", "wire"]);
             let (p, lines) = lazynet(0, &strs(&a))?;
-            let st = Stack::new(attach_wire(&lines)?, stack_cfg(CLIENT, 9));
+            let st = Stack::new(crate::procs::attach_wire(&lines)?, stack_cfg(CLIENT, 9));
             Ok(Started {
                 procs: vec![p],
                 client: Client::Wire(st),
@@ -639,7 +628,7 @@ fn start_web(w: Web, work_us: u64, dir: &Path) -> anyhow::Result<Started> {
             }
             let a = http(&extra);
             let (p, _) = lazynet(0, &strs(&a))?;
-            let st = Stack::new(attach_wire(&lines)?, stack_cfg(CLIENT, 9));
+            let st = Stack::new(crate::procs::attach_wire(&lines)?, stack_cfg(CLIENT, 9));
             Ok(Started {
                 procs: vec![p, d],
                 client: Client::Wire(st),
@@ -763,7 +752,7 @@ pub fn memnet_sender(daemon: &Path, size: usize, rate: f64, seconds: f64) -> any
 /// paced at `pace` jobs/s.
 fn clients_point(n: usize, paced: Option<f64>, secs: f64, dir: &Path) -> anyhow::Result<Vec<f64>> {
     let (_d, lines, sock) = offload_daemon(dir, "offload", DAEMON_SPIN_US)?;
-    let end = attach_wire(&lines)?;
+    let end = crate::procs::attach_wire(&lines)?;
     let stop = Arc::new(AtomicBool::new(false));
     // The sink on CPU 0 (the senders' core): the offload core is the
     // bottleneck being shared.

@@ -24,12 +24,11 @@
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener as StdListener, TcpStream as StdStream};
-use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use lazynet::nic::wirepair::{Side, WireEnd};
+use lazynet::nic::wirepair::WireEnd;
 use lazynet::socket::{wait_step, TcpStream, UdpSocket};
 use lazynet::stack::{Stack, StackConfig};
 use lazynet::sys::pin_thread;
@@ -83,16 +82,6 @@ fn start(cpu: usize, args: &[&str]) -> anyhow::Result<(Proc, Vec<String>)> {
     crate::procs::start(cpu, &crate::procs::exe("lazynet")?, args)
 }
 
-/// The wire's other end, from a `wire /proc/PID/fd/N` line.
-fn attach_wire(lines: &[String]) -> anyhow::Result<WireEnd> {
-    let p = lines
-        .iter()
-        .find_map(|l| l.strip_prefix("wire "))
-        .context("no wire line")?;
-    let f = std::fs::OpenOptions::new().read(true).write(true).open(p)?;
-    Ok(WireEnd::attach(OwnedFd::from(f), Side::B)?)
-}
-
 /// Starts the server `what` as `series` places it; returns the processes
 /// and the client's stack on the wire.
 fn serve(series: Series, what: &[&str], dir: &Path) -> anyhow::Result<(Vec<Proc>, Stack<WireEnd>)> {
@@ -137,7 +126,7 @@ fn serve(series: Series, what: &[&str], dir: &Path) -> anyhow::Result<(Vec<Proc>
         }
         Series::Linux => unreachable!("Linux runs in threads"),
     };
-    let end = attach_wire(&lines)?;
+    let end = crate::procs::attach_wire(&lines)?;
     let stack = Stack::new(
         end,
         StackConfig {

@@ -163,3 +163,15 @@ impl Drop for Ns {
         let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
     }
 }
+
+/// The in-memory wire's other end (side B), from the `wire /proc/PID/fd/N`
+/// line a `lazynet` program on `--nic wire` prints before `ready`.
+pub fn attach_wire(lines: &[String]) -> anyhow::Result<lazynet::nic::wirepair::WireEnd> {
+    use lazynet::nic::wirepair::{Side, WireEnd};
+    let p = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("wire "))
+        .context("no wire line")?;
+    let f = std::fs::OpenOptions::new().read(true).write(true).open(p)?;
+    Ok(WireEnd::attach(std::os::fd::OwnedFd::from(f), Side::B)?)
+}
