@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
-for t in ip:iproute2 ping:iputils-ping tcpdump:tcpdump python3:python3 ffmpeg:ffmpeg curl:curl nft:nftables nginx:nginx-light wrk:wrk ab:apache2-utils; do
+for t in ip:iproute2 ping:iputils-ping tcpdump:tcpdump python3:python3 ffmpeg:ffmpeg curl:curl nft:nftables nginx:nginx-light wrk:wrk ab:apache2-utils valgrind:valgrind objdump:binutils taskset:util-linux; do
   command -v "${t%%:*}" >/dev/null 2>&1 || need+=("${t#*:}")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -22,6 +22,10 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -q -- -D warnings
 # All unit, property, cross-process, hostile-input and real-peer tests.
 cargo test --workspace
+# The same TCP tests (the differential fast-path tests among them) on the
+# build without layout hints: the default build outlines rare code into
+# functions of its own (crates/lazynet/build.rs).
+LAZYNET_LAYOUT=std cargo test -q -p lazynet --test tcp --test stack
 # The loom models: the SPSC ring (it also proves a weakened ordering is
 # caught) and the ni-lrp channel notification (it also proves that a
 # weakened disarm strands a frame).
@@ -52,6 +56,15 @@ for e in livelock latency-under-load fairness syn-flood rtu-qos; do
   }
   grep -E '^  (met|MISSED|not)' "$exp_out/$e/$e.txt" || true
 done
+# The paths study: STD and the default build compiled from this tree,
+# counted with callgrind and cachegrind beside smoltcp, timed alternated
+# (it fails if any measure is missing).
+echo "lazynet-lab paths --quick"
+"$lab" paths --quick --out "$exp_out/paths" >"$exp_out/paths.log" 2>&1 || {
+  cat "$exp_out/paths.log"
+  exit 1
+}
+grep -E '^  (instructions|L1I|one-thread)' "$exp_out/paths/paths.txt" || true
 # MemNet (offload placement): the API costs, the web servers and several
 # clients, each series a real program; Linux's series need root.
 if [ "$(id -u)" = 0 ]; then

@@ -25,6 +25,7 @@ mod lrp_share;
 mod memnet;
 mod multiproc;
 mod nlf;
+mod paths;
 mod plot;
 mod procs;
 mod report;
@@ -79,6 +80,33 @@ enum Cmd {
         quick: bool,
         /// Output directory.
         #[arg(long, default_value = "results/nlf")]
+        out: PathBuf,
+    },
+    /// The latency paper's build variants (STD, OUT, CLO, LIN, PIN, ALL,
+    /// BAD, hot/cold splitting, PGO) built from this tree and measured with
+    /// callgrind, cachegrind and alternated timing (run from the repository
+    /// root; needs valgrind, binutils and rustup's llvm-tools for PGO).
+    Paths {
+        /// A short run for CI: STD and the default build, fewer round trips.
+        #[arg(long)]
+        quick: bool,
+        /// Round trips of the smaller callgrind run (the larger does 2N).
+        #[arg(long, default_value_t = 5000)]
+        round_trips: u64,
+        /// Alternated timing rounds (each variant and smoltcp once each).
+        #[arg(long, default_value_t = 20)]
+        pairs: usize,
+        /// Round trips per one-thread timing run.
+        #[arg(long, default_value_t = 200_000)]
+        timed_round_trips: u64,
+        /// Seconds per two-core request/response run.
+        #[arg(long, default_value_t = 1.0)]
+        rr_seconds: f64,
+        /// Leave out LLVM's hot/cold splitting and PGO (two full builds).
+        #[arg(long)]
+        no_auto: bool,
+        /// Output directory.
+        #[arg(long, default_value = "results/paths")]
         out: PathBuf,
     },
     /// MemNet Figs. 5–8: the offload placement's API costs, a web server's
@@ -484,6 +512,35 @@ fn main() -> anyhow::Result<()> {
         Cmd::RtuQos(a) => exp::rtu::run(&a.opts("rtu-qos")),
         Cmd::SynFlood(a) => exp::synflood::run(&a.exp.opts("syn-flood"), &a.syn_rates),
         Cmd::Nlf { quick, out } => nlf::exp(quick, &out),
+        Cmd::Paths {
+            quick,
+            round_trips,
+            pairs,
+            timed_round_trips,
+            rr_seconds,
+            no_auto,
+            out,
+        } => paths::exp(&if quick {
+            paths::Opts {
+                quick,
+                round_trips: 1000,
+                pairs: 3,
+                timed_round_trips: 50_000,
+                rr_seconds: 0.3,
+                auto: false,
+                out,
+            }
+        } else {
+            paths::Opts {
+                quick,
+                round_trips,
+                pairs,
+                timed_round_trips,
+                rr_seconds,
+                auto: !no_auto,
+                out,
+            }
+        }),
         Cmd::Web {
             quick,
             rounds,

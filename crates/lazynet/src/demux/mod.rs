@@ -852,7 +852,7 @@ impl Classifier {
     }
 
     /// Folds the NI's ready ring into the ready list (`ni-lrp`).
-    #[cold]
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
     fn take_ready_inbound(&mut self) {
         if let Some(mut rin) = self.ready_in.take() {
             // Each channel is on the ring at most once: one ring's worth.
@@ -886,7 +886,7 @@ impl Classifier {
     /// Reads only: Ethernet destination and type; for ARP the target
     /// protocol address; for IPv4 version/IHL/total length, fragment field,
     /// protocol and destination; for UDP the destination port.
-    #[inline]
+    #[cfg_attr(lazynet_pin, inline(always))]
     pub fn classify(&self, f: &[u8]) -> Verdict {
         use DropReason::*;
         if f.len() < ETH_LEN {
@@ -994,7 +994,7 @@ impl Classifier {
     /// [`Classifier::deliver`] for a frame already classified (by
     /// [`Classifier::classify`], as the eager receive modes do before their
     /// protocol work): queues and counts exactly as `deliver` would.
-    #[inline]
+    #[cfg_attr(lazynet_pin, inline(always))]
     pub fn deliver_classified(&mut self, d: Desc, v: Verdict) -> Result<ChannelId, DropReason> {
         self.stats.frames += 1;
         let r = match v {
@@ -1015,7 +1015,7 @@ impl Classifier {
     }
 
     /// Queues `d` on `c`, putting a notifying channel on the ready list.
-    #[inline(always)]
+    #[cfg_attr(lazynet_pin, inline(always))]
     fn push_to(&mut self, c: ChannelId, d: Desc) -> Result<ChannelId, DropReason> {
         match self.channels.get_mut(c.0 as usize) {
             Some(Some(ch)) => {

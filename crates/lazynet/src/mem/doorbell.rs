@@ -246,7 +246,7 @@ impl Doorbell {
         self.wake_if_sleeping(self.words())
     }
 
-    #[cold]
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
     fn wake_if_sleeping(&self, w: &Words) -> bool {
         fence(Ordering::SeqCst);
         if w.sleeping.load(Ordering::Relaxed) == 0 {

@@ -994,7 +994,7 @@ impl WireEnd {
     }
 
     /// Linearizes a gather frame (header `h`, kind bits stripped; slice `e`).
-    #[cold]
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
     fn rx_gather(&mut self, h: Desc, e: ExtRef) -> Option<Desc> {
         if !self.accept_rx(h) {
             self.stats.rx_gather_bad += 1;

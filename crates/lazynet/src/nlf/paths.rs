@@ -343,8 +343,7 @@ const fn finish(c: u16) -> u16 {
     }
 }
 
-#[cold]
-#[inline(never)]
+#[cfg_attr(lazynet_outline, cold, inline(never))]
 fn payload_too_long(pkt: &PacketMeta, max: usize) -> NlfError {
     NlfError::PayloadTooLong {
         len: u64::from(pkt.len),
@@ -352,14 +351,12 @@ fn payload_too_long(pkt: &PacketMeta, max: usize) -> NlfError {
     }
 }
 
-#[cold]
-#[inline(never)]
+#[cfg_attr(lazynet_outline, cold, inline(never))]
 fn buffer_too_small(need: usize, have: usize) -> NlfError {
     NlfError::BufferTooSmall { need, have }
 }
 
-#[cold]
-#[inline(never)]
+#[cfg_attr(lazynet_outline, cold, inline(never))]
 fn wire_failed(need: usize, have: usize) -> NlfError {
     NlfError::BufferTooSmall { need, have }
 }

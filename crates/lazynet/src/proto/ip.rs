@@ -307,7 +307,7 @@ impl Reassembler {
         self.in_use -= 1;
     }
 
-    #[cold]
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
     fn fail(&mut self, slot: Option<usize>, why: ReasmDrop) -> ReasmDrop {
         self.counters.drops[why as usize] += 1;
         if let Some(i) = slot {

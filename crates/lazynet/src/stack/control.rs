@@ -51,7 +51,7 @@ pub(in crate::stack) fn checked_ipv4(frame: &[u8]) -> Result<Ipv4Packet<&[u8]>, 
 }
 
 impl<N: Nic> Stack<N> {
-    #[inline(never)]
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
     pub(in crate::stack) fn timers(&mut self, now: u64) {
         let mut freed = [Desc::default(); 32];
         let mut reqs = [Ipv4Addr::UNSPECIFIED; 16];
@@ -110,7 +110,7 @@ impl<N: Nic> Stack<N> {
     }
 
     /// ARP, ICMP and UDP to unbound ports (LRP §3.5: work no socket owns).
-    #[inline(never)]
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
     pub(in crate::stack) fn control_input(&mut self, d: Desc, now: u64) {
         let Some(f) = self.iface.nic.buffers().frame(d) else {
             self.drop_rx(StackDrop::BadDescriptor);
@@ -284,7 +284,7 @@ impl<N: Nic> Stack<N> {
 
     /// IPv4 fragments: reassembly (RFC 791 §3.2) with the bounds of
     /// [`Reassembler`]; a complete datagram goes to its socket's channel.
-    #[inline(never)]
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
     pub(in crate::stack) fn fragment_input(&mut self, d: Desc, now: u64) {
         let frame = self.iface.nic.buffers().frame(d).unwrap_or(&[]);
         let ip = match checked_ipv4(frame) {

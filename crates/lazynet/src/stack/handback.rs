@@ -188,7 +188,7 @@ impl Handback {
         }
     }
 
-    #[cold]
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
     fn epoch_end(&mut self, now: u64) {
         let took = now.saturating_sub(self.start);
         // Normalized to EPOCH_BYTES: the last call may overshoot the epoch.

@@ -494,7 +494,7 @@ impl<N: Nic> Stack<N> {
     /// `eager` and `early-demux`: demultiplexes `d` and, for a UDP socket,
     /// runs the IP and UDP checks now. With `early_drop`, a full channel
     /// drops the frame before the checks; otherwise after them.
-    #[inline(never)]
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
     fn rx_checked(&mut self, d: Desc, early_drop: bool) {
         let Some(f) = self.iface.nic.buffers().frame(d) else {
             self.drop_rx(StackDrop::BadDescriptor);

@@ -422,7 +422,7 @@ impl<N: Nic> Stack<N> {
 
     /// `ni-lrp`: drains the retired rings the NI no longer uses, releasing
     /// and counting their frames. Bounded by the retired rings' capacities.
-    #[inline(never)]
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
     pub(super) fn ni_retire(&mut self) {
         let Some(ni) = self.ni.as_deref_mut() else {
             return;

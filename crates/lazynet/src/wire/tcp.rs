@@ -762,6 +762,7 @@ impl TcpRepr {
     /// of `buf`, whose bytes `header_len..header_len + payload_len` must
     /// already hold the data, and the checksum over pseudo-header, header and
     /// data. Returns the segment length.
+    #[cfg_attr(lazynet_pin, inline(always))]
     pub fn emit(&self, buf: &mut [u8], src: Ipv4Addr, dst: Ipv4Addr) -> Result<usize, WireError> {
         let hl = self.header_len()?;
         let total = hl + self.payload_len;
@@ -800,7 +801,7 @@ impl TcpRepr {
 
     /// Writes the header with a zero checksum into `seg` (exactly
     /// `header_len()` bytes).
-    #[inline(always)]
+    #[cfg_attr(lazynet_pin, inline(always))]
     fn write_header(&self, seg: &mut [u8]) -> Result<(), WireError> {
         let hl = seg.len();
         put16(seg, 0, self.src_port);

@@ -84,7 +84,7 @@ impl<C: CongestionControl> Connection<C> {
     /// Plans a burst of at most `max` full-sized segments of new data, or
     /// `None` where the slow path must decide (see the module docs). Pure:
     /// nothing changes until [`Connection::burst_commit`].
-    #[inline(always)]
+    #[cfg_attr(lazynet_pin, inline(always))]
     pub fn burst_plan(&self, now: u64, max: usize) -> Option<Burst> {
         // Cheapest and most discriminating first, inlined into the caller:
         // not two full segments buffered (request/response traffic) ends
@@ -95,7 +95,7 @@ impl<C: CongestionControl> Connection<C> {
         self.burst_plan_full(now, max)
     }
 
-    #[inline(never)]
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
     fn burst_plan_full(&self, now: u64, max: usize) -> Option<Burst> {
         if !self.cfg.fast_path
             || self.state != State::Established

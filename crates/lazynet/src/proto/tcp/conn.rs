@@ -422,6 +422,7 @@ pub struct Connection<C: CongestionControl = Cc> {
 /// §3.10.7.1, CLOSED): nothing to a RST; `<SEQ=SEG.ACK><CTL=RST>` to an
 /// ACK; otherwise `<SEQ=0><ACK=SEG.SEQ+SEG.LEN><CTL=RST,ACK>`. Ports are
 /// swapped; rate limiting is the caller's.
+#[cfg_attr(lazynet_outline, cold, inline(never))]
 pub fn reset_for(seg: &TcpRepr) -> Option<TcpRepr> {
     let f = seg.flags;
     if f.contains(TcpFlags::RST) {
@@ -449,6 +450,56 @@ pub fn reset_for(seg: &TcpRepr) -> Option<TcpRepr> {
             ..base
         }
     })
+}
+
+/// What `emit_data` sends next: where, how much, and why.
+#[derive(Clone, Copy)]
+struct Pick {
+    seq: SeqNumber,
+    len: usize,
+    fin: bool,
+    /// Below SND.MAX: a retransmission.
+    is_rexmit: bool,
+    /// A zero-window probe (RFC 9293 §3.8.6.1).
+    probe: bool,
+    /// NextSeg's choice in SACK recovery.
+    sack_next: NextSeg,
+    /// Chosen in SACK loss recovery (RFC 6675).
+    sack_recovery: bool,
+}
+
+impl Pick {
+    /// Nothing to send (a pure ACK may still go) at `seq`.
+    fn nothing(seq: SeqNumber) -> Self {
+        Pick {
+            seq,
+            len: 0,
+            fin: false,
+            is_rexmit: false,
+            probe: false,
+            sack_next: NextSeg::Nothing,
+            sack_recovery: false,
+        }
+    }
+
+    /// A retransmission of `len` bytes (and the FIN if `fin`) at `seq`.
+    fn resend(
+        seq: SeqNumber,
+        len: usize,
+        fin: bool,
+        sack_next: NextSeg,
+        sack_recovery: bool,
+    ) -> Self {
+        Pick {
+            seq,
+            len,
+            fin,
+            is_rexmit: len > 0 || fin,
+            probe: false,
+            sack_next,
+            sack_recovery,
+        }
+    }
 }
 
 fn wscale_for(buf: usize) -> u8 {
@@ -581,6 +632,7 @@ impl<C: CongestionControl> Connection<C> {
 
     /// [`Connection::connect`] with a chosen congestion controller
     /// (`cfg.cc` is then ignored).
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
     pub fn connect_with(
         cfg: Config,
         local: SocketAddrV4,
@@ -598,6 +650,7 @@ impl<C: CongestionControl> Connection<C> {
 
     /// [`Connection::accept_syn`] with a chosen congestion controller
     /// (`cfg.cc` is then ignored).
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
     pub fn accept_syn_with(
         cfg: Config,
         local: SocketAddrV4,
@@ -799,6 +852,7 @@ impl<C: CongestionControl> Connection<C> {
 
     /// Aborts (RFC 9293 §3.10.5): a RST goes out on the next
     /// `poll_transmit` if the peer knows of us; state CLOSED.
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
     pub fn abort(&mut self) {
         if matches!(
             self.state,
@@ -845,6 +899,7 @@ impl<C: CongestionControl> Connection<C> {
     }
 
     /// Runs the timers that expired at `now`.
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
     pub fn handle_timeout(&mut self, now: u64) {
         if let Some(t) = self.tw_deadline {
             if now >= t {
@@ -891,8 +946,7 @@ impl<C: CongestionControl> Connection<C> {
         self.update_timers(now);
     }
 
-    // Rare, but no #[cold]: a layout hint is added only where a
-    // measurement shows it pays (docs/PERFORMANCE.md).
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
     fn on_rto(&mut self, now: u64) {
         self.counters.rto_expired += 1;
         self.retries += 1;
@@ -933,6 +987,7 @@ impl<C: CongestionControl> Connection<C> {
         let _ = now;
     }
 
+    #[cfg_attr(lazynet_pin, inline(always))]
     fn update_timers(&mut self, now: u64) {
         match self.state {
             State::Closed => {
@@ -981,6 +1036,7 @@ impl<C: CongestionControl> Connection<C> {
         };
     }
 
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
     fn enter_closed(&mut self) {
         self.state = State::Closed;
         self.rtx = Timer::Idle;
@@ -993,6 +1049,7 @@ impl<C: CongestionControl> Connection<C> {
         self.rexmit_one = false;
     }
 
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
     fn enter_time_wait(&mut self, now: u64) {
         self.state = State::TimeWait;
         self.rtx = Timer::Idle;
@@ -1107,7 +1164,7 @@ impl<C: CongestionControl> Connection<C> {
     /// duplicate ACKs (Limited Transmit, RFC 3042 §2: flight may reach
     /// cwnd + 2·SMSS; cwnd itself is not changed). RFC 6675 §5 wants it
     /// with SACK too; the third duplicate ACK starts recovery instead.
-    #[inline]
+    #[cfg_attr(lazynet_pin, inline(always))]
     fn usable_window(&self) -> u32 {
         let mut cwnd = self.cc.window();
         if !self.in_recovery && self.dupacks > 0 && self.dupacks < DUP_THRESH {
@@ -1118,7 +1175,7 @@ impl<C: CongestionControl> Connection<C> {
 
     /// SND.NXT and SND.MAX after a segment ending at `end` went out
     /// (`emit_data`, `burst_commit`).
-    #[inline]
+    #[cfg_attr(lazynet_pin, inline(always))]
     fn sent_up_to(&mut self, end: SeqNumber) {
         if seq_lt(self.snd_nxt, end) {
             self.snd_nxt = end;
@@ -1130,7 +1187,7 @@ impl<C: CongestionControl> Connection<C> {
 
     /// A segment carrying the current ACK went out: nothing is left to
     /// acknowledge (`emit_data`, `burst_commit`).
-    #[inline]
+    #[cfg_attr(lazynet_pin, inline(always))]
     fn ack_sent(&mut self) {
         self.ack_now = false;
         self.ack_deadline = None;
@@ -1146,6 +1203,7 @@ impl<C: CongestionControl> Connection<C> {
         }
     }
 
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
     fn challenge_ack(&mut self, now: u64) {
         // RFC 5961 §7: a per-connection limit of challenge ACKs per second.
         if now.saturating_sub(self.challenge_start) >= SEC {
@@ -1161,6 +1219,7 @@ impl<C: CongestionControl> Connection<C> {
         }
     }
 
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
     fn negotiate(&mut self, syn: &TcpRepr, now: u64) {
         let peer_mss = u32::from(syn.mss.unwrap_or(DEFAULT_MSS).max(64));
         if self.cfg.window_scale {
@@ -1187,6 +1246,7 @@ impl<C: CongestionControl> Connection<C> {
         self.rcv_mss = self.eff_mss;
     }
 
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
     fn on_established(&mut self) {
         self.state = State::Established;
         // RFC 6298 §5.7: after a SYN timeout, data starts with RTO >= 3 s
@@ -1220,6 +1280,7 @@ impl<C: CongestionControl> Connection<C> {
     /// Processes one received segment of this connection. `seg` was
     /// parsed from a checksum-verified segment and `payload` is its data.
     /// Returns why (part of) it was discarded; every drop is also counted.
+    #[cfg_attr(lazynet_pin, inline(always))]
     pub fn handle_segment(
         &mut self,
         now: u64,
@@ -1238,6 +1299,7 @@ impl<C: CongestionControl> Connection<C> {
         r
     }
 
+    #[cfg_attr(lazynet_pin, inline(always))]
     fn segment_inner(&mut self, now: u64, seg: &TcpRepr, payload: &[u8]) -> Result<(), TcpDrop> {
         if payload.len() != seg.payload_len {
             return Err(TcpDrop::BadLength);
@@ -1253,6 +1315,7 @@ impl<C: CongestionControl> Connection<C> {
     }
 
     /// RFC 9293 §3.10.7.3.
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
     fn on_syn_sent(&mut self, now: u64, seg: &TcpRepr, payload: &[u8]) -> Result<(), TcpDrop> {
         let f = seg.flags;
         if f.contains(TcpFlags::ACK) {
@@ -1516,7 +1579,7 @@ impl<C: CongestionControl> Connection<C> {
     /// ESTABLISHED, `SEG.SEQ == RCV.NXT`, ACK set, no SYN/FIN/RST, all
     /// checks passed: a pure ACK and/or in-order data. `fast.rs` handles
     /// the predicted part of this without the rare branches.
-    #[inline]
+    #[cfg_attr(lazynet_pin, inline(always))]
     fn established_in_order(&mut self, now: u64, seg: &TcpRepr, payload: &[u8]) {
         self.process_ack(now, seg, payload.len());
         if !payload.is_empty() {
@@ -1672,6 +1735,7 @@ impl<C: CongestionControl> Connection<C> {
 
     /// RFC 6675 §4 `Update()` with the SACK blocks of `seg` (if SACK was
     /// negotiated); true if they SACKed new data.
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
     fn sack_update(&mut self, seg: &TcpRepr) -> bool {
         if !self.sack_ok || !self.syn_acked || seg.sack.is_empty() {
             return false;
@@ -1687,6 +1751,7 @@ impl<C: CongestionControl> Connection<C> {
     /// RFC 6675 §5 steps (1), (2) and (4): with SACK, enter loss recovery
     /// on DupThresh duplicate ACKs or when IsLost(HighACK + 1), unless a
     /// recovery (or an RTO, §5.1) is still covering SND.UNA.
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
     fn maybe_enter_sack_recovery(&mut self, now: u64) {
         let mss = self.eff_mss;
         if !self.sack_ok
@@ -1770,6 +1835,7 @@ impl<C: CongestionControl> Connection<C> {
         }
     }
 
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
     fn process_fin(&mut self, now: u64, fin_seq: SeqNumber) {
         if self.fin_rcvd {
             // A retransmitted FIN: ACK it; in TIME-WAIT restart 2·MSL.
@@ -1815,7 +1881,7 @@ impl<C: CongestionControl> Connection<C> {
     /// skip `poll_transmit` and call [`Connection::skip_transmit`] instead,
     /// which leaves the connection exactly as the empty `poll_transmit`
     /// would (property-tested in `tests/tcp/prop.rs`).
-    #[inline]
+    #[cfg_attr(lazynet_pin, inline(always))]
     pub fn wants_output(&self, now: u64) -> bool {
         if self.rst_out.is_some()
             || self.ack_now
@@ -1859,7 +1925,7 @@ impl<C: CongestionControl> Connection<C> {
     /// `None`: re-arms the timers for the current state (e.g. the persist
     /// timer after `send` into a zero window). Call it instead of
     /// `poll_transmit` when [`Connection::wants_output`] is `false`.
-    #[inline]
+    #[cfg_attr(lazynet_pin, inline(always))]
     pub fn skip_transmit(&mut self, now: u64) {
         self.update_timers(now);
     }
@@ -1886,7 +1952,7 @@ impl<C: CongestionControl> Connection<C> {
         self.poll_transmit_inner(now, payload, true)
     }
 
-    #[inline(always)]
+    #[cfg_attr(lazynet_pin, inline(always))]
     fn poll_transmit_inner(
         &mut self,
         now: u64,
@@ -1918,6 +1984,7 @@ impl<C: CongestionControl> Connection<C> {
         r
     }
 
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
     fn emit_syn(&mut self, now: u64) -> TcpRepr {
         let synack = self.state == State::SynReceived;
         if self.snd_max != self.iss {
@@ -1967,6 +2034,180 @@ impl<C: CongestionControl> Connection<C> {
         r
     }
 
+    /// What to send next at SND.NXT outside recovery: new data within the
+    /// usable window, Nagle and SWS avoidance applied, or a zero-window
+    /// probe. `sack` is (cwnd − pipe, NextSeg) in SACK recovery.
+    #[cfg_attr(lazynet_pin, inline(always))]
+    fn pick_new(
+        &mut self,
+        start: SeqNumber,
+        buffered: usize,
+        cap: usize,
+        sack: Option<(u32, NextSeg)>,
+    ) -> Pick {
+        let mss = self.eff_mss as usize;
+        let seq = self.snd_nxt;
+        let off = seq.diff(start).max(0) as usize;
+        let unsent = buffered.saturating_sub(off);
+        let flight = seq.diff(self.snd_una).max(0) as u32;
+        let usable = match sack {
+            // RFC 6675 NextSeg rule 2: new data within cwnd − pipe.
+            Some((room, NextSeg::NewData)) => {
+                room.min(self.snd_wnd.saturating_sub(flight)) as usize
+            }
+            Some(_) => 0,
+            None => self.usable_window().saturating_sub(flight) as usize,
+        };
+        let mut len = unsent.min(usable).min(mss);
+        let mut probe = false;
+        if len == 0 && unsent > 0 && self.probe_now && self.snd_wnd == 0 {
+            // RFC 9293 §3.8.6.1: zero-window probe of one byte.
+            len = 1.min(cap);
+            probe = true;
+        }
+        if len > 0 && len < mss && !probe {
+            // Nagle (RFC 9293 §3.7.4) and sender SWS avoidance
+            // (§3.8.6.2.1): send a short segment only if it empties the
+            // buffer and nothing is in flight (or no-delay), or it is at
+            // least half the largest window the peer offered.
+            // With nothing in flight, a window-limited short segment
+            // goes anyway: no ACK could otherwise open the window (the
+            // role of §3.8.6.2.1's override timeout).
+            let all = len == unsent;
+            let ok = (all && (self.cfg.nodelay || flight == 0))
+                || (self.max_snd_wnd > 0 && len as u32 >= self.max_snd_wnd / 2)
+                || (flight == 0 && len == usable);
+            if !ok {
+                len = 0;
+            }
+        }
+        // The caller's buffer limits the segment, not the decision.
+        len = len.min(cap);
+        let fin = self.fin_queued
+            && !self.fin_was_acked
+            && off + len == buffered
+            && seq.diff(self.fin_seq()) <= 0;
+        Pick {
+            seq,
+            len,
+            fin,
+            is_rexmit: (len > 0 || fin) && seq_lt(seq, self.snd_max),
+            probe,
+            sack_next: sack.map_or(NextSeg::Nothing, |s| s.1),
+            sack_recovery: sack.is_some(),
+        }
+    }
+
+    /// What to send in loss recovery: the fast retransmission or NewReno
+    /// partial-ACK resend at SND.UNA, or (RFC 6675 §5 (C)) what NextSeg
+    /// chooses while cwnd − pipe >= 1 SMSS.
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
+    fn pick_in_recovery(&mut self, start: SeqNumber, buffered: usize, cap: usize) -> Pick {
+        let mss = self.eff_mss as usize;
+        let sack_recovery = self.in_recovery && self.sack_ok;
+        let fin_at = |c: &Self, seq: SeqNumber, len: usize| {
+            c.fin_queued && seq + len as u32 == c.fin_seq() && c.snd_max.diff(c.fin_seq()) > 0
+        };
+        if self.rexmit_one {
+            // Fast retransmit / NewReno partial ACK: resend at SND.UNA
+            // (RFC 6675 step 4.3: not into SACKed data).
+            self.rexmit_one = false;
+            let seq = self.snd_una;
+            let off = seq.diff(start).max(0) as usize;
+            let mut max = mss;
+            if let (true, Some(l)) = (sack_recovery, self.sb.first_start()) {
+                max = max.min(l.diff(seq).max(0) as usize);
+            }
+            let len = max.min(buffered.saturating_sub(off)).min(cap);
+            return Pick::resend(
+                seq,
+                len,
+                fin_at(self, seq, len),
+                NextSeg::Nothing,
+                sack_recovery,
+            );
+        }
+        // `sack_recovery` holds here. `room` is cwnd − pipe.
+        let room =
+            self.cc
+                .window()
+                .saturating_sub(self.sb.pipe(self.snd_una, self.snd_max, self.eff_mss));
+        let mut next = NextSeg::Nothing;
+        if room >= self.eff_mss {
+            let flight = self.snd_nxt.diff(self.snd_una).max(0) as u32;
+            let new_ok = self.has_unsent() && self.snd_wnd > flight;
+            next = self
+                .sb
+                .next_seg(self.snd_una, self.snd_max, self.eff_mss, new_ok);
+        }
+        if let NextSeg::Retransmit { seq, len: l, .. } | NextSeg::Rescue { seq, len: l } = next {
+            // RFC 6675 NextSeg rules 1, 3, 4: a hole below SND.MAX.
+            let off = seq.diff(start).max(0) as usize;
+            let len = (l as usize).min(buffered.saturating_sub(off)).min(cap);
+            return Pick::resend(seq, len, fin_at(self, seq, len), next, true);
+        }
+        self.pick_new(start, buffered, cap, Some((room, next)))
+    }
+
+    /// RFC 9293 §3.8.4: a keep-alive carries SEG.SEQ = SND.NXT - 1 and no
+    /// data, which the peer must answer with an ACK.
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
+    fn emit_keepalive(&mut self, now: u64) -> (TcpRepr, u32) {
+        let window = self.advertise_window();
+        let r = TcpRepr {
+            seq: self.snd_una - 1,
+            ack: self.rcv_nxt,
+            flags: TcpFlags::ACK,
+            window,
+            timestamps: self.ts_enabled.then(|| Timestamps {
+                tsval: self.ts_now(now),
+                tsecr: self.ts_recent,
+            }),
+            ..self.repr_base()
+        };
+        self.counters.keepalives += 1;
+        self.ack_now = false;
+        self.ack_deadline = None;
+        self.last_ack_sent = self.rcv_nxt;
+        (r, 0)
+    }
+
+    /// RFC 2018 §4: the SACK blocks of the out-of-order queue, most recent
+    /// first; 3 fit with timestamps.
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
+    fn sack_blocks(&self) -> SackBlocks {
+        let max = if self.ts_enabled { 3 } else { 4 };
+        let mut blocks = [(SeqNumber(0), SeqNumber(0)); MAX_INTERVALS];
+        let k = self.ooo.by_recency(max, &mut blocks);
+        SackBlocks::new(&blocks[..k]).unwrap_or(SackBlocks::EMPTY)
+    }
+
+    /// The bookkeeping of a retransmission ending at `end`.
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
+    fn note_retransmit(&mut self, p: &Pick, end: SeqNumber) {
+        if p.sack_recovery {
+            // RFC 6675 (C.2) and step 4.3: HighRxt (and the first
+            // time RescueRxt); rule 4 sets RescueRxt = RecoveryPoint
+            // and leaves HighRxt alone.
+            match p.sack_next {
+                NextSeg::Rescue { .. } => {
+                    self.sb.rescued(self.recover);
+                    self.counters.sack_retransmits += 1;
+                }
+                NextSeg::Retransmit { .. } => {
+                    self.sb.retransmitted(end);
+                    self.counters.sack_retransmits += 1;
+                }
+                _ => self.sb.retransmitted(end),
+            }
+        }
+        self.counters.retransmits += 1;
+        if self.rtt_timing.is_some_and(|(e, _)| seq_lt(p.seq, e)) {
+            self.rtt_timing = None;
+        }
+    }
+
+    #[cfg_attr(lazynet_pin, inline(always))]
     fn emit_data(
         &mut self,
         now: u64,
@@ -1981,147 +2222,37 @@ impl<C: CongestionControl> Connection<C> {
                 | State::Closing
                 | State::LastAck
         ) && self.syn_acked;
-        let mss = self.eff_mss as usize;
         let start = self.data_start();
         let buffered = self.tx.len();
-        let mut seq = self.snd_nxt;
-        let mut len = 0usize;
-        let mut fin = false;
-        let mut is_rexmit = false;
-        let mut probe = false;
-        // RFC 6675 §5 (C): in SACK recovery, send only while cwnd − pipe
-        // >= 1 SMSS, choosing what by NextSeg. `sack_room` is cwnd − pipe.
-        let sack_recovery = can_send && self.in_recovery && self.sack_ok;
-        let mut sack_room = None;
-        let mut sack_next = NextSeg::Nothing;
-        if sack_recovery && !self.rexmit_one {
-            let room = self.cc.window().saturating_sub(self.sb.pipe(
-                self.snd_una,
-                self.snd_max,
-                self.eff_mss,
-            ));
-            sack_room = Some(room);
-            if room >= self.eff_mss {
-                let flight = self.snd_nxt.diff(self.snd_una).max(0) as u32;
-                let new_ok = self.has_unsent() && self.snd_wnd > flight;
-                sack_next = self
-                    .sb
-                    .next_seg(self.snd_una, self.snd_max, self.eff_mss, new_ok);
-            }
-        }
-        if can_send && self.rexmit_one {
-            // Fast retransmit / NewReno partial ACK: resend at SND.UNA
-            // (RFC 6675 step 4.3: not into SACKed data).
-            self.rexmit_one = false;
-            seq = self.snd_una;
-            let off = seq.diff(start).max(0) as usize;
-            let mut max = mss;
-            if let (true, Some(l)) = (sack_recovery, self.sb.first_start()) {
-                max = max.min(l.diff(seq).max(0) as usize);
-            }
-            len = max.min(buffered.saturating_sub(off)).min(payload.len());
-            fin = self.fin_queued
-                && seq + len as u32 == self.fin_seq()
-                && self.snd_max.diff(self.fin_seq()) > 0;
-            is_rexmit = len > 0 || fin;
-        } else if let NextSeg::Retransmit { seq: s, len: l, .. }
-        | NextSeg::Rescue { seq: s, len: l } = sack_next
-        {
-            // RFC 6675 NextSeg rules 1, 3, 4: a hole below SND.MAX.
-            seq = s;
-            let off = seq.diff(start).max(0) as usize;
-            len = (l as usize)
-                .min(buffered.saturating_sub(off))
-                .min(payload.len());
-            fin = self.fin_queued
-                && seq + len as u32 == self.fin_seq()
-                && self.snd_max.diff(self.fin_seq()) > 0;
-            is_rexmit = len > 0 || fin;
-        } else if can_send {
-            let off = self.snd_nxt.diff(start).max(0) as usize;
-            let unsent = buffered.saturating_sub(off);
-            let flight = self.snd_nxt.diff(self.snd_una).max(0) as u32;
-            let usable = match sack_room {
-                // RFC 6675 NextSeg rule 2: new data within cwnd − pipe.
-                Some(room) if sack_next == NextSeg::NewData => {
-                    room.min(self.snd_wnd.saturating_sub(flight)) as usize
-                }
-                Some(_) => 0,
-                None => {
-                    let win = self.usable_window();
-                    win.saturating_sub(flight) as usize
-                }
-            };
-            len = unsent.min(usable).min(mss);
-            if len == 0 && unsent > 0 && self.probe_now && self.snd_wnd == 0 {
-                // RFC 9293 §3.8.6.1: zero-window probe of one byte.
-                len = 1.min(payload.len());
-                probe = true;
-            }
-            if len > 0 && len < mss && !probe {
-                // Nagle (RFC 9293 §3.7.4) and sender SWS avoidance
-                // (§3.8.6.2.1): send a short segment only if it empties the
-                // buffer and nothing is in flight (or no-delay), or it is at
-                // least half the largest window the peer offered.
-                // With nothing in flight, a window-limited short segment
-                // goes anyway: no ACK could otherwise open the window (the
-                // role of §3.8.6.2.1's override timeout).
-                let all = len == unsent;
-                let ok = (all && (self.cfg.nodelay || flight == 0))
-                    || (self.max_snd_wnd > 0 && len as u32 >= self.max_snd_wnd / 2)
-                    || (flight == 0 && len == usable);
-                if !ok {
-                    len = 0;
-                }
-            }
-            // The caller's buffer limits the segment, not the decision.
-            len = len.min(payload.len());
-            fin = self.fin_queued
-                && !self.fin_was_acked
-                && off + len == buffered
-                && self.snd_nxt.diff(self.fin_seq()) <= 0;
-            is_rexmit = (len > 0 || fin) && seq_lt(seq, self.snd_max);
-        }
-        if probe {
+        let p = if !can_send {
+            Pick::nothing(self.snd_nxt)
+        } else if self.rexmit_one || (self.in_recovery && self.sack_ok) {
+            self.pick_in_recovery(start, buffered, payload.len())
+        } else {
+            self.pick_new(start, buffered, payload.len(), None)
+        };
+        if p.probe {
             self.probe_now = false;
             self.counters.window_probes += 1;
         }
         if self.ka_now {
             self.ka_now = false;
-            if len == 0 && !fin {
-                // RFC 9293 §3.8.4: a keep-alive carries SEG.SEQ = SND.NXT - 1
-                // and no data, which the peer must answer with an ACK.
-                let window = self.advertise_window();
-                let r = TcpRepr {
-                    seq: self.snd_una - 1,
-                    ack: self.rcv_nxt,
-                    flags: TcpFlags::ACK,
-                    window,
-                    timestamps: self.ts_enabled.then(|| Timestamps {
-                        tsval: self.ts_now(now),
-                        tsecr: self.ts_recent,
-                    }),
-                    ..self.repr_base()
-                };
-                self.counters.keepalives += 1;
-                self.ack_now = false;
-                self.ack_deadline = None;
-                self.last_ack_sent = self.rcv_nxt;
-                return Some((r, 0));
+            if p.len == 0 && !p.fin {
+                return Some(self.emit_keepalive(now));
             }
         }
-        if len == 0 && !fin && !self.ack_now {
+        let (mut seq, fin) = (p.seq, p.fin);
+        if p.len == 0 && !fin && !self.ack_now {
             return None;
         }
         let off = seq.diff(start).max(0) as usize;
-        let (n, payload_sum) = if len == 0 {
+        let (len, payload_sum) = if p.len == 0 {
             (0, 0)
         } else if want_sum {
-            self.tx.peek_with_sum(off, &mut payload[..len], 0)
+            self.tx.peek_with_sum(off, &mut payload[..p.len], 0)
         } else {
-            (self.tx.peek(off, &mut payload[..len]), 0)
+            (self.tx.peek(off, &mut payload[..p.len]), 0)
         };
-        len = n;
         if len == 0 && !fin {
             // Not the rewound SND.NXT: after an RTO a lower number could
             // fall left of the peer's window, be unacceptable, and its ACK
@@ -2152,36 +2283,13 @@ impl<C: CongestionControl> Connection<C> {
             });
         }
         if self.sack_ok && !self.ooo.is_empty() {
-            // RFC 2018 §4: most recent block first; 3 fit with timestamps.
-            let max = if self.ts_enabled { 3 } else { 4 };
-            let mut blocks = [(SeqNumber(0), SeqNumber(0)); MAX_INTERVALS];
-            let k = self.ooo.by_recency(max, &mut blocks);
-            r.sack = SackBlocks::new(&blocks[..k]).unwrap_or(SackBlocks::EMPTY);
+            r.sack = self.sack_blocks();
         }
         // Sequence bookkeeping.
         let end = seq + len as u32 + u32::from(fin);
         if len > 0 || fin {
-            if is_rexmit && sack_recovery {
-                // RFC 6675 (C.2) and step 4.3: HighRxt (and the first
-                // time RescueRxt); rule 4 sets RescueRxt = RecoveryPoint
-                // and leaves HighRxt alone.
-                match sack_next {
-                    NextSeg::Rescue { .. } => {
-                        self.sb.rescued(self.recover);
-                        self.counters.sack_retransmits += 1;
-                    }
-                    NextSeg::Retransmit { .. } => {
-                        self.sb.retransmitted(end);
-                        self.counters.sack_retransmits += 1;
-                    }
-                    _ => self.sb.retransmitted(end),
-                }
-            }
-            if is_rexmit {
-                self.counters.retransmits += 1;
-                if self.rtt_timing.is_some_and(|(e, _)| seq_lt(seq, e)) {
-                    self.rtt_timing = None;
-                }
+            if p.is_rexmit {
+                self.note_retransmit(&p, end);
             } else if self.rtt_timing.is_none() && !self.ts_enabled {
                 self.rtt_timing = Some((end, now));
             }

@@ -86,7 +86,7 @@ impl<C: CongestionControl> Connection<C> {
 
     /// Header prediction for `seg` carrying `len` bytes of text (see the
     /// module docs).
-    #[inline]
+    #[cfg_attr(lazynet_pin, inline(always))]
     fn predicted(&self, seg: &TcpRepr, len: usize) -> bool {
         let acked = seg.ack.diff(self.snd_una);
         // Most discriminating and cheapest tests first.
@@ -118,7 +118,7 @@ impl<C: CongestionControl> Connection<C> {
     }
 
     /// What every predicted segment does besides queueing its text.
-    #[inline]
+    #[cfg_attr(lazynet_pin, inline(always))]
     fn fast_common(&mut self, now: u64, seg: &TcpRepr) {
         let acked = seg.ack.diff(self.snd_una);
         self.counters.fast_path += 1;
@@ -239,7 +239,7 @@ impl<C: CongestionControl> Connection<C> {
 
     /// New data acked outside recovery: the `ack > SND.UNA` branch of
     /// `process_ack` with its rare cases predicted away.
-    #[inline]
+    #[cfg_attr(lazynet_pin, inline(always))]
     fn fast_ack(&mut self, now: u64, seg: &TcpRepr, acked: u32) {
         let ack = seg.ack;
         self.tx.consume(acked as usize);
@@ -267,7 +267,7 @@ impl<C: CongestionControl> Connection<C> {
 
     /// In-order text that fits: the `off == 0` branch of `process_data`
     /// without the out-of-order queue (predicted empty).
-    #[inline]
+    #[cfg_attr(lazynet_pin, inline(always))]
     fn fast_data(&mut self, now: u64, payload: &[u8]) {
         self.rcv_mss = self
             .rcv_mss

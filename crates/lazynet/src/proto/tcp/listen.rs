@@ -693,6 +693,7 @@ impl Listener {
     /// from a checksum-verified segment; `payload` is its data). Replies
     /// come out of [`Listener::poll_transmit`]. Work: one index lookup and
     /// at most one `Connection::handle_segment`.
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
     pub fn handle_segment(
         &mut self,
         now: u64,

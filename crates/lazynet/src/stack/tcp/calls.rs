@@ -17,6 +17,7 @@ use crate::nic::Nic;
 use crate::proto::tcp::{Config, ConnError, Connection, ListenConfig, Listener, State, TwKey};
 use crate::stack::{SocketError, Stack, StackDrop, MAX_BATCH};
 
+#[cfg_attr(lazynet_outline, cold, inline(never))]
 fn conn_error(e: ConnError) -> SocketError {
     match e {
         ConnError::Refused => SocketError::ConnectionRefused,
@@ -263,6 +264,7 @@ impl<N: Nic> Stack<N> {
     /// where it can (direct placement). Once `buf` is full, segments
     /// still queued wait for the next read or for the connection's
     /// protocol handler ([`Stack::tcp_service`]).
+    #[cfg_attr(lazynet_pin, inline(always))]
     pub(crate) fn tcp_recv(
         &mut self,
         h: TcpHandle,
@@ -321,6 +323,7 @@ impl<N: Nic> Stack<N> {
     }
 
     /// The body of `TcpConn::send`.
+    #[cfg_attr(lazynet_pin, inline(always))]
     pub(crate) fn tcp_send(
         &mut self,
         h: TcpHandle,

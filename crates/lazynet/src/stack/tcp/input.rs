@@ -41,7 +41,7 @@ pub const RX_AHEAD: usize = 2;
 /// Takes the oldest frame of channel `c` and asks the CPU to fetch the
 /// frame [`RX_AHEAD`] behind it (a hint; see [`BufArea::prefetch_read`]).
 /// With `first` (a loop's first pop), the frames between too.
-#[inline(always)]
+#[cfg_attr(lazynet_pin, inline(always))]
 pub(in crate::stack) fn pop_ahead(
     demux: &mut Classifier,
     bufs: &BufArea,
@@ -73,7 +73,7 @@ pub(in crate::stack) struct Seg {
 
 /// IP header checksum, TCP checksum over the pseudo-header (RFC 9293
 /// §3.1), header and options — the receiver's lazy work for one segment.
-#[inline]
+#[cfg_attr(lazynet_pin, inline(always))]
 pub(in crate::stack) fn parse_tcp_frame(frame: &[u8]) -> Result<Seg, StackDrop> {
     let ip = checked_ipv4(frame)?;
     let (src, dst) = (ip.src(), ip.dst());
@@ -99,6 +99,7 @@ pub(in crate::stack) fn parse_tcp_frame(frame: &[u8]) -> Result<Seg, StackDrop> 
 impl<N: Nic> Stack<N> {
     /// Processes at most `max` queued segments of connection `idx` (LRP:
     /// in the context of whoever calls). Returns the frames consumed.
+    #[cfg_attr(lazynet_pin, inline(always))]
     pub(in crate::stack) fn conn_input(&mut self, idx: u32, now: u64, max: usize) -> usize {
         let mut done = 0;
         while done < max {
@@ -127,6 +128,7 @@ impl<N: Nic> Stack<N> {
 
     /// [`Stack::conn_input_frame`] for a frame already parsed (and its
     /// checksums verified) by the caller.
+    #[cfg_attr(lazynet_pin, inline(always))]
     pub(in crate::stack) fn conn_input_parsed(
         &mut self,
         idx: u32,
@@ -177,6 +179,7 @@ impl<N: Nic> Stack<N> {
     /// reads a stalled-by-SYN-queue listener's channel anyway so that
     /// handshakes in progress complete). Segments of connections accepted
     /// since they were queued move to those connections' channels.
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
     pub(in crate::stack) fn listen_input(
         &mut self,
         idx: u32,
@@ -249,6 +252,7 @@ impl<N: Nic> Stack<N> {
     /// here and gets a RST with exactly that number (§3.10.7.1), which the
     /// peer accepts. So a killed application's connections are reset
     /// within a round trip, as a killed Linux process's are.
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
     pub(crate) fn tcp_probe_dead(&mut self, local: SocketAddrV4, remote: SocketAddrV4, now: u64) {
         use crate::wire::tcp::SeqNumber;
         use crate::wire::tcp::TcpFlags;
@@ -271,6 +275,7 @@ impl<N: Nic> Stack<N> {
 
     /// A segment to no connection and no listener (RFC 9293 §3.10.7.1,
     /// CLOSED): RST unless it is a RST, rate limited.
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
     pub(in crate::stack) fn tcp_no_socket(&mut self, d: Desc, now: u64) {
         let Some(frame) = self.iface.nic.buffers().frame(d) else {
             // Not a buffer we can name: nothing to release either.
@@ -318,6 +323,7 @@ impl<N: Nic> Stack<N> {
     }
 
     /// Sends the ACK the TIME-WAIT table asked for, if any.
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
     fn tw_reply(&mut self, key: &TwKey, a: TwAction, now: u64) {
         if let TwAction::SendAck(r) = a {
             let Some(b) = self.iface.take_tx_buf() else {

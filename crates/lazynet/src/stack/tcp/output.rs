@@ -46,7 +46,7 @@ impl<N: Nic> Iface<N> {
     /// when it stopped early), at once rather than with the batch of
     /// released frames, so that the output that follows can take them as
     /// the slow path would.
-    #[cold]
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
     fn release_ahead(&mut self, ahead: &mut Ahead) {
         while let Some(b) = ahead.pop() {
             self.nic.release(&[Desc::new(b, 0)]);
@@ -60,6 +60,7 @@ impl<N: Nic> Iface<N> {
     /// TCP checksum then reads only the header. `batched`: the frame goes
     /// onto `Iface::batch`, which the caller sends (`send_batch`) before it
     /// returns; otherwise it is handed to the NIC at once.
+    #[cfg_attr(lazynet_pin, inline(always))]
     #[allow(clippy::too_many_arguments)]
     pub(in crate::stack) fn tcp_emit(
         &mut self,
@@ -156,6 +157,7 @@ impl<N: Nic> Iface<N> {
     /// Sends what `conn` has to send: at most [`MAX_TX_PER_CALL`] segments.
     /// Returns the segments handed on, and whether it stopped for want of a
     /// transmit buffer with output still pending (the caller retries soon).
+    #[cfg_attr(lazynet_pin, inline(always))]
     pub(in crate::stack) fn conn_output(
         &mut self,
         conn: &mut Connection,
@@ -367,6 +369,7 @@ impl<N: Nic> Iface<N> {
     /// Hands the batched segments to the NIC in one call (one ring
     /// publication instead of one per segment); those it refuses are
     /// dropped and counted like a refused single frame.
+    #[cfg_attr(lazynet_pin, inline(always))]
     pub(in crate::stack) fn send_batch(&mut self) {
         let n = self.batch.n;
         if n == 0 {

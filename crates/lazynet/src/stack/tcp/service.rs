@@ -28,6 +28,7 @@ const TX_RETRY_NS: u64 = 1_000_000;
 impl<N: Nic> Stack<N> {
     /// After input, a timer or an application call on connection `idx`:
     /// send, re-arm its timer, note an event, free it if it is finished.
+    #[cfg_attr(lazynet_pin, inline(always))]
     pub(in crate::stack) fn conn_after(&mut self, idx: u32, now: u64, event: bool) {
         let Some(Some(s)) = self.tcp.conns.get_mut(idx as usize) else {
             return;
