@@ -75,13 +75,18 @@ fn callgrind(args: &[String]) -> anyhow::Result<u64> {
     }
     let text = std::fs::read_to_string(&out)?;
     let _ = std::fs::remove_dir_all(&dir);
+    callgrind_total(&text).context("no summary line in callgrind's output")
+}
+
+/// The instruction count of a callgrind output file's `summary:` (or
+/// `totals:`) line.
+pub(crate) fn callgrind_total(text: &str) -> Option<u64> {
     text.lines()
         .find_map(|l| {
             l.strip_prefix("summary:")
                 .or_else(|| l.strip_prefix("totals:"))
         })
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .context("no summary line in callgrind's output")
 }
 
 /// Measures every series and writes `tcp-instructions.{csv,txt,png}`.

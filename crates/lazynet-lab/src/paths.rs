@@ -298,11 +298,6 @@ fn parse_callgrind(text: &str, exe: &str) -> anyhow::Result<Profile> {
             if let Some(c) = callee.as_mut() {
                 c.1 = n;
             }
-        } else if let Some(v) = line
-            .strip_prefix("summary:")
-            .or_else(|| line.strip_prefix("totals:"))
-        {
-            p.total = v.split_whitespace().next().unwrap_or("0").parse()?;
         } else if line.starts_with("0x") {
             let mut it = line.split_whitespace();
             let addr =
@@ -327,7 +322,8 @@ fn parse_callgrind(text: &str, exe: &str) -> anyhow::Result<Profile> {
             }
         }
     }
-    ensure!(p.total > 0, "no totals in callgrind's output");
+    p.total =
+        crate::instructions::callgrind_total(text).context("no totals in callgrind's output")?;
     Ok(p)
 }
 
@@ -768,26 +764,18 @@ fn segment_cost(
     log: &mut String,
 ) -> anyhow::Result<f64> {
     let out = tmp.join(format!("callgrind.seg.{kind}"));
-    let mut c = Command::new("valgrind");
-    c.arg("--tool=callgrind")
-        .arg(format!("--callgrind-out-file={}", out.display()))
-        .args([
-            "--collect-atstart=no",
-            &format!("--toggle-collect=*feed_{kind}*"),
-        ])
-        .arg(seg)
-        .args([kind, "on", &n.to_string()]);
+    let toggle = format!("--toggle-collect=*feed_{kind}*");
+    let mut c = callgrind_cmd(
+        seg,
+        &out,
+        &["--collect-atstart=no", &toggle],
+        &[kind.to_string(), "on".to_string(), n.to_string()],
+    );
     run(&mut c, log)?;
     let text = std::fs::read_to_string(&out)?;
     let _ = std::fs::remove_file(&out);
-    let ir: u64 = text
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("summary:")
-                .or_else(|| l.strip_prefix("totals:"))
-        })
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .context("no totals in callgrind's output")?;
+    let ir =
+        crate::instructions::callgrind_total(&text).context("no totals in callgrind's output")?;
     Ok(ir as f64 / n as f64)
 }
 
@@ -1001,21 +989,18 @@ pub fn exp(o: &Opts) -> anyhow::Result<()> {
     let cache_n = (o.round_trips / 2).max(500);
     for (name, b, stack) in &series {
         eprintln!("paths: counting {name}");
-        let what = VARIANTS
-            .iter()
-            .find(|v| v.name == *name)
-            .map_or("smoltcp 0.14 in the same harness", |v| v.what);
-        let s = match (
-            stack,
-            chosen.iter().find(|v| v.name == *name).map(|v| v.build),
-        ) {
-            (&"lazynet", Some(Build::Code(c))) => code_steady.remove(c).map_or_else(
-                || profile_pair(&b.lab, stack, cg_n, &tmp, &mut log).map(|p| steady(&p, cg_n)),
-                Ok,
-            )?,
-            _ => steady(&profile_pair(&b.lab, stack, cg_n, &tmp, &mut log)?, cg_n),
-        };
+        let variant = VARIANTS.iter().find(|v| v.name == *name);
+        let what = variant.map_or("smoltcp 0.14 in the same harness", |v| v.what);
         let lazy = *stack == "lazynet";
+        // A code variant's profile was taken already, for the link orders.
+        let code = match variant.map(|v| v.build) {
+            Some(Build::Code(c)) if lazy => code_steady.remove(c),
+            _ => None,
+        };
+        let s = match code {
+            Some(s) => s,
+            None => steady(&profile_pair(&b.lab, stack, cg_n, &tmp, &mut log)?, cg_n),
+        };
         let mut r = Row {
             name: name.to_string(),
             what: what.to_string(),

@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::tap::{arp_round_trip, TapLike};
 use crate::util::Down;
 use lazynet::mem::Desc;
-use lazynet::nic::netns::{Link, PeerNs, PeerNsConfig};
+use lazynet::nic::netns::{Link, Ownership, PeerNs, PeerNsConfig};
 use lazynet::nic::xdp::{XdpConfig, XdpNic};
 use lazynet::nic::Nic;
 
@@ -17,10 +17,23 @@ impl TapLike for XdpNic {
     }
 }
 
-fn veth(subnet: u8) -> (PeerNs, PeerNsConfig) {
+/// A veth pair in a fresh namespace for 10.201.`subnet`.0/24 and an
+/// AF_XDP socket for 10.201.`subnet`.2 on our end. Bind the namespace's
+/// guard first: it is dropped last, after the socket.
+fn xdp_on(subnet: u8, buf_count: u32, ring_size: u32) -> (Down, PeerNsConfig, XdpNic, Ownership) {
     let mut cfg = PeerNsConfig::unique(subnet);
     cfg.link = Link::Veth;
-    (PeerNs::new(cfg.clone()), cfg)
+    let peer = PeerNs::new(cfg.clone());
+    let down = Down(peer.clone());
+    let (nic, own) = peer
+        .attach_or_create_xdp(&XdpConfig {
+            addr: format!("10.201.{subnet}.2").parse().unwrap(),
+            buf_count,
+            ring_size,
+            ..XdpConfig::default()
+        })
+        .expect("veth and AF_XDP socket");
+    (down, cfg, nic, own)
 }
 
 /// ARP for lazynet's address reaches the socket; a ping to another address
@@ -30,16 +43,7 @@ fn xdp_steers_our_address_and_passes_the_rest_to_the_kernel() {
     if !lazynet::sys::root_or_skip() {
         return;
     }
-    let (peer, cfg) = veth(21);
-    let _down = Down(peer.clone());
-    let (mut nic, _own) = peer
-        .attach_or_create_xdp(&XdpConfig {
-            addr: "10.201.21.2".parse().unwrap(),
-            buf_count: 512,
-            ring_size: 128,
-            ..XdpConfig::default()
-        })
-        .expect("veth and AF_XDP socket");
+    let (_down, cfg, mut nic, _own) = xdp_on(21, 512, 128);
     // ARP: the reply is for 10.201.21.2 and comes to us.
     let kernel_mac = arp_round_trip(&mut nic, 21);
     assert_ne!(kernel_mac, [0; 6]);
@@ -78,16 +82,7 @@ fn xdp_nic_rejects_bad_descriptors_without_panicking() {
     if !lazynet::sys::root_or_skip() {
         return;
     }
-    let (peer, _) = veth(22);
-    let _down = Down(peer.clone());
-    let (mut nic, _own) = peer
-        .attach_or_create_xdp(&XdpConfig {
-            addr: "10.201.22.2".parse().unwrap(),
-            buf_count: 256,
-            ring_size: 64,
-            ..XdpConfig::default()
-        })
-        .expect("veth and AF_XDP socket");
+    let (_down, _cfg, mut nic, _own) = xdp_on(22, 256, 64);
     let free = nic.free_buffers();
     // Out of the area, or past the end of a buffer: refused, nothing sent.
     for bad in [

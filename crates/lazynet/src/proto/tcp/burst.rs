@@ -38,7 +38,7 @@
 //! not touch:** frames: the stack builds them from the plan.
 
 use super::{CongestionControl, Connection, State};
-use crate::wire::tcp::{SeqNumber, TcpFlags, TcpRepr, Timestamps};
+use crate::wire::tcp::{SeqNumber, TcpFlags, TcpRepr};
 
 /// A planned burst: `count` full-sized segments of new data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -133,10 +133,7 @@ impl<C: CongestionControl> Connection<C> {
             flags: TcpFlags::ACK,
             window,
             payload_len: mss,
-            timestamps: self.ts_enabled.then(|| Timestamps {
-                tsval: self.ts_now(now),
-                tsecr: self.ts_recent,
-            }),
+            timestamps: self.timestamps(now),
             ..self.repr_base()
         };
         Some(Burst {

@@ -1098,6 +1098,15 @@ impl<C: CongestionControl> Connection<C> {
         ((now / MS) as u32).wrapping_add(self.cfg.ts_offset)
     }
 
+    /// The timestamps option of a segment sent at `now` (RFC 7323 §3.2),
+    /// if the connection uses timestamps.
+    pub(super) fn timestamps(&self, now: u64) -> Option<Timestamps> {
+        self.ts_enabled.then(|| Timestamps {
+            tsval: self.ts_now(now),
+            tsecr: self.ts_recent,
+        })
+    }
+
     /// The largest window the buffer allows (scaled units not applied).
     fn window_possible(&self) -> u32 {
         let cap = 65535u32 << self.rcv_wscale;
@@ -2008,12 +2017,7 @@ impl<C: CongestionControl> Connection<C> {
                 r.window_scale = Some(self.our_wscale);
             }
             r.sack_permitted = self.sack_ok;
-            if self.ts_enabled {
-                r.timestamps = Some(Timestamps {
-                    tsval: self.ts_now(now),
-                    tsecr: self.ts_recent,
-                });
-            }
+            r.timestamps = self.timestamps(now);
             self.rcv_adv = self.rcv_nxt + u32::from(r.window);
             self.last_ack_sent = self.rcv_nxt;
             self.ack_now = false;
@@ -2159,10 +2163,7 @@ impl<C: CongestionControl> Connection<C> {
             ack: self.rcv_nxt,
             flags: TcpFlags::ACK,
             window,
-            timestamps: self.ts_enabled.then(|| Timestamps {
-                tsval: self.ts_now(now),
-                tsecr: self.ts_recent,
-            }),
+            timestamps: self.timestamps(now),
             ..self.repr_base()
         };
         self.counters.keepalives += 1;
@@ -2276,12 +2277,7 @@ impl<C: CongestionControl> Connection<C> {
             payload_len: len,
             ..self.repr_base()
         };
-        if self.ts_enabled {
-            r.timestamps = Some(Timestamps {
-                tsval: self.ts_now(now),
-                tsecr: self.ts_recent,
-            });
-        }
+        r.timestamps = self.timestamps(now);
         if self.sack_ok && !self.ooo.is_empty() {
             r.sack = self.sack_blocks();
         }
