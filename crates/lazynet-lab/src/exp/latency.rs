@@ -24,8 +24,11 @@
 //! **Goals.** Full runs report, met or missed: the LRP modes' p99 at the
 //! highest blast within 1.2× of unloaded, eager's not. Quick runs (CI on a
 //! busy 2-core VM) check the shape with wide margins, each side on the
-//! percentile that shows it: ni-lrp's p50 within 5× (a busy machine moves
-//! an unloaded p99 by orders of magnitude, a p50 hardly); eager's p99
+//! percentile that shows it: ni-lrp loses no ping and its p50 stays within
+//! 10× (a busy machine moves an unloaded p99 by orders of magnitude, a p50
+//! hardly; the blast and engine steps that share the ping's loop add a
+//! fixed 1–4 µs to a 0.7 µs round trip, which read 6.4× once in CI, while
+//! a collapse costs lost pings counted at 20 ms); eager's p99
 //! beyond 5× (unless the blast stayed below 1 Mpps and eager held: then
 //! the machine was too busy to judge, and it says so). Eager's collapse is
 //! lost pings (each recorded as the timeout), which p99 shows once 1% are
@@ -464,7 +467,7 @@ pub fn run(opts: &ExpOpts) -> anyhow::Result<()> {
     }
     // Goals (full run): LRP's p99 at the top within 1.2× of unloaded,
     // eager's not. Quick runs check the shape with wide margins (module
-    // docs): ni-lrp's p50 within 5×; eager's p99, where its lost pings
+    // docs): ni-lrp loses no ping and its p50 stays within 10×; eager's p99, where its lost pings
     // show, beyond 5× if the blast reached a rate that can hurt it (1 Mpps;
     // else reported as unchecked). soft-lrp is reported, not checked, in
     // quick runs: beyond its receive budget (RxBudget) a ping waits behind
@@ -472,8 +475,14 @@ pub fn run(opts: &ExpOpts) -> anyhow::Result<()> {
     if quick {
         if let Some((_, r50, _)) = ratio(ReceiveMode::NiLrp) {
             checks.check(
-                r50 <= 5.0,
-                format!("ni-lrp p50 at the highest blast within 5× of unloaded ({r50:.2}×)"),
+                r50 <= 10.0,
+                format!("ni-lrp p50 at the highest blast within 10× of unloaded ({r50:.2}×)"),
+            );
+        }
+        if let Some((_, _, (_, lost, _, _))) = summary.iter().find(|s| s.0 == ReceiveMode::NiLrp) {
+            checks.check(
+                *lost == 0,
+                format!("ni-lrp loses no ping at the highest blast ({lost} lost)"),
             );
         }
         if let Some((r99, _, rate)) = ratio(ReceiveMode::Eager) {
