@@ -534,3 +534,36 @@ fn memnet_servers_on_an_offload_daemon_serve_curl_and_a_killed_one_is_reclaimed(
     assert!(d.wait().unwrap().success());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// An attached UDP echo answers what an in-process one does: 1000
+/// datagrams of 1..8000 bytes from the namespace come back byte-exact
+/// ([`crate::udp::ping_and_udp_echo`]): the large ones arrive fragmented by
+/// Linux, are reassembled by the daemon to find their socket and handed to
+/// the application as fragments that fit its buffers, and go back
+/// fragmented by the application; the daemon answers the pings.
+#[test]
+fn an_attached_udp_echo_echoes_fragmented_datagrams() {
+    if !lazynet::sys::root_or_skip() {
+        return;
+    }
+    let (names, _ns, dir, sock) = setup();
+    let s = sock.to_str().unwrap();
+    let mut dargs = vec!["daemon", "--nic", "tap", "--socket", s];
+    let nargs = names.args();
+    dargs.extend(nargs.iter().map(|a| a.as_str()));
+    let mut daemon = spawn(&dargs);
+    let udp = spawn(&["serve", "udp-echo", "--daemon", s]);
+    crate::udp::ping_and_udp_echo(&names);
+    let t = stats(&sock);
+    let pid = udp.0.as_ref().unwrap().id();
+    let line = t
+        .lines()
+        .find(|l| l.starts_with("app ") && l.contains(&format!("pid {pid} ")))
+        .expect(&t);
+    assert!(line.contains(" drop_too_big=0"), "{line}");
+    assert!(daemon_counter(&t, "refragmented") >= 2, "{t}");
+    let mut d = daemon.0.take().unwrap();
+    signal(&d, libc::SIGTERM);
+    assert!(d.wait().unwrap().success());
+    let _ = std::fs::remove_dir_all(&dir);
+}

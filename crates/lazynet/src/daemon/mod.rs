@@ -31,7 +31,12 @@
 //!    application's control slot (their stacks resolve neighbours
 //!    themselves). The NIC's buffer is released at once.
 //! 3. **Control.** The daemon's stack serves its control and fragment
-//!    channels and timers.
+//!    channels and timers. A UDP datagram it reassembled for an
+//!    application's socket goes to that socket's slot as one frame, or,
+//!    too big for one of the application's buffers, cut again into
+//!    fragments that fit them onto the application's fragment slot, where
+//!    its own stack reassembles it (fragments carry no ports: only the
+//!    daemon's reassembly can tell whose datagram it is).
 //! 4. **Transmit.** Up to [`TX_PER_STEP`] frames per application from its
 //!    `tx` ring: each is copied into a NIC buffer, *then* checked (source
 //!    MAC and address ours; a TCP or UDP source port the application holds;
@@ -83,13 +88,16 @@ use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::demux::{ChannelId, Verdict, CONTROL};
+use crate::demux::{ChannelId, Verdict, CONTROL, FRAGMENT};
 use crate::mem::area::{AppCounter, AreaParams, Cmd, Op, Refusal, Reply, COUNTERS};
 use crate::mem::jobs::{JobArea, JobCounter, JobParams};
 use crate::mem::{AppArea, BufArea, Consumer, Desc, Doorbell, FlagRef, Producer};
 use crate::nic::Nic;
+use crate::proto::ip::fragment_plan;
 use crate::stack::{Stack, StackConfig};
 use crate::sys::EventFd;
+use crate::wire::ethernet::{EthernetAddress, EthernetRepr, ETHERTYPE_IPV4};
+use crate::wire::ipv4::{Ipv4Repr, PROTO_UDP};
 use ctl::{CtlError, Msg, Welcome};
 
 /// Commands applied per application per step.
@@ -98,6 +106,9 @@ pub const CMDS_PER_STEP: usize = 32;
 pub const TX_PER_STEP: usize = 32;
 /// Frames received from the NIC per step.
 pub const RX_BATCH: usize = 32;
+/// The slot of an application's fragment channel (slot 0 is its control
+/// channel's; sockets have the others).
+const FRAGMENT_SLOT: usize = 1;
 /// Connections that have not yet said hello, at most.
 pub const MAX_PENDING: usize = 16;
 /// Time between control checks (accepts, hang-ups) while busy.
@@ -217,6 +228,8 @@ struct App {
     /// Ids armed but not yet on the `ready` ring (at most one per slot).
     ready_pend: Vec<u32>,
     dirty: bool,
+    /// IP identification of the next datagram handed on as fragments.
+    frag_ident: u16,
 }
 
 impl App {
@@ -228,11 +241,18 @@ impl App {
     /// on `slot` (see step 2).
     #[inline]
     fn deliver(&mut self, slot: u32, id: u32, notify: bool, frame: &[u8]) {
+        self.deliver_parts(slot, id, notify, frame, &[]);
+    }
+
+    /// [`App::deliver`] of the frame `head` followed by `body`.
+    #[inline]
+    fn deliver_parts(&mut self, slot: u32, id: u32, notify: bool, head: &[u8], body: &[u8]) {
         let s = slot as usize;
+        let len = head.len() + body.len();
         if self.slots[s].free() == 0 {
             return self.count(AppCounter::DropSlotFull);
         }
-        if frame.len() > self.bufs.buf_size() {
+        if len > self.bufs.buf_size() {
             return self.count(AppCounter::DropSlotFull);
         }
         let buf = loop {
@@ -245,8 +265,9 @@ impl App {
         let Some(dst) = self.bufs.buf_mut(buf) else {
             return self.count(AppCounter::BadDescriptor);
         };
-        dst[..frame.len()].copy_from_slice(frame);
-        let d = Desc::new(buf, frame.len() as u16);
+        dst[..head.len()].copy_from_slice(head);
+        dst[head.len()..len].copy_from_slice(body);
+        let d = Desc::new(buf, len as u16);
         if self.slots[s].push_one(d).is_err() {
             // Checked above; an application that moved the index meanwhile
             // loses the buffer to itself only.
@@ -263,6 +284,85 @@ impl App {
                 self.ready_pend.push(id);
             }
         }
+    }
+
+    /// Hands a UDP datagram the daemon reassembled (`udp`: its header and
+    /// payload) to this application: as one unfragmented frame on `slot`
+    /// if it fits a buffer, else cut again into fragments that do (RFC 791
+    /// §3.2), queued on the fragment slot for the application's own stack
+    /// to reassemble (IPv4 headers checksummed afresh; the UDP checksum,
+    /// over the same pseudo-header, still holds). The fragments carry an
+    /// identification of this application's own sequence (only the
+    /// daemon's re-cut datagrams reach that slot), and go all or none:
+    /// without room on the slot's ring and free buffers for every one, the
+    /// datagram is dropped and counted there (an application that hands
+    /// back bad buffers can still cut its own datagrams short; its stack's
+    /// reassembly times them out). Returns the frames queued.
+    fn deliver_datagram(
+        &mut self,
+        (slot, id, notify): (u32, u32, bool),
+        mac: [u8; 6],
+        (src, dst): (Ipv4Addr, Ipv4Addr),
+        udp: &[u8],
+    ) -> usize {
+        let head = |ident, more_frags, frag_offset: usize, len| {
+            let mut h = [0u8; 34];
+            let eth = EthernetRepr {
+                src: EthernetAddress(mac),
+                dst: EthernetAddress(mac),
+                ethertype: ETHERTYPE_IPV4,
+            };
+            let ip = Ipv4Repr {
+                src,
+                dst,
+                protocol: PROTO_UDP,
+                ttl: 64,
+                ident,
+                dont_frag: false,
+                more_frags,
+                frag_offset: frag_offset as u16,
+                payload_len: len,
+            };
+            (eth.emit(&mut h).is_ok() && ip.emit(&mut h[14..]).is_ok()).then_some(h)
+        };
+        if udp.is_empty() {
+            self.count(AppCounter::DropTooBig);
+            return 0;
+        }
+        if 34 + udp.len() <= self.bufs.buf_size() {
+            let Some(h) = head(0, false, 0, udp.len()) else {
+                self.count(AppCounter::DropTooBig);
+                return 0;
+            };
+            self.deliver_parts(slot, id, notify, &h, udp);
+            return 1;
+        }
+        let Ok(plan) = fragment_plan(udp.len(), self.bufs.buf_size() - 14, 20) else {
+            self.count(AppCounter::DropTooBig);
+            return 0;
+        };
+        let frag = FRAGMENT_SLOT;
+        let k = plan.clone().count();
+        if self.slots[frag].free() < k {
+            self.count(AppCounter::DropSlotFull);
+            return 0;
+        }
+        if self.free.len() < k {
+            self.count(AppCounter::DropNoBuffer);
+            return 0;
+        }
+        let ident = self.frag_ident;
+        self.frag_ident = ident.wrapping_add(1);
+        let mut n = 0;
+        for (off, len, more) in plan {
+            let Some(h) = head(ident, more, off, len) else {
+                self.count(AppCounter::DropTooBig);
+                break;
+            };
+            self.deliver_parts(frag as u32, FRAGMENT.0, false, &h, &udp[off..off + len]);
+            n += 1;
+        }
+        n
     }
 
     fn flush_ready(&mut self) {
@@ -333,6 +433,9 @@ pub struct DaemonStats {
     pub delivered: u64,
     /// Frames sent for applications.
     pub tx_frames: u64,
+    /// Reassembled datagrams handed to applications as fragments (too big
+    /// for one of their buffers).
+    pub refragmented: u64,
     /// Nanoseconds [`Daemon::run`] spent in steps that did work (its useful
     /// time: a polling core is always busy to the operating system).
     pub busy_ns: u64,
@@ -418,7 +521,7 @@ impl<N: Nic> Daemon<N> {
             txa: Vec::with_capacity(TX_PER_STEP),
             ready_ids: Vec::with_capacity(64),
             ctl_buf: [0; 256],
-            scratch: vec![0u8; 34 + 65536].into_boxed_slice(),
+            scratch: vec![0u8; 65536].into_boxed_slice(),
             next_ctl: 0,
             stats: DaemonStats::default(),
             cfg: DaemonConfig { max_apps, ..cfg },
@@ -482,7 +585,7 @@ impl<N: Nic> Daemon<N> {
         let d = &self.stats;
         let st = self.stack.stats();
         s.push_str(&format!(
-            "daemon apps={} attached={} detached={} refused={} rx_frames={} delivered={} tx_frames={} own_rx_frames={} own_tx_frames={} classifier_drops={} busy_ns={} run_ns={} steps={} worked_steps={}\n",
+            "daemon apps={} attached={} detached={} refused={} rx_frames={} delivered={} tx_frames={} refragmented={} own_rx_frames={} own_tx_frames={} classifier_drops={} busy_ns={} run_ns={} steps={} worked_steps={}\n",
             self.attached(),
             d.attached,
             d.detached,
@@ -490,6 +593,7 @@ impl<N: Nic> Daemon<N> {
             d.rx_frames,
             d.delivered,
             d.tx_frames,
+            d.refragmented,
             st.rx_frames,
             st.tx_frames,
             st.demux.dropped(),
@@ -912,6 +1016,7 @@ impl<N: Nic> Daemon<N> {
             counters: [0; COUNTERS],
             ready_pend: Vec::with_capacity(p.slots as usize),
             dirty: false,
+            frag_ident: 0,
         })
     }
 
@@ -1092,10 +1197,10 @@ impl<N: Nic> Daemon<N> {
     // ---- data path ----------------------------------------------------
 
     /// Datagrams the daemon's stack reassembled for applications' sockets
-    /// (step 3): each is rebuilt as one unfragmented frame (IPv4 header
-    /// checksummed; the UDP checksum, over the same pseudo-header, still
-    /// holds) and copied into the application's area like any other frame.
-    /// Bounded by the channels' capacities.
+    /// (step 3): each is handed on as one unfragmented frame, or cut again
+    /// into fragments that fit the application's buffers
+    /// ([`App::deliver_datagram`]), copied into the application's area like
+    /// any other frame. Bounded by the channels' capacities.
     fn reassembled(&mut self) -> usize {
         self.ready_ids.clear();
         self.stack.demux_mut().take_ready(&mut self.ready_ids);
@@ -1110,34 +1215,23 @@ impl<N: Nic> Daemon<N> {
             };
             let mac = self.stack.mac();
             for _ in 0..DAEMON_CHAN_CAP {
-                let Some((n, src, dst)) = self.stack.pop_reassembled(c, &mut self.scratch[34..])
-                else {
+                let Some((n, src, dst)) = self.stack.pop_reassembled(c, &mut self.scratch) else {
                     break;
                 };
                 work += 1;
                 let Some(a) = self.apps[o.app as usize].as_mut() else {
                     continue;
                 };
-                if n == 0 || 34 + n > a.bufs.buf_size() {
-                    a.count(AppCounter::DropTooBig);
-                    continue;
+                let k = a.deliver_datagram(
+                    (o.slot, o.id, o.notify),
+                    mac,
+                    (src, dst),
+                    &self.scratch[..n],
+                );
+                self.stats.delivered += k as u64;
+                if k > 1 {
+                    self.stats.refragmented += 1;
                 }
-                let f = &mut self.scratch[..34 + n];
-                f[0..6].copy_from_slice(&mac);
-                f[6..12].copy_from_slice(&mac);
-                f[12..14].copy_from_slice(&[0x08, 0x00]);
-                let ip = &mut f[14..34];
-                ip.fill(0);
-                ip[0] = 0x45;
-                ip[2..4].copy_from_slice(&((20 + n) as u16).to_be_bytes());
-                ip[8] = 64;
-                ip[9] = 17;
-                ip[12..16].copy_from_slice(&src.octets());
-                ip[16..20].copy_from_slice(&dst.octets());
-                let sum = crate::wire::checksum::checksum(ip);
-                ip[10..12].copy_from_slice(&sum.to_be_bytes());
-                a.deliver(o.slot, o.id, o.notify, &self.scratch[..34 + n]);
-                self.stats.delivered += 1;
             }
         }
         work

@@ -103,7 +103,7 @@ where
 
 fn udp_echo(s: &mut Stack<crate::stack::AreaNic>, stop: &AtomicBool) {
     let sock = UdpSocket::bind(s, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7)).unwrap();
-    let mut buf = [0u8; 2048];
+    let mut buf = vec![0u8; 65536];
     while !stop.load(Ordering::Acquire) {
         while let Ok((n, from)) = sock.recv_from(s, &mut buf) {
             let _ = sock.send_to(s, &buf[..n], from);
@@ -168,15 +168,16 @@ fn two_applications_serve_udp_and_tcp_through_one_daemon() {
     let u = UdpSocket::bind(peer, SocketAddrV4::new(PEER, 5000)).unwrap();
     let dst = SocketAddrV4::new(US, 7);
     let mut got = 0;
-    let mut buf = [0u8; 4096];
+    let mut buf = [0u8; 8192];
     // The last ones are fragmented both ways: the daemon reassembles them
-    // and hands the application one frame; the application's stack
-    // fragments its answer.
+    // and hands the application one frame, or, beyond one of its 2 KiB
+    // buffers, fragments again; the application's stack fragments its
+    // answer.
     let sizes = |i: usize| {
         if i < 195 {
             1 + i * 7 % 1400
         } else {
-            [1473, 1600, 1800, 1900, 2000][i - 195]
+            [1473, 2000, 2015, 4000, 8000][i - 195]
         }
     };
     for i in 0..200usize {
@@ -246,6 +247,8 @@ fn two_applications_serve_udp_and_tcp_through_one_daemon() {
     let st = d.stats();
     assert_eq!(st.attached, 3);
     assert!(st.delivered >= 200, "{st:?}");
-    // The fragmented datagrams were reassembled by the daemon.
+    // The fragmented datagrams were reassembled by the daemon, and those
+    // beyond a buffer handed on as fragments.
     assert!(d.stack().stats().reassembled >= 5, "{}", d.stack().stats());
+    assert!(st.refragmented >= 3, "{st:?}");
 }

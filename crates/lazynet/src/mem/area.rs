@@ -424,7 +424,8 @@ pub enum AppCounter {
     RingCorrupt,
     /// Buffers the daemon could not hand back (`done` full).
     DoneFull,
-    /// Reassembled datagrams larger than the area's buffers.
+    /// Reassembled datagrams that could not be handed on, whole or as
+    /// fragments of the area's buffers (empty, or beyond IPv4's 64 KiB).
     DropTooBig,
 }
 
