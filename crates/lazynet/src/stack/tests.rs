@@ -1085,6 +1085,85 @@ fn ni_lrp_tcp_input_waits_for_the_owner_and_is_found_through_the_ready_ring() {
 /// only grows (RFC 7323 §5.4 offset per 4-tuple), so the server's TIME-WAIT
 /// entry accepts the new SYN (RFC 6191 §2) instead of answering it with an
 /// ACK and leaving the client to retransmit a second later.
+/// RFC 1122 §4.2.2.13 (a) through the whole stack: a client that reuses
+/// its port at once reopens the server's TIME-WAIT entry, and the new
+/// connection's ISS is above everything the old one sent, although the
+/// old one sent far more bytes than RFC 6528's ISN clock moved meanwhile.
+#[test]
+fn a_reopened_time_wait_gets_an_iss_above_the_old_connection() {
+    let (mut sa, mut sb) = stacks();
+    sa.tcp.ports = crate::proto::tcp::EphemeralPorts::new(50_001, 50_001, 4);
+    let l = sb
+        .tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), None, None)
+        .unwrap();
+    let mut now = MS;
+    let pump = |sa: &mut Stack<WireEnd>, sb: &mut Stack<WireEnd>, now: u64| {
+        sa.poll(now);
+        sa.tcp_service(now, 64);
+        sb.poll(now);
+        sb.tcp_service(now, 64);
+    };
+    let open = |sa: &mut Stack<WireEnd>, sb: &mut Stack<WireEnd>, now: &mut u64| {
+        let c = sa
+            .tcp_connect(SocketAddrV4::new(B, 80), None, *now)
+            .unwrap();
+        let t0 = *now;
+        loop {
+            *now += 100_000;
+            pump(sa, sb, *now);
+            if let Ok(s) = sb.listener_mut(l).accept(*now) {
+                // SND.UNA = ISS + 1 once established.
+                let iss = sb.tcp(s).inspect(|k| k.snd_una()).unwrap() + u32::MAX;
+                return (c, s, iss);
+            }
+            assert!(*now - t0 < 100 * MS, "no connection");
+        }
+    };
+    let (c, s, iss1) = open(&mut sa, &mut sb, &mut now);
+    // The server sends 200 kB and closes first; the client reads to the
+    // end and closes: the server's side goes to TIME-WAIT.
+    const N: usize = 200_000;
+    let data = vec![7u8; N];
+    let (mut sent, mut got) = (0, 0);
+    let mut buf = [0u8; 8192];
+    let t0 = now;
+    loop {
+        if sent < N {
+            if let Ok(k) = sb.tcp_mut(s).send(&data[sent..], now) {
+                sent += k;
+                if sent == N {
+                    sb.tcp_mut(s).close(now).unwrap();
+                }
+            }
+        }
+        now += 100_000;
+        pump(&mut sa, &mut sb, now);
+        match sa.tcp_mut(c).recv(&mut buf, now) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(_) => {}
+        }
+        assert!(now - t0 < 2_000 * MS, "no end of stream");
+    }
+    assert_eq!(got, N);
+    sa.tcp_mut(c).close(now).unwrap();
+    for _ in 0..20 {
+        now += 100_000;
+        pump(&mut sa, &mut sb, now);
+    }
+    assert_eq!(sb.tcp.tw.len(), 1);
+    // The old connection's last sequence number: its FIN.
+    let old_fin = iss1 + (N as u32 + 1);
+    let ticks = (now - MS) / 4_000;
+    assert!(ticks < N as u64, "the ISN clock moved {ticks}: no test");
+    let (_, _, iss2) = open(&mut sa, &mut sb, &mut now);
+    assert_eq!(sb.tcp.tw.len(), 0, "the entry was reopened");
+    assert!(
+        iss2.diff(old_fin) > 0,
+        "new ISS {iss2:?} not above the old FIN {old_fin:?}"
+    );
+}
+
 #[test]
 fn a_reused_port_gets_through_the_servers_time_wait_at_once() {
     let (mut sa, mut sb) = stacks();

@@ -374,12 +374,14 @@ fn cookie_keeps_window_scale_and_sack_in_the_timestamp() {
     let now = 5 * SEC;
     let sa = cookie_synack_with_options(&mut l, now);
     // The SYN-ACK offers what a SYN-queue entry would: our shift, SACK,
-    // and a TSval no later than the clock (5000 ms) echoing the SYN's.
+    // and a TSval no later than the peer's clock (5000 ms from its
+    // offset) echoing the SYN's.
     assert_eq!(sa.window_scale, Some(3));
     assert!(sa.sack_permitted);
     let ts = sa.timestamps.expect("timestamps");
     assert_eq!(ts.tsecr, 777);
-    assert!(ts.tsval <= 5000 && 5000 - ts.tsval < 64, "{}", ts.tsval);
+    let clock = 5000u32.wrapping_add(secret().ts_offset(LOCAL, peer(1)));
+    assert!(clock.wrapping_sub(ts.tsval) < 64, "{}", ts.tsval);
     // The final ACK echoes it; its window is in the peer's units (<< 7).
     let ack = TcpRepr {
         window: 100,
@@ -410,6 +412,97 @@ fn cookie_keeps_window_scale_and_sack_in_the_timestamp() {
     assert_eq!(t.tsecr, 780);
     assert!(t.tsval >= ts.tsval);
     assert_eq!(l.counters().cookies_accepted, 1);
+}
+
+/// RFC 7323 §5.4: each passive connection's TSvals count from an offset
+/// of its own (a keyed hash of the 4-tuple, as an active open's), from
+/// the SYN-ACK on, so they reveal neither the clock nor other
+/// connections; the same 4-tuple gets the same offset, so a later
+/// incarnation's TSvals continue above the last (RFC 6191 §2).
+#[test]
+fn passive_connections_count_timestamps_from_their_own_offsets() {
+    let mut l = Listener::new(lcfg(), Config::default(), LOCAL, &secret());
+    let now = 7 * SEC;
+    let clock = (now / MS) as u32;
+    let syn = |n: u16| TcpRepr {
+        src_port: 49500 + n,
+        timestamps: Some(Timestamps {
+            tsval: 900,
+            tsecr: 0,
+        }),
+        ..syn_in()
+    };
+    let mut tsvals = Vec::new();
+    for n in 1..=2 {
+        assert_eq!(
+            input(&mut l, now, peer(n), syn(n), &[]),
+            ListenOutput::HalfOpen
+        );
+        let sa = synack_to(&mut l, now, n);
+        let ts = sa.timestamps.expect("timestamps");
+        let off = secret().ts_offset(LOCAL, peer(n));
+        assert_eq!(ts.tsval, clock.wrapping_add(off), "peer {n}");
+        assert_ne!(ts.tsval, clock, "peer {n}: the bare clock");
+        tsvals.push(ts.tsval);
+        let ack = TcpRepr {
+            timestamps: Some(Timestamps {
+                tsval: 901,
+                tsecr: ts.tsval,
+            }),
+            ..ack_from(n, sa.seq + 1)
+        };
+        assert_eq!(
+            input(&mut l, now, peer(n), ack, &[]),
+            ListenOutput::Established
+        );
+    }
+    assert_ne!(tsvals[0], tsvals[1], "two peers share an offset");
+    // The accepted connections go on from their SYN-ACK's offset.
+    let later = now + 250 * MS;
+    for n in 1..=2 {
+        let (remote, mut c) = l.accept().unwrap();
+        assert_eq!(remote, peer(n));
+        c.send(b"hi");
+        let mut out = [0u8; 64];
+        let r = c.poll_transmit(later, &mut out).expect("data");
+        let ts = r.timestamps.expect("timestamps");
+        assert_eq!(ts.tsval, tsvals[usize::from(n - 1)].wrapping_add(250));
+    }
+}
+
+/// RFC 1122 §4.2.2.13 (a): a SYN a TIME-WAIT entry let through gets an
+/// ISS above every sequence number of the old incarnation (at least its
+/// SND.NXT + 65537, as Linux); RFC 6528's ISS stands when it is already
+/// beyond that.
+#[test]
+fn reopening_syn_gets_an_iss_above_the_old_incarnation() {
+    let mut l = listener(lcfg());
+    let now = 3 * SEC;
+    // The old incarnation sent far more than the ISN clock moved.
+    let isn = secret().isn(LOCAL, peer(1), now);
+    let old = isn + 1_000_000;
+    assert_eq!(
+        l.handle_reopening_syn(now, peer(1), &syn_from(1), &[], &secret(), old),
+        ListenOutput::HalfOpen
+    );
+    let sa = synack_to(&mut l, now, 1);
+    assert_eq!(sa.seq, old + 65537);
+    assert!(sa.seq.diff(old) > 0);
+    // The handshake completes from that ISS.
+    assert_eq!(
+        input(&mut l, now, peer(1), ack_from(1, sa.seq + 1), &[]),
+        ListenOutput::Established
+    );
+    let (_, c) = l.accept().unwrap();
+    assert_eq!(c.snd_una(), sa.seq + 1);
+    // An old incarnation well behind the clock: RFC 6528's ISS.
+    let isn = secret().isn(LOCAL, peer(2), now);
+    let old = isn + (u32::MAX - 199_999);
+    assert_eq!(
+        l.handle_reopening_syn(now, peer(2), &syn_from(2), &[], &secret(), old),
+        ListenOutput::HalfOpen
+    );
+    assert_eq!(synack_to(&mut l, now, 2).seq, isn);
 }
 
 #[test]
@@ -1470,6 +1563,7 @@ fn compact_synack_matches_connection_synack() {
             let mut conn = Connection::accept_syn(
                 Config {
                     syn_retries: 2,
+                    ts_offset: secret().ts_offset(LOCAL, REMOTE),
                     ..*c
                 },
                 LOCAL,
@@ -1503,6 +1597,7 @@ fn paws_ack_on_half_open_matches_connection() {
     let mut conn = Connection::accept_syn(
         Config {
             syn_retries: 2,
+            ts_offset: secret().ts_offset(LOCAL, REMOTE),
             ..c
         },
         LOCAL,

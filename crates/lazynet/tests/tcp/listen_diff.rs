@@ -107,7 +107,7 @@ proptest! {
         }
         let secret = Secret::new(*b"listen-test-key.");
         let mut a = Listener::new(lc, tc, LOCAL, &secret);
-        let mut b = OldListener::new(lc, tc, LOCAL);
+        let mut b = OldListener::new(lc, tc, LOCAL, &secret);
         let mut now = 0u64;
         let mut iss = [SeqNumber(0); 4];
         let data = [7u8; 8];

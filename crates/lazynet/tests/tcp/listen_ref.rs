@@ -27,6 +27,8 @@ pub struct OldListener {
     cfg: ListenConfig,
     tcp: Config,
     local: SocketAddrV4,
+    /// Each connection's TSval offset is keyed from it (RFC 7323 §5.4).
+    secret: Secret,
     syn_q: Vec<HalfOpen>,
     accept_q: VecDeque<(SocketAddrV4, Connection)>,
     replies: VecDeque<(SocketAddrV4, TcpRepr)>,
@@ -48,7 +50,8 @@ impl OldListener {
     /// A listener on `local` (LISTEN state). Connections it creates use
     /// `tcp`, with `syn_retries` replaced by `cfg.synack_retries`. Queue
     /// slots are allocated here; capacities are clamped to `1..=65536` (the SYN queue to `0..` with cookies).
-    pub fn new(cfg: ListenConfig, tcp: Config, local: SocketAddrV4) -> Self {
+    /// Each connection's TSval offset is `secret`'s for its 4-tuple.
+    pub fn new(cfg: ListenConfig, tcp: Config, local: SocketAddrV4, secret: &Secret) -> Self {
         let mut cfg = cfg;
         cfg.backlog = cfg.backlog.clamp(1, MAX_QUEUE);
         cfg.syn_queue = cfg
@@ -64,7 +67,16 @@ impl OldListener {
             cfg,
             tcp,
             local,
+            secret: *secret,
             counters: ListenCounters::default(),
+        }
+    }
+
+    /// `tcp` with the TSval offset of the connection with `remote`.
+    fn conn_cfg(&self, remote: SocketAddrV4) -> Config {
+        Config {
+            ts_offset: self.secret.ts_offset(self.local, remote),
+            ..self.tcp
         }
     }
 
@@ -192,7 +204,8 @@ impl OldListener {
         if self.syn_q.len() < self.cfg.syn_queue {
             // RFC 6528 §3: ISS = M + F(4-tuple, key).
             let iss = secret.isn(self.local, remote, now);
-            let Some(conn) = Connection::accept_syn(self.tcp, self.local, remote, seg, iss, now)
+            let Some(conn) =
+                Connection::accept_syn(self.conn_cfg(remote), self.local, remote, seg, iss, now)
             else {
                 return self.discard(ListenDrop::BadSyn);
             };
@@ -229,7 +242,7 @@ impl OldListener {
         while our_shift < 14 && (self.tcp.recv_buf >> our_shift) > 65535 {
             our_shift += 1;
         }
-        let ts_now = ((now / 1_000_000) as u32).wrapping_add(self.tcp.ts_offset);
+        let ts_now = ((now / 1_000_000) as u32).wrapping_add(self.conn_cfg(remote).ts_offset);
         let synack = TcpRepr {
             src_port: self.local.port(),
             dst_port: remote.port(),
@@ -270,7 +283,7 @@ impl OldListener {
         }
         // Rebuild the SYN the cookie stands for: its ISN and MSS, and the
         // options an echo of a recent TSval of ours carries.
-        let ts_now = ((now / 1_000_000) as u32).wrapping_add(self.tcp.ts_offset);
+        let ts_now = ((now / 1_000_000) as u32).wrapping_add(self.conn_cfg(remote).ts_offset);
         let mut syn = TcpRepr {
             src_port: seg.src_port,
             dst_port: seg.dst_port,
@@ -291,7 +304,8 @@ impl OldListener {
             }
         }
         let iss = seg.ack + u32::MAX;
-        let Some(mut conn) = Connection::accept_syn(self.tcp, self.local, remote, &syn, iss, now)
+        let Some(mut conn) =
+            Connection::accept_syn(self.conn_cfg(remote), self.local, remote, &syn, iss, now)
         else {
             return self.discard(ListenDrop::BadSyn);
         };
@@ -322,6 +336,10 @@ impl OldListener {
     ) -> ListenOutput {
         let f = seg.flags;
         let full = self.accept_queue_full();
+        let cfg = match self.syn_q.get(i) {
+            Some(h) => self.conn_cfg(h.remote),
+            None => self.tcp,
+        };
         let Some(h) = self.syn_q.get_mut(i) else {
             return ListenOutput::Dropped(ListenDrop::ConnDropped);
         };
@@ -335,7 +353,7 @@ impl OldListener {
                 return self.discard(ListenDrop::DupSynLimit);
             }
             let iss = h.conn.snd_una();
-            if let Some(c) = Connection::accept_syn(self.tcp, self.local, h.remote, seg, iss, now) {
+            if let Some(c) = Connection::accept_syn(cfg, self.local, h.remote, seg, iss, now) {
                 h.conn = c;
                 h.resends += 1;
                 return ListenOutput::SynAckResent;

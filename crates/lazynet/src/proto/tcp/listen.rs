@@ -396,6 +396,8 @@ pub struct Listener {
     /// A queued connection may have a segment to send.
     acc_tx: bool,
     index: TupleIndex,
+    /// The stack's key, for each passive connection's TSval offset.
+    secret: Secret,
     replies: VecDeque<(SocketAddrV4, TcpRepr)>,
     counters: ListenCounters,
 }
@@ -451,6 +453,7 @@ impl Listener {
             acc_timer: None,
             acc_tx: false,
             index: TupleIndex::new(cfg.syn_queue + cfg.backlog, TupleKey::from_secret(secret)),
+            secret: *secret,
             replies: VecDeque::with_capacity(cfg.reply_queue),
             cfg,
             tcp,
@@ -702,6 +705,41 @@ impl Listener {
         payload: &[u8],
         secret: &Secret,
     ) -> ListenOutput {
+        self.segment(now, remote, seg, payload, secret, None)
+    }
+
+    /// [`Listener::handle_segment`] for a SYN that a TIME-WAIT entry of
+    /// the same 4-tuple let through (RFC 6191 §2; the entry's
+    /// `TwAction::AllowSyn`), whose old incarnation ended at `old_snd_nxt`:
+    /// a new entry's ISS is above every sequence number the old one used
+    /// (RFC 1122 §4.2.2.13 (a)), at least `old_snd_nxt + 65537` as Linux
+    /// (`tw_snd_nxt + 65535 + 2`), so no old segment of ours can be taken
+    /// for the new connection's; RFC 6528's ISS is kept if it is already
+    /// beyond that. (A SYN cookie's ISS is the cookie: with a full SYN
+    /// queue the rule is not kept, as in Linux.)
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
+    pub fn handle_reopening_syn(
+        &mut self,
+        now: u64,
+        remote: SocketAddrV4,
+        seg: &TcpRepr,
+        payload: &[u8],
+        secret: &Secret,
+        old_snd_nxt: SeqNumber,
+    ) -> ListenOutput {
+        let floor = old_snd_nxt + 65537;
+        self.segment(now, remote, seg, payload, secret, Some(floor))
+    }
+
+    fn segment(
+        &mut self,
+        now: u64,
+        remote: SocketAddrV4,
+        seg: &TcpRepr,
+        payload: &[u8],
+        secret: &Secret,
+        iss_floor: Option<SeqNumber>,
+    ) -> ListenOutput {
         if payload.len() != seg.payload_len {
             return self.discard(ListenDrop::BadLength);
         }
@@ -734,7 +772,7 @@ impl Listener {
         }
         // Third: SYN.
         if f.contains(TcpFlags::SYN) {
-            return self.on_syn(now, remote, seg, secret);
+            return self.on_syn(now, remote, seg, secret, iss_floor);
         }
         // Fourth: anything else is dropped.
         self.discard(ListenDrop::NoSynNoAck)
@@ -757,6 +795,7 @@ impl Listener {
         remote: SocketAddrV4,
         seg: &TcpRepr,
         secret: &Secret,
+        iss_floor: Option<SeqNumber>,
     ) -> ListenOutput {
         if seg.flags.intersects(TcpFlags::FIN | TcpFlags::RST) {
             return self.discard(ListenDrop::BadSyn);
@@ -767,8 +806,13 @@ impl Listener {
             return self.discard(ListenDrop::AcceptQueueFull);
         }
         if self.syn_len < self.cfg.syn_queue {
-            // RFC 6528 §3: ISS = M + F(4-tuple, key).
-            let iss = secret.isn(self.local, remote, now);
+            // RFC 6528 §3: ISS = M + F(4-tuple, key), unless a TIME-WAIT
+            // reopening needs more (`handle_reopening_syn`).
+            let isn = secret.isn(self.local, remote, now);
+            let iss = match iss_floor {
+                Some(f) if isn.diff(f) < 0 => f,
+                _ => isn,
+            };
             let mut h = HalfOpen {
                 deadline: 0,
                 remote,
@@ -819,7 +863,7 @@ impl Listener {
             window_scale: (ts.is_some() && opts.wscale.is_some()).then_some(self.our_wscale),
             sack_permitted: ts.is_some() && opts.sack,
             timestamps: ts.map(|t| Timestamps {
-                tsval: cookie::encode_ts(self.ts_now(now), opts),
+                tsval: cookie::encode_ts(self.ts_now(now, remote), opts),
                 tsecr: t.tsval,
             }),
             ..TcpRepr::EMPTY
@@ -848,7 +892,7 @@ impl Listener {
         let echo = seg
             .timestamps
             .filter(|_| self.tcp.timestamps)
-            .and_then(|t| cookie::decode_ts(t.tsecr, self.ts_now(now)).map(|o| (t, o)));
+            .and_then(|t| cookie::decode_ts(t.tsecr, self.ts_now(now, remote)).map(|o| (t, o)));
         let syn = TcpRepr {
             src_port: seg.src_port,
             dst_port: seg.dst_port,
@@ -865,8 +909,8 @@ impl Listener {
             ..TcpRepr::EMPTY
         };
         let iss = seg.ack + u32::MAX;
-        let Some(mut conn) = Connection::accept_syn(self.tcp, self.local, remote, &syn, iss, now)
-        else {
+        let cfg = self.conn_cfg(remote);
+        let Some(mut conn) = Connection::accept_syn(cfg, self.local, remote, &syn, iss, now) else {
             return self.discard(ListenDrop::BadSyn);
         };
         // The SYN-ACK went out statelessly: let the connection emit (and
@@ -886,8 +930,22 @@ impl Listener {
         ListenOutput::Established
     }
 
-    fn ts_now(&self, now: u64) -> u32 {
-        ((now / MS) as u32).wrapping_add(self.tcp.ts_offset)
+    /// Our TSval for `remote` at `now` (RFC 7323 §5.4): a millisecond
+    /// clock from the 4-tuple's own offset ([`Secret::ts_offset`]), as an
+    /// active open's, so a passive connection's TSvals tell nothing of
+    /// the clock or of other connections. Recomputed rather than kept per
+    /// entry, which stays at [`Listener::HALF_OPEN_BYTES`].
+    fn ts_now(&self, now: u64, remote: SocketAddrV4) -> u32 {
+        ((now / MS) as u32).wrapping_add(self.secret.ts_offset(self.local, remote))
+    }
+
+    /// The configuration of the connection with `remote`: ours, with its
+    /// TSval offset.
+    fn conn_cfg(&self, remote: SocketAddrV4) -> Config {
+        Config {
+            ts_offset: self.secret.ts_offset(self.local, remote),
+            ..self.tcp
+        }
     }
 
     fn ws_ok(&self, h: &HalfOpen) -> bool {
@@ -918,7 +976,7 @@ impl Listener {
             window_scale: self.ws_ok(h).then_some(self.our_wscale),
             sack_permitted: self.tcp.sack && h.has(SACK_PERM),
             timestamps: self.ts_ok(h).then(|| Timestamps {
-                tsval: self.ts_now(now),
+                tsval: self.ts_now(now, h.remote),
                 tsecr: h.ts_recent,
             }),
             ..TcpRepr::EMPTY
@@ -942,7 +1000,7 @@ impl Listener {
             flags: TcpFlags::ACK,
             window: (wnd >> s).min(65535) as u16,
             timestamps: self.ts_ok(h).then(|| Timestamps {
-                tsval: self.ts_now(now),
+                tsval: self.ts_now(now, h.remote),
                 tsecr: h.ts_recent,
             }),
             ..TcpRepr::EMPTY
@@ -1112,7 +1170,8 @@ impl Listener {
         };
         let t0 = last_sent.saturating_sub(span);
         let syn = h.syn(self.local.port());
-        let mut c = Connection::accept_syn(self.tcp, self.local, h.remote, &syn, h.iss, t0)?;
+        let cfg = self.conn_cfg(h.remote);
+        let mut c = Connection::accept_syn(cfg, self.local, h.remote, &syn, h.iss, t0)?;
         let _ = c.poll_transmit(t0, &mut []);
         for _ in 0..r {
             let t = c.poll_timeout()?;
@@ -1281,7 +1340,7 @@ impl Listener {
                 flags: TcpFlags::RST | TcpFlags::ACK,
                 window: 0,
                 timestamps: self.ts_ok(&h).then(|| Timestamps {
-                    tsval: self.ts_now(now),
+                    tsval: self.ts_now(now, h.remote),
                     tsecr: h.ts_recent,
                 }),
                 ..TcpRepr::EMPTY

@@ -64,7 +64,8 @@
 //! synchronized state (RFC 9293 §3.10.7.4 first/fourth checks, RFC 5961
 //! §4.2, and Linux): a live client then resets the entry (above). RFC 1122
 //! (1) also asks that the new ISS be above the old SND.NXT;
-//! [`TwAction::AllowSyn`] carries it for the caller.
+//! [`TwAction::AllowSyn`] carries it for the caller, and the stack hands
+//! it to [`super::Listener::handle_reopening_syn`].
 //!
 //! **Other segments** (RFC 9293 §3.10.7.4): PAWS (RFC 7323 §5.3 R1)
 //! first: an old TSval gets an ACK. A retransmitted FIN (ending exactly at

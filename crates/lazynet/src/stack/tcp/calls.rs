@@ -76,8 +76,8 @@ impl<N: Nic> Stack<N> {
         )?;
         let cfg = cfg.unwrap_or(self.tcp.cfg);
         let mut cfg = self.fit(cfg);
-        // Passive connections keep the listener's TSval offset: their
-        // SYN-ACK (a cookie's included) already carried a TSval from it.
+        // The listener gives each passive connection its own TSval offset
+        // (`Secret::ts_offset` of the 4-tuple) from its SYN-ACK on.
         cfg.ts_offset = 0;
         let me = SocketAddrV4::new(self.iface.addr, local.port());
         let l = Listener::new(lcfg, cfg, me, &self.tcp.secret);

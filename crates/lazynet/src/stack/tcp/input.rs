@@ -218,10 +218,12 @@ impl<N: Nic> Stack<N> {
                         continue;
                     }
                     let key = TwKey { local, remote };
-                    match self.tcp.tw.handle_segment(now, &key, &seg.repr) {
-                        // RFC 6191: an acceptable SYN for a 4-tuple in
-                        // TIME-WAIT opens a new connection.
-                        TwAction::NoEntry | TwAction::AllowSyn { .. } => {}
+                    // RFC 6191: an acceptable SYN for a 4-tuple in
+                    // TIME-WAIT opens a new connection, with an ISS above
+                    // the old one's (`Listener::handle_reopening_syn`).
+                    let reopening = match self.tcp.tw.handle_segment(now, &key, &seg.repr) {
+                        TwAction::NoEntry => None,
+                        TwAction::AllowSyn { snd_nxt } => Some(snd_nxt),
                         other => {
                             self.tcp.stats.segments_in += 1;
                             self.tcp.stats.time_wait_segments += 1;
@@ -229,13 +231,19 @@ impl<N: Nic> Stack<N> {
                             self.tw_reply(&key, other, now);
                             continue;
                         }
-                    }
+                    };
                     let Some(Some(s)) = self.tcp.listeners.get_mut(idx as usize) else {
                         self.rx_fail(d, StackDrop::SocketClosed);
                         break;
                     };
                     let payload = &frame[seg.payload.0..seg.payload.1];
-                    s.l.handle_segment(now, remote, &seg.repr, payload, &self.tcp.secret);
+                    let secret = &self.tcp.secret;
+                    match reopening {
+                        Some(old) => {
+                            s.l.handle_reopening_syn(now, remote, &seg.repr, payload, secret, old)
+                        }
+                        None => s.l.handle_segment(now, remote, &seg.repr, payload, secret),
+                    };
                     self.tcp.stats.segments_in += 1;
                     self.iface.release(d);
                 }
