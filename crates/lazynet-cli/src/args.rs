@@ -5,7 +5,7 @@ use std::net::Ipv4Addr;
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand, ValueEnum};
-use lazynet::stack::ReceiveMode;
+use lazynet::stack::{ReceiveMode, StackConfig};
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
 pub enum OnOff {
@@ -69,6 +69,10 @@ pub struct NetArgs {
     /// lazynet's address/prefix.
     #[arg(long, default_value = "10.201.0.2/24")]
     pub addr: String,
+    /// The router for destinations outside `--addr`'s subnet (none: only
+    /// the subnet is reachable).
+    #[arg(long)]
+    pub gateway: Option<Ipv4Addr>,
     /// Record every frame to this pcap file.
     #[arg(long)]
     pub pcap: Option<PathBuf>,
@@ -101,6 +105,32 @@ pub struct NetArgs {
     pub busy_poll_us: u64,
     #[command(flatten)]
     pub ns: NsArgs,
+}
+
+impl NetArgs {
+    /// The stack's configuration these arguments give: `--addr`,
+    /// `--gateway` and a seed from the operating system; everything else
+    /// the default.
+    pub fn stack_config(&self) -> anyhow::Result<StackConfig> {
+        let (addr, prefix_len) = parse_cidr(&self.addr)?;
+        if let Some(g) = self.gateway {
+            let mask = u32::MAX
+                .checked_shl(32 - u32::from(prefix_len))
+                .unwrap_or(0);
+            anyhow::ensure!(
+                u32::from(g) & mask == u32::from(addr) & mask,
+                "gateway {g} is not on {}",
+                self.addr
+            );
+        }
+        Ok(StackConfig {
+            addr,
+            prefix_len,
+            gateway: self.gateway,
+            seed: crate::serve::seed_from_os(),
+            ..StackConfig::default()
+        })
+    }
 }
 
 /// Parses a receive mode name (`eager`, `early-demux`, `soft-lrp`, `ni-lrp`).

@@ -4,9 +4,8 @@ use std::path::PathBuf;
 
 use lazynet::daemon::{Daemon, DaemonConfig, Placement};
 use lazynet::nic::netns::Ownership;
-use lazynet::stack::StackConfig;
 
-use crate::args::{parse_cidr, NetArgs};
+use crate::args::NetArgs;
 
 /// `--placement`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -62,7 +61,8 @@ pub fn run(a: &DaemonArgs) -> anyhow::Result<()> {
         net.daemon.is_none(),
         "a daemon does not attach to another daemon"
     );
-    let (addr, prefix_len) = parse_cidr(&net.addr)?;
+    let stack = net.stack_config()?;
+    let (addr, prefix_len) = (stack.addr, stack.prefix_len);
     let stop = crate::util::stop_flag()?;
     if let Some(c) = a.cpu {
         anyhow::ensure!(lazynet::sys::pin_thread(c), "cannot pin to CPU {c}");
@@ -80,12 +80,7 @@ pub fn run(a: &DaemonArgs) -> anyhow::Result<()> {
         idle_spin_ns: a.idle_spin_us.unwrap_or(spin).saturating_mul(1000),
         idle_yield: a.idle_yield,
         placement,
-        stack: StackConfig {
-            addr,
-            prefix_len,
-            seed: crate::serve::seed_from_os(),
-            ..StackConfig::default()
-        },
+        stack,
         ..DaemonConfig::default()
     };
     let mut d = Daemon::new(nic, cfg)?;

@@ -76,6 +76,9 @@ enum Cmd {
         /// lazynet's address/prefix.
         #[arg(long, default_value = "10.201.0.2/24")]
         addr: String,
+        /// The router for servers outside `--addr`'s subnet.
+        #[arg(long)]
+        gateway: Option<std::net::Ipv4Addr>,
         /// Record every frame to this pcap file.
         #[arg(long)]
         pcap: Option<PathBuf>,
@@ -243,6 +246,7 @@ fn main() -> anyhow::Result<()> {
             output,
             timeout,
             addr,
+            gateway,
             pcap,
             fault,
             tso,
@@ -255,6 +259,7 @@ fn main() -> anyhow::Result<()> {
             &NetArgs {
                 nic,
                 addr,
+                gateway,
                 pcap,
                 fault,
                 mode: ReceiveMode::SoftLrp,

@@ -20,7 +20,7 @@ use lazynet::sched::{Class, Cx, InstantClock, Status};
 use lazynet::socket::UdpSocket;
 use lazynet::stack::{Stack, StackConfig};
 
-use crate::args::{parse_cidr, NetArgs, NicKind};
+use crate::args::{NetArgs, NicKind};
 use lazynet::sys::{cpus_online, pin_thread};
 
 /// Options of `serve media`.
@@ -65,16 +65,12 @@ pub fn serve(a: &MediaArgs, net: &NetArgs) -> anyhow::Result<()> {
         if meta.rtp() { "with" } else { "without" }
     );
     let media = MappedFile::open(&a.media).with_context(|| format!("map {}", a.media.display()))?;
-    let (addr, prefix_len) = parse_cidr(&net.addr)?;
     let stop = crate::util::stop_flag()?;
     let cfg = StackConfig {
-        addr,
-        prefix_len,
-        seed: crate::serve::seed_from_os(),
         // The streamer mostly sends; `ni-lrp` runs as `soft-lrp` here
         // (`Stack::new`'s rule).
         mode: net.mode,
-        ..StackConfig::default()
+        ..net.stack_config()?
     };
     let mut owned_ns = None;
     let mut sink = None;

@@ -207,14 +207,8 @@ pub fn parse_fault(s: &str) -> anyhow::Result<(FaultSpec, u64)> {
 
 /// `lazynet serve udp-echo`.
 pub fn udp_echo(port: u16, net: &NetArgs) -> anyhow::Result<()> {
-    let (addr, prefix_len) = parse_cidr(&net.addr)?;
     let stop = crate::util::stop_flag()?;
-    let cfg = StackConfig {
-        addr,
-        prefix_len,
-        seed: seed_from_os(),
-        ..StackConfig::default()
-    };
+    let cfg = net.stack_config()?;
     let (nic, owned_ns) = open(net)?;
     struct Echo {
         port: u16,

@@ -23,7 +23,7 @@ use lazynet::proto::tcp::ListenConfig;
 use lazynet::socket::{SocketError, TcpListener, TcpStream};
 use lazynet::stack::{Stack, StackConfig, TcpEvent, TcpHandle};
 
-use crate::args::{parse_cidr, NetArgs};
+use crate::args::NetArgs;
 use crate::http::pattern_byte;
 
 /// Staging buffer sizes of an app (input and output).
@@ -264,13 +264,7 @@ pub fn serve_conns<N: Nic, S: ConnApp>(
 }
 
 fn stack_config(net: &NetArgs) -> anyhow::Result<StackConfig> {
-    let (addr, prefix_len) = parse_cidr(&net.addr)?;
-    let mut cfg = StackConfig {
-        addr,
-        prefix_len,
-        seed: crate::serve::seed_from_os(),
-        ..StackConfig::default()
-    };
+    let mut cfg = net.stack_config()?;
     // Server-sized buffers: 256 KiB each way per connection.
     cfg.tcp.send_buf = 256 * 1024;
     cfg.tcp.recv_buf = 256 * 1024;

@@ -32,7 +32,7 @@ use std::path::Path;
 /// `"LZCT"`.
 pub const CTL_MAGIC: u32 = u32::from_le_bytes(*b"LZCT");
 /// Protocol version.
-pub const CTL_VERSION: u32 = 1;
+pub const CTL_VERSION: u32 = 2;
 /// Largest message (the statistics text).
 pub const MAX_MSG: usize = 64 * 1024;
 
@@ -45,6 +45,8 @@ pub struct Welcome {
     pub addr: Ipv4Addr,
     /// Its prefix length.
     pub prefix_len: u8,
+    /// The router beyond the subnet, if any.
+    pub gateway: Option<Ipv4Addr>,
     /// The NIC's MAC address.
     pub mac: [u8; 6],
     /// The NIC's MTU.
@@ -123,6 +125,7 @@ impl Msg {
                 b.extend_from_slice(&w.app_id.to_le_bytes());
                 b.extend_from_slice(&w.addr.octets());
                 b.push(w.prefix_len);
+                b.extend_from_slice(&w.gateway.unwrap_or(Ipv4Addr::UNSPECIFIED).octets());
                 b.extend_from_slice(&w.mac);
                 b.extend_from_slice(&w.mtu.to_le_bytes());
                 b.extend_from_slice(&w.eph_first.to_le_bytes());
@@ -163,22 +166,24 @@ impl Msg {
             4 => exact(0).map(|_| Msg::StatsRequest),
             6 => exact(0).map(|_| Msg::HelloOffload),
             2 => {
-                exact(21)?;
+                exact(25)?;
                 let u16_at = |i: usize| u16::from_le_bytes([body[i], body[i + 1]]);
                 let prefix_len = body[8];
                 if prefix_len > 32 {
                     return Err(CtlError::Garbage);
                 }
+                let gateway = Ipv4Addr::new(body[9], body[10], body[11], body[12]);
                 let mut mac = [0u8; 6];
-                mac.copy_from_slice(&body[9..15]);
+                mac.copy_from_slice(&body[13..19]);
                 Ok(Msg::Welcome(Welcome {
                     app_id: u32::from_le_bytes([body[0], body[1], body[2], body[3]]),
                     addr: Ipv4Addr::new(body[4], body[5], body[6], body[7]),
                     prefix_len,
+                    gateway: (!gateway.is_unspecified()).then_some(gateway),
                     mac,
-                    mtu: u16_at(15),
-                    eph_first: u16_at(17),
-                    eph_last: u16_at(19),
+                    mtu: u16_at(19),
+                    eph_first: u16_at(21),
+                    eph_last: u16_at(23),
                 }))
             }
             3 => {
@@ -297,6 +302,7 @@ mod tests {
             app_id: 7,
             addr: Ipv4Addr::new(10, 0, 0, 2),
             prefix_len: 24,
+            gateway: Some(Ipv4Addr::new(10, 0, 0, 1)),
             mac: [2, 0, 0, 0, 0, 9],
             mtu: 1500,
             eph_first: 49152,

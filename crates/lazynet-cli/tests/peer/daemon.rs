@@ -567,3 +567,38 @@ fn an_attached_udp_echo_echoes_fragmented_datagrams() {
     assert!(d.wait().unwrap().success());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Path MTU discovery through the daemon: the router's "fragmentation
+/// needed" about an attached server's connection goes to that
+/// application (its TCP shrinks its segments), so curl behind a router
+/// with a smaller MTU downloads 20 MB byte-exact from `serve http
+/// --daemon` (see `tcp::a_download_through_a_router_with_a_smaller_mtu_completes`).
+#[test]
+fn an_attached_server_follows_the_path_mtu() {
+    if !lazynet::sys::root_or_skip() {
+        return;
+    }
+    let (names, _ns, dir, sock) = setup();
+    let s = sock.to_str().unwrap();
+    let gw = names.gateway();
+    let mut dargs = vec!["daemon", "--nic", "tap", "--socket", s, "--gateway", &gw];
+    let nargs = names.args();
+    dargs.extend(nargs.iter().map(|a| a.as_str()));
+    let mut daemon = spawn(&dargs);
+    let _http = spawn(&["serve", "http", "--daemon", s]);
+    let (c, _client) = client_behind_router(&names, 1200);
+    let n: u64 = 20_000_000;
+    let file = dir.join("body");
+    let o = curl(
+        &c,
+        &format!("http://{}/bytes/{n}", names.ours()),
+        &file,
+        "60",
+    );
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "200");
+    assert_eq!(sha256_file(&file), pattern_sha256(n));
+    let mut d = daemon.0.take().unwrap();
+    signal(&d, libc::SIGTERM);
+    assert!(d.wait().unwrap().success());
+    let _ = std::fs::remove_dir_all(&dir);
+}

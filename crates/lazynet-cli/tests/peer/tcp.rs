@@ -492,3 +492,57 @@ fn syn_cookies_keep_window_scaling_sack_and_timestamps_with_the_kernel() {
         "{rest}"
     );
 }
+
+/// Path MTU discovery (RFC 1191) with the Linux kernel as the router: the
+/// peer namespace forwards to a client namespace over a veth pair whose
+/// router end has an MTU of 1200 (the client's end keeps 1500, so the
+/// client still offers an MSS of 1460). lazynet, reaching the client
+/// through `--gateway`, sends full segments with DF set; the router drops
+/// them and answers "fragmentation needed"; lazynet shrinks its segments
+/// and curl downloads 20 MB byte-exact. (Without it every full segment
+/// is lost and the download stalls.)
+#[test]
+fn a_download_through_a_router_with_a_smaller_mtu_completes() {
+    if !lazynet::sys::root_or_skip() {
+        return;
+    }
+    let names = Names::new();
+    let r = &names.ns;
+    let gw = names.gateway();
+    let (mut guard, mut out) = start_serve(
+        &names,
+        &["http", "--port", "80"],
+        &["--nic", "tap", "--gateway", &gw],
+        Some(r.clone()),
+    );
+    let (c, _client) = client_behind_router(&names, 1200);
+    let ours = names.ours();
+    let n: u64 = 20_000_000;
+    let got = sh_in_ns(
+        &c,
+        &format!("curl -sS --max-time 60 http://{ours}/bytes/{n} | sha256sum"),
+    );
+    assert_eq!(
+        got.split_whitespace().next(),
+        Some(pattern_sha256(n).as_str())
+    );
+    // The router told us, and we listened.
+    let mib = sh_in_ns(r, "cat /proc/net/snmp");
+    let rest = stop(&mut guard, &mut out);
+    assert!(
+        table_counter(&rest, "icmp_frag_needed") >= 1,
+        "{rest}\n{mib}"
+    );
+}
+
+/// The value of `name` in the exit report's counter table (`  name  N`;
+/// 0 if absent).
+fn table_counter(report: &str, name: &str) -> u64 {
+    report
+        .lines()
+        .find_map(|l| {
+            let mut w = l.split_whitespace();
+            (w.next() == Some(name)).then(|| w.next()?.parse().ok())?
+        })
+        .unwrap_or(0)
+}

@@ -38,6 +38,11 @@ impl Names {
             format!("10.201.{}.1/24", self.subnet),
         ]
     }
+    /// The kernel's address on the link, lazynet's router with
+    /// [`client_behind_router`].
+    pub fn gateway(&self) -> String {
+        format!("10.201.{}.1", self.subnet)
+    }
     /// `ns_args` plus lazynet's own address.
     pub fn args(&self) -> Vec<String> {
         let mut a = self.ns_args();
@@ -148,4 +153,35 @@ pub fn assert_removed(names: &Names) {
         .output()
         .unwrap();
     assert!(!link.status.success(), "device left behind");
+}
+
+/// A client namespace behind the peer namespace of `names`, which routes
+/// between them: a veth pair whose router end has an MTU of `mtu` while
+/// the client's keeps 1500 (so the client still offers an MSS of 1460 and
+/// only the router knows the path is smaller); the client at
+/// 10.202.S.2 with its default route through the router (10.202.S.1).
+/// Returns its name and the guard that removes it.
+pub fn client_behind_router(names: &Names, mtu: u32) -> (String, Cleanup) {
+    let (r, s) = (&names.ns, names.subnet);
+    let c = format!("{r}c");
+    let guard = Cleanup {
+        child: None,
+        ns: Some(c.clone()),
+    };
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ip netns add {c} && \
+             ip link add {c}a netns {r} type veth peer name {c}b netns {c} && \
+             ip -n {r} addr add 10.202.{s}.1/24 dev {c}a && \
+             ip -n {r} link set {c}a mtu {mtu} up && \
+             ip -n {c} addr add 10.202.{s}.2/24 dev {c}b && \
+             ip -n {c} link set {c}b up && ip -n {c} link set lo up && \
+             ip -n {c} route add default via 10.202.{s}.1 && \
+             ip netns exec {r} sysctl -qw net.ipv4.ip_forward=1"
+        ))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    (c, guard)
 }

@@ -903,6 +903,7 @@ impl<N: Nic> Daemon<N> {
             app_id: id,
             addr: self.stack.addr(),
             prefix_len: self.cfg.stack.prefix_len,
+            gateway: self.cfg.stack.gateway,
             mac: self.stack.mac(),
             mtu: self.stack.nic().mtu().min(u16::MAX as usize) as u16,
             eph_first: app.eph.0,
@@ -941,6 +942,7 @@ impl<N: Nic> Daemon<N> {
             app_id: id,
             addr: self.stack.addr(),
             prefix_len: self.cfg.stack.prefix_len,
+            gateway: self.cfg.stack.gateway,
             mac: self.stack.mac(),
             mtu: self.stack.nic().mtu().min(u16::MAX as usize) as u16,
             eph_first: 0,
@@ -1260,6 +1262,25 @@ impl<N: Nic> Daemon<N> {
                 if c == CONTROL && is_arp_reply(f) {
                     for a in self.apps.iter_mut().flatten() {
                         a.deliver(0, 0, false, f);
+                    }
+                }
+                // An ICMP "fragmentation needed" about an application's
+                // connection is that application's (its TCP shrinks its
+                // segments): onto its control slot, as its own stack
+                // would have received it.
+                if c == CONTROL {
+                    let ours = self.stack.addr();
+                    let quoted = crate::stack::frag_needed_quote(f, ours);
+                    let owner = quoted
+                        .and_then(|(l, r)| self.stack.demux().lookup_tcp_conn(l, r))
+                        .and_then(|ch| self.chans.get(ch.0 as usize).copied().flatten());
+                    if let Some(o) = owner {
+                        if let Some(a) = self.apps[o.app as usize].as_mut() {
+                            a.deliver(0, 0, false, f);
+                            self.stats.delivered += 1;
+                        }
+                        self.rel.push(d);
+                        continue;
                     }
                 }
             }

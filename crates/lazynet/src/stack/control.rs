@@ -5,14 +5,18 @@
 //! echo in place (RFC 792, RFC 1624 checksum update), port unreachable for
 //! UDP to closed ports and time exceeded for failed reassembly (RFC 1122
 //! rules and a rate limit), reassembly of fragments (RFC 791 §3.2) into the
-//! stack's datagram store, and the ARP and reassembly timer sweeps. Each
-//! runs from [`Stack::poll`] with a budget; nothing here runs per socket.
+//! stack's datagram store, ICMP "fragmentation needed" (RFC 1191) handed
+//! to the TCP connection it quotes, and the ARP and reassembly timer
+//! sweeps. Each runs from [`Stack::poll`] with a budget; nothing here runs
+//! per socket.
 //!
 //! **May not touch:** sockets' channels other than to enqueue a
-//! reassembled datagram; TCP (segments to closed ports go to `tcp`).
+//! reassembled datagram; TCP's state other than through
+//! `Connection::path_mtu_reduced` (segments to closed ports go to `tcp`).
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddrV4};
 
+use super::tcp::Owner;
 use super::{Stack, StackDrop, REASM_TAG};
 use crate::mem::Desc;
 use crate::nic::Nic;
@@ -20,9 +24,12 @@ use crate::proto::arp::ArpUpdate;
 use crate::proto::icmp::{may_send_error, ErrorContext};
 use crate::proto::ip::ReasmKey;
 use crate::wire::checksum;
-use crate::wire::ethernet::{EthernetAddress, EthernetRepr, ETHERTYPE_ARP, HEADER_LEN as ETH_LEN};
-use crate::wire::icmp::{self, IcmpPacket};
-use crate::wire::ipv4::{PROTO_ICMP, PROTO_UDP};
+use crate::wire::ethernet::{
+    EthernetAddress, EthernetRepr, ETHERTYPE_ARP, ETHERTYPE_IPV4, HEADER_LEN as ETH_LEN,
+};
+use crate::wire::icmp::{self, IcmpPacket, IcmpRepr};
+use crate::wire::ipv4::{PROTO_ICMP, PROTO_TCP, PROTO_UDP};
+use crate::wire::tcp::SeqNumber;
 use crate::wire::{ArpOperation, ArpPacket, ArpRepr, Ipv4Packet};
 
 /// RFC 1624 eqn. 3 yields 0x0000 where a full computation gives 0xFFFF
@@ -107,6 +114,38 @@ impl<N: Nic> Stack<N> {
                 }
             }
         });
+    }
+
+    /// RFC 1191 §6.3: an ICMP "fragmentation needed" (`mtu` the next hop's,
+    /// 0 if the router did not say) quoting `quoted`, one of our TCP
+    /// segments: its connection shrinks its segments
+    /// ([`crate::proto::tcp::Connection::path_mtu_reduced`], which checks the quoted sequence
+    /// number) and sends the unacknowledged data again at once.
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
+    fn frag_needed(&mut self, d: Desc, mtu: u16, quoted: Option<QuotedTcp>, now: u64) {
+        let Some(q) = quoted else {
+            return self.rx_fail(d, StackDrop::IcmpNoConnection);
+        };
+        let chan = self.demux.lookup_tcp_conn(q.local, q.remote);
+        let Some(Owner::Conn(idx)) = chan.map(|c| self.tcp.owner_of(c.0)) else {
+            return self.rx_fail(d, StackDrop::IcmpNoConnection);
+        };
+        self.iface.release(d);
+        self.stats.icmp_frag_needed += 1;
+        // RFC 1191 §5: a router that does not say guesses from the quoted
+        // packet's length, the next plateau below it (§7).
+        let mtu = if mtu == 0 {
+            plateau_below(q.total_len)
+        } else {
+            mtu
+        };
+        let taken = match self.tcp.conns.get_mut(idx as usize) {
+            Some(Some(s)) => s.conn.path_mtu_reduced(mtu, q.seq, now),
+            _ => false,
+        };
+        if taken {
+            self.conn_after(idx, now, false);
+        }
     }
 
     /// ARP, ICMP and UDP to unbound ports (LRP §3.5: work no socket owns).
@@ -196,6 +235,14 @@ impl<N: Nic> Stack<N> {
                     let total = ip.total_len() as usize;
                     let hl = ip.header_len();
                     self.echo_reply_in_place(d, hl, total);
+                } else if let IcmpRepr::DestUnreachable {
+                    code: icmp::CODE_FRAG_NEEDED,
+                    next_hop_mtu,
+                    original,
+                } = IcmpRepr::parse(&icmp)
+                {
+                    let quoted = quoted_tcp(original, self.iface.addr);
+                    self.frag_needed(d, next_hop_mtu, quoted, now);
                 } else {
                     self.rx_fail(d, StackDrop::IcmpUnhandled);
                 }
@@ -376,4 +423,70 @@ impl<N: Nic> Stack<N> {
         }
         self.iface.release(d);
     }
+}
+
+/// For a frame that is an ICMP "fragmentation needed" (RFC 1191) quoting
+/// a TCP segment we sent from `ours`: the segment's (local, remote)
+/// addresses. The daemon hands such a message to the application that
+/// holds the connection; checksums are left to that application's stack.
+pub(crate) fn frag_needed_quote(
+    frame: &[u8],
+    ours: Ipv4Addr,
+) -> Option<(SocketAddrV4, SocketAddrV4)> {
+    if frame.get(12..14)? != ETHERTYPE_IPV4.to_be_bytes() {
+        return None;
+    }
+    let ip = Ipv4Packet::new_checked(frame.get(ETH_LEN..)?).ok()?;
+    if ip.protocol() != PROTO_ICMP || ip.frag_offset() != 0 || ip.more_frags() {
+        return None;
+    }
+    let icmp = IcmpPacket::new_checked(ip.payload()).ok()?;
+    match IcmpRepr::parse(&icmp) {
+        IcmpRepr::DestUnreachable {
+            code: icmp::CODE_FRAG_NEEDED,
+            original,
+            ..
+        } => quoted_tcp(original, ours).map(|q| (q.local, q.remote)),
+        _ => None,
+    }
+}
+
+/// What an ICMP error quotes of one of our TCP segments.
+#[derive(Clone, Copy, Debug)]
+struct QuotedTcp {
+    local: SocketAddrV4,
+    remote: SocketAddrV4,
+    seq: SeqNumber,
+    total_len: u16,
+}
+
+/// The TCP segment an ICMP error quotes (RFC 792: the IP header and at
+/// least 8 bytes of its data, enough for the ports and the sequence
+/// number), if it is one we sent from `ours`.
+fn quoted_tcp(original: &[u8], ours: Ipv4Addr) -> Option<QuotedTcp> {
+    let ihl = usize::from(*original.first()? & 0x0f) * 4;
+    if original[0] >> 4 != 4 || ihl < 20 || original.get(9) != Some(&PROTO_TCP) {
+        return None;
+    }
+    let b = |i: usize| original.get(i).copied();
+    let addr = |i: usize| Some(Ipv4Addr::new(b(i)?, b(i + 1)?, b(i + 2)?, b(i + 3)?));
+    let u16_at = |i: usize| Some(u16::from_be_bytes([b(i)?, b(i + 1)?]));
+    let (src, dst) = (addr(12)?, addr(16)?);
+    if src != ours {
+        return None;
+    }
+    let seq = u32::from_be_bytes([b(ihl + 4)?, b(ihl + 5)?, b(ihl + 6)?, b(ihl + 7)?]);
+    Some(QuotedTcp {
+        local: SocketAddrV4::new(src, u16_at(ihl)?),
+        remote: SocketAddrV4::new(dst, u16_at(ihl + 2)?),
+        seq: SeqNumber(seq),
+        total_len: u16_at(2)?,
+    })
+}
+
+/// RFC 1191 §7: the largest plateau MTU below `len` (a router that sent
+/// no MTU dropped a packet of `len` bytes).
+fn plateau_below(len: u16) -> u16 {
+    const PLATEAUS: [u16; 10] = [32000, 17914, 8166, 4352, 2002, 1492, 1006, 508, 296, 68];
+    PLATEAUS.into_iter().find(|&p| p < len).unwrap_or(68)
 }

@@ -67,6 +67,7 @@ use crate::proto::udp::PortAllocator;
 
 mod config;
 mod control;
+pub(crate) use control::frag_needed_quote;
 pub mod handback;
 mod iface;
 mod ni;

@@ -462,6 +462,7 @@ impl<N: Nic> Stack<N> {
                 mode: ReceiveMode::SoftLrp,
                 addr: w.addr,
                 prefix_len: w.prefix_len,
+                gateway: w.gateway,
                 ..cfg
             },
         );

@@ -37,6 +37,9 @@ pub enum StackDrop {
     IcmpChecksum,
     /// ICMP type we do not act on.
     IcmpUnhandled,
+    /// ICMP "fragmentation needed" quoting no TCP connection of ours (or
+    /// too little of the segment to tell).
+    IcmpNoConnection,
     /// ARP packet malformed or not Ethernet/IPv4.
     ArpMalformed,
     /// The reassembler refused a fragment (details in its counters).
@@ -78,7 +81,7 @@ pub enum StackDrop {
 
 impl StackDrop {
     /// Every reason, in counter order.
-    pub const ALL: [StackDrop; 28] = [
+    pub const ALL: [StackDrop; 29] = [
         StackDrop::BadDescriptor,
         StackDrop::IpHeader,
         StackDrop::IpChecksum,
@@ -89,6 +92,7 @@ impl StackDrop {
         StackDrop::IcmpMalformed,
         StackDrop::IcmpChecksum,
         StackDrop::IcmpUnhandled,
+        StackDrop::IcmpNoConnection,
         StackDrop::ArpMalformed,
         StackDrop::FragRefused,
         StackDrop::ReasmNoSocket,
@@ -122,6 +126,7 @@ impl StackDrop {
             StackDrop::IcmpMalformed => "icmp_malformed",
             StackDrop::IcmpChecksum => "icmp_checksum",
             StackDrop::IcmpUnhandled => "icmp_unhandled",
+            StackDrop::IcmpNoConnection => "icmp_no_connection",
             StackDrop::ArpMalformed => "arp_malformed",
             StackDrop::FragRefused => "frag_refused",
             StackDrop::ReasmNoSocket => "reasm_no_socket",
@@ -214,6 +219,9 @@ pub struct StackStats {
     pub icmp_unreach_sent: u64,
     /// ICMP errors not sent (RFC 1122 rules or rate limit).
     pub icmp_suppressed: u64,
+    /// ICMP "fragmentation needed" messages handed to the TCP connection
+    /// they quote ([`crate::proto::tcp::Connection::path_mtu_reduced`]).
+    pub icmp_frag_needed: u64,
     /// Fragments stored in (or completing) a reassembly.
     pub frags_absorbed: u64,
     /// Datagrams reassembled.
@@ -258,6 +266,7 @@ impl StackStats {
         self.demux.dropped()
             + self.arp_handled
             + self.icmp_echo_replies
+            + self.icmp_frag_needed
             + self.frags_absorbed
             + self.udp_delivered
             + self.rx_frame_drops
@@ -266,7 +275,7 @@ impl StackStats {
 
     /// Writes every non-zero counter as `name value` lines.
     pub fn write_table(&self, out: &mut impl std::fmt::Write) -> std::fmt::Result {
-        let rows: [(&str, u64); 36] = [
+        let rows: [(&str, u64); 37] = [
             ("rx_frames", self.rx_frames),
             ("tx_frames", self.tx_frames),
             ("demux_enqueued", self.demux.enqueued),
@@ -282,6 +291,7 @@ impl StackStats {
                 self.icmp_echo_replies_reassembled,
             ),
             ("icmp_unreach_sent", self.icmp_unreach_sent),
+            ("icmp_frag_needed", self.icmp_frag_needed),
             ("icmp_time_exceeded_sent", self.icmp_time_exceeded_sent),
             ("icmp_suppressed", self.icmp_suppressed),
             ("frags_absorbed", self.frags_absorbed),

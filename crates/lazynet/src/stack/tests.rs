@@ -12,6 +12,7 @@ use crate::wire::ethernet::EthernetFrame;
 use crate::wire::ethernet::{EthernetAddress, EthernetRepr, ETHERTYPE_ARP, ETHERTYPE_IPV4};
 use crate::wire::icmp::{self, IcmpPacket};
 use crate::wire::ipv4::{PROTO_ICMP, PROTO_UDP};
+use crate::wire::tcp::SeqNumber;
 use crate::wire::{ArpOperation, ArpPacket, ArpRepr, Ipv4Packet, Ipv4Repr, UdpPacket, UdpRepr};
 
 const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
@@ -1085,6 +1086,110 @@ fn ni_lrp_tcp_input_waits_for_the_owner_and_is_found_through_the_ready_ring() {
 /// only grows (RFC 7323 §5.4 offset per 4-tuple), so the server's TIME-WAIT
 /// entry accepts the new SYN (RFC 6191 §2) instead of answering it with an
 /// ACK and leaving the client to retransmit a second later.
+/// An ICMP "fragmentation needed" from a router at `from` to B, quoting
+/// a TCP segment B sent to A (IP header and 8 bytes: ports and SEQ).
+fn frag_needed_frame(from: Ipv4Addr, mtu: u16, sport: u16, dport: u16, seq: SeqNumber) -> Vec<u8> {
+    let mut orig = vec![0u8; 20 + 20];
+    Ipv4Repr {
+        src: B,
+        dst: A,
+        protocol: crate::wire::ipv4::PROTO_TCP,
+        ttl: 64,
+        ident: 9,
+        dont_frag: true,
+        more_frags: false,
+        frag_offset: 0,
+        payload_len: 1480,
+    }
+    .emit(&mut orig)
+    .unwrap();
+    orig[20..22].copy_from_slice(&sport.to_be_bytes());
+    orig[22..24].copy_from_slice(&dport.to_be_bytes());
+    orig[24..28].copy_from_slice(&seq.0.to_be_bytes());
+    let mut msg = [0u8; 128];
+    let n = icmp::emit_dest_unreachable(&mut msg, icmp::CODE_FRAG_NEEDED, mtu, &orig).unwrap();
+    ip_frame(from, B, PROTO_ICMP, 3, 0, false, &msg[..n])
+}
+
+/// RFC 1191 through the stack: a router's "fragmentation needed" quoting
+/// a segment in flight makes the connection send smaller segments at
+/// once, and the transfer completes byte-exact; one quoting a sequence
+/// number outside the flight, or no connection of ours, changes nothing
+/// and is counted.
+#[test]
+fn icmp_frag_needed_shrinks_a_connections_segments_mid_transfer() {
+    let (mut sa, mut sb) = stacks();
+    let l = sb
+        .tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), None, None)
+        .unwrap();
+    let mut now = MS;
+    let c = sa.tcp_connect(SocketAddrV4::new(B, 80), None, now).unwrap();
+    let s = loop {
+        now += 100_000;
+        sa.poll(now);
+        sa.tcp_service(now, 64);
+        sb.poll(now);
+        sb.tcp_service(now, 64);
+        if let Ok(s) = sb.listener_mut(l).accept(now) {
+            break s;
+        }
+        assert!(now < 100 * MS, "no connection");
+    };
+    let cport = sa.tcp(c).addrs().unwrap().0.port();
+    let before = sb.tcp(s).inspect(|k| k.eff_mss()).unwrap();
+    const N: usize = 300_000;
+    let body: Vec<u8> = (0..N).map(|i| (i % 251) as u8).collect();
+    let (mut sent, mut got) = (0, Vec::new());
+    let mut buf = [0u8; 8192];
+    let mut icmp_sent = false;
+    let router = Ipv4Addr::new(10, 0, 0, 254);
+    while got.len() < N {
+        if sent < N {
+            if let Ok(k) = sb.tcp_mut(s).send(&body[sent..], now) {
+                sent += k;
+            }
+        }
+        if !icmp_sent && sent > N / 3 {
+            // Out of the flight, and for a port with no connection: ignored.
+            let una = sb.tcp(s).inspect(|k| k.snd_una()).unwrap();
+            inject(
+                &mut sa.iface.nic,
+                &frag_needed_frame(router, 1200, 80, cport, una + 10_000_000),
+            );
+            inject(
+                &mut sa.iface.nic,
+                &frag_needed_frame(router, 1200, 80, cport ^ 1, una),
+            );
+            // In the flight: taken.
+            inject(
+                &mut sa.iface.nic,
+                &frag_needed_frame(router, 1200, 80, cport, una),
+            );
+            icmp_sent = true;
+        }
+        now += 50_000;
+        sb.poll(now);
+        sb.tcp_service(now, 64);
+        sa.poll(now);
+        sa.tcp_service(now, 64);
+        while let Ok(n) = sa.tcp_mut(c).recv(&mut buf, now) {
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&buf[..n]);
+        }
+        assert!(now < 5_000 * MS, "transfer stalled at {} of {N}", got.len());
+    }
+    assert!(got == body, "data differs");
+    let (mss, k) = sb.tcp(s).inspect(|k| (k.eff_mss(), *k.counters())).unwrap();
+    assert!(before > 1200 - 40, "{before}");
+    assert_eq!(mss, 1200 - 40 - (1460 - before));
+    assert_eq!((k.pmtu_reduced, k.pmtu_ignored), (1, 1), "{k:?}");
+    let st = sb.stats();
+    assert_eq!(st.icmp_frag_needed, 2, "{st}");
+    assert_eq!(st.drops_for(StackDrop::IcmpNoConnection), 1, "{st}");
+}
+
 /// RFC 1122 §4.2.2.13 (a) through the whole stack: a client that reuses
 /// its port at once reopens the server's TIME-WAIT entry, and the new
 /// connection's ISS is above everything the old one sent, although the

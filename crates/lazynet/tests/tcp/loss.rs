@@ -1,10 +1,11 @@
 //! Loss and timers: RTO (RFC 6298) with Karn's rule and backoff, giving up,
 //! fast retransmit and NewReno fast recovery (RFC 5681, RFC 6582),
-//! zero-window probing with backoff.
+//! zero-window probing with backoff; segments lost to a smaller path MTU
+//! (RFC 1191, RFC 5927).
 
 use crate::util::*;
 use lazynet::proto::tcp::cc::initial_window;
-use lazynet::proto::tcp::NewReno;
+use lazynet::proto::tcp::{NewReno, MIN_PMTU};
 
 fn sent(c: &mut Conn, now: u64) -> Vec<(u32, usize)> {
     let mut v = Vec::new();
@@ -681,4 +682,50 @@ fn limited_transmit_ends_with_a_new_ack() {
     feed(&mut c, MS, ack_in(0, 1000), &[]).unwrap();
     assert_eq!(sent(&mut c, MS), vec![(5000, 1000)]);
     assert_eq!(c.congestion().window(), 5000);
+}
+
+// ---- Path MTU (RFC 1191 §6.3, RFC 5927 §4.1) ----
+
+#[test]
+fn frag_needed_in_flight_shrinks_segments_and_resends_from_snd_una() {
+    let mut c = conn_with_flight(3000);
+    let cwnd = c.congestion().window();
+    assert!(c.path_mtu_reduced(800, LOCAL_SEQ + 1 + 1000, MS));
+    assert_eq!(c.eff_mss(), 760);
+    assert_eq!(c.counters().pmtu_reduced, 1);
+    // The path's size, not congestion: the window stays.
+    assert_eq!(c.congestion().window(), cwnd);
+    assert_eq!(c.counters().rto_expired, 0);
+    // Everything unacknowledged goes again at once, from SND.UNA, in
+    // segments of the new size.
+    let s = sent(&mut c, MS);
+    assert_eq!(s, vec![(0, 760), (760, 760), (1520, 760), (2280, 720)]);
+    // New data too.
+    c.send(&data(1000, 2));
+    feed(&mut c, 2 * MS, ack_in(0, 3000), &[]).unwrap();
+    assert_eq!(sent(&mut c, 2 * MS), vec![(3000, 760), (3760, 240)]);
+}
+
+#[test]
+fn frag_needed_outside_the_flight_or_not_smaller_is_ignored() {
+    let mut c = conn_with_flight(3000);
+    // Below SND.UNA, at SND.MAX, far away: a blind guess (RFC 5927 §4.1).
+    for seq in [LOCAL_SEQ, LOCAL_SEQ + 1 + 3000, LOCAL_SEQ + 1_000_000] {
+        assert!(!c.path_mtu_reduced(800, seq, MS));
+    }
+    // An MTU that leaves the segments as they are.
+    assert!(!c.path_mtu_reduced(1500, LOCAL_SEQ + 1, MS));
+    assert_eq!(c.eff_mss(), 1000);
+    assert_eq!(c.counters().pmtu_ignored, 4);
+    assert_eq!(c.counters().pmtu_reduced, 0);
+    expect_none(&mut c, MS);
+}
+
+#[test]
+fn frag_needed_below_the_floor_stops_at_min_pmtu() {
+    let mut c = conn_with_flight(3000);
+    assert!(c.path_mtu_reduced(68, LOCAL_SEQ + 1, MS));
+    assert_eq!(c.eff_mss(), u32::from(MIN_PMTU) - 40);
+    // And no further.
+    assert!(!c.path_mtu_reduced(300, LOCAL_SEQ + 1, MS));
 }

@@ -1,6 +1,7 @@
-//! Random segment sequences and user calls against one connection: never
-//! panics, and `check_invariants` holds after every step; `wants_output`
-//! is false only when `poll_transmit` would send nothing.
+//! Random segment sequences, path-MTU messages and user calls against one
+//! connection: never panics, and `check_invariants` holds after every
+//! step; `wants_output` is false only when `poll_transmit` would send
+//! nothing.
 
 use crate::util::*;
 use lazynet::wire::checksum;
@@ -24,6 +25,9 @@ enum Op {
     Abort,
     Advance(u64),
     Poll(u8),
+    /// ICMP "fragmentation needed": MTU and a sequence number relative to
+    /// SND.UNA.
+    PathMtu(u16, i32),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -54,6 +58,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => prop_oneof![9 => Just(Op::Poll(0)), 1 => Just(Op::Abort)],
         3 => (0u64..3_000_000_000).prop_map(Op::Advance),
         3 => (1u8..8).prop_map(Op::Poll),
+        1 => (0u16..1600, -2000i32..6000).prop_map(|(m, s)| Op::PathMtu(m, s)),
     ]
 }
 
@@ -147,6 +152,15 @@ fn run(kind: u8, opts: u8, ops: Vec<Op>) {
             }
             Op::Close => c.close(),
             Op::Abort => c.abort(),
+            Op::PathMtu(mtu, rel) => {
+                let before = c.eff_mss();
+                if c.path_mtu_reduced(mtu, c.snd_una() + rel as u32, now) {
+                    assert!(c.eff_mss() < before);
+                    assert!(c.eff_mss() + 40 >= u32::from(lazynet::proto::tcp::MIN_PMTU) - 12);
+                } else {
+                    assert_eq!(c.eff_mss(), before);
+                }
+            }
             Op::Advance(dt) => {
                 now += dt;
                 if c.poll_timeout().is_some_and(|t| t <= now) {

@@ -91,6 +91,9 @@ const PAWS_IDLE: u64 = 24 * 24 * 3600 * SEC;
 pub const DEFAULT_MSS: u16 = 536;
 /// Bytes the timestamps option takes in every segment (10 + 2 padding).
 const TS_OVERHEAD: u32 = 12;
+/// The smallest path MTU an ICMP "fragmentation needed" can set
+/// ([`Connection::path_mtu_reduced`]; Linux's `net.ipv4.route.min_pmtu`).
+pub const MIN_PMTU: u16 = 552;
 
 /// Per-connection configuration. All times are nanoseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -306,6 +309,12 @@ pub struct TcpCounters {
     /// Segments resent by SACK-based recovery (RFC 6675 NextSeg rules 1,
     /// 3 and 4), not counting the fast retransmit that starts it.
     pub sack_retransmits: u64,
+    /// Path MTU reductions taken from ICMP "fragmentation needed"
+    /// ([`Connection::path_mtu_reduced`]).
+    pub pmtu_reduced: u64,
+    /// ICMP "fragmentation needed" ignored: quoting no sequence number in
+    /// flight (RFC 5927 §4.1), or no smaller than the path already is.
+    pub pmtu_ignored: u64,
     /// Segments handled by header prediction (counted in `segs_in` too).
     pub fast_path: u64,
     /// Segments sent by the transmit fast path (bursts, `burst.rs`).
@@ -985,6 +994,47 @@ impl<C: CongestionControl> Connection<C> {
         self.snd_nxt = self.snd_una;
         self.rtx = Timer::Idle;
         let _ = now;
+    }
+
+    /// An ICMP "fragmentation needed and DF set" (RFC 1191) quoting one of
+    /// our segments: `mtu` is the next hop's MTU and `seq` the quoted
+    /// sequence number. Taken only if `seq` is in flight, `[SND.UNA,
+    /// SND.MAX)` (RFC 5927 §4.1: a blind attacker must guess it), and only
+    /// to shrink: the MTU is taken at [`MIN_PMTU`] or more (Linux's
+    /// `min_pmtu`, so a forged message cannot make segments tiny), the
+    /// MSS becomes what it leaves after the IPv4 and TCP headers (and our
+    /// timestamps), and everything unacknowledged is sent again from
+    /// SND.UNA in the new size at once, without a congestion response
+    /// (the loss was the path's size, not congestion: RFC 1191 §6.5,
+    /// Linux `tcp_simple_retransmit`). Returns whether it was taken.
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
+    pub fn path_mtu_reduced(&mut self, mtu: u16, seq: SeqNumber, now: u64) -> bool {
+        let in_flight = self.syn_acked
+            && self.synchronized()
+            && seq.diff(self.snd_una) >= 0
+            && seq.diff(self.snd_max) < 0;
+        let overhead = if self.ts_enabled { TS_OVERHEAD } else { 0 };
+        let mss = (u32::from(mtu.max(MIN_PMTU)) - 40).saturating_sub(overhead);
+        if !in_flight || mss >= self.eff_mss {
+            self.counters.pmtu_ignored += 1;
+            return false;
+        }
+        self.counters.pmtu_reduced += 1;
+        self.eff_mss = mss;
+        // Go back to SND.UNA as after an RTO, but keep the window and the
+        // timer's backoff: nothing was congested.
+        self.in_recovery = false;
+        self.dupacks = 0;
+        self.rexmit_one = false;
+        self.recover = self.snd_max;
+        self.sb.clear();
+        if self.ts_enabled {
+            self.ts_stale_until = Some(self.snd_max);
+        }
+        self.rtt_timing = None;
+        self.snd_nxt = self.snd_una;
+        self.update_timers(now);
+        true
     }
 
     #[cfg_attr(lazynet_pin, inline(always))]

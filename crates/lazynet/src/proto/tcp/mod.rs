@@ -61,6 +61,7 @@ mod tuple_index;
 pub use cc::{Cc, CcAlgo, CongestionControl, Cubic, NewReno};
 pub use conn::{
     reset_for, Burst, Config, ConnError, Connection, State, TcpCounters, TcpDrop, DEFAULT_MSS,
+    MIN_PMTU,
 };
 pub use listen::{ListenConfig, ListenCounters, ListenDrop, ListenOutput, Listener};
 pub use rtt::RttEstimator;
