@@ -41,6 +41,32 @@ fn spawn(args: &[&str]) -> Proc {
     Proc(Some(c))
 }
 
+/// Starts `lazynet daemon --nic tap --socket SOCK EXTRA…` on `names`'
+/// namespace.
+fn start_daemon(names: &Names, sock: &Path, extra: &[&str]) -> Proc {
+    let mut args = vec!["daemon", "--nic", "tap", "--socket", sock.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let nargs = names.args();
+    args.extend(nargs.iter().map(|a| a.as_str()));
+    spawn(&args)
+}
+
+/// SIGTERM to the daemon, which must exit cleanly.
+fn stop_daemon(daemon: &mut Proc) {
+    let mut d = daemon.0.take().unwrap();
+    signal(&d, libc::SIGTERM);
+    assert!(d.wait().unwrap().success());
+}
+
+/// The statistics line of the application with process id `pid`.
+fn app_line(stats: &str, pid: u32) -> String {
+    stats
+        .lines()
+        .find(|l| l.starts_with("app ") && l.contains(&format!("pid {pid} ")))
+        .expect(stats)
+        .to_string()
+}
+
 fn stats(sock: &Path) -> String {
     let o = Command::new(BIN)
         .args(["stats", "--daemon"])
@@ -201,10 +227,7 @@ fn two_applications_share_one_daemon_and_one_survives_the_other_killed() {
     }
     let (names, _ns, dir, sock) = setup();
     let s = sock.to_str().unwrap();
-    let mut dargs = vec!["daemon", "--nic", "tap", "--socket", s];
-    let nargs = names.args();
-    dargs.extend(nargs.iter().map(|a| a.as_str()));
-    let mut daemon = spawn(&dargs);
+    let mut daemon = start_daemon(&names, &sock, &[]);
     let mut http = spawn(&["serve", "http", "--daemon", s]);
     let udp = spawn(&["serve", "udp-echo", "--daemon", s]);
     let ours = names.ours();
@@ -241,11 +264,7 @@ for i in range(20000):
     assert_eq!(String::from_utf8_lossy(&o.stdout), "200");
     assert_eq!(sha256_file(&dir.join("beside")), pattern_sha256(10_000_000));
     let t = stats(&sock);
-    let udp_line = t
-        .lines()
-        .find(|l| l.starts_with("app ") && l.contains(&format!("pid {} ", uc.id())))
-        .expect(&t)
-        .to_string();
+    let udp_line = app_line(&t, uc.id());
     let dropped: u64 = ["drop_slot_full=", "drop_no_buffer="]
         .iter()
         .filter_map(|k| {
@@ -282,9 +301,7 @@ for i in range(20000):
     assert_eq!(String::from_utf8_lossy(&o.stdout), "200");
     assert_eq!(sha256_file(&dir.join("again")), pattern_sha256(1_000_000));
 
-    let mut d = daemon.0.take().unwrap();
-    signal(&d, libc::SIGTERM);
-    assert!(d.wait().unwrap().success());
+    stop_daemon(&mut daemon);
     assert!(!sock.exists(), "the daemon removes its socket");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -340,10 +357,7 @@ fn every_program_works_attached_at_once() {
         .status()
         .unwrap();
     assert!(ok.success());
-    let mut dargs = vec!["daemon", "--nic", "tap", "--socket", s];
-    let nargs = names.args();
-    dargs.extend(nargs.iter().map(|a| a.as_str()));
-    let _daemon = spawn(&dargs);
+    let _daemon = start_daemon(&names, &sock, &[]);
     let _echo = spawn(&["serve", "tcp-echo", "--daemon", s]);
     let _udp = spawn(&["serve", "udp-echo", "--daemon", s]);
     // A Linux web server in the namespace for `get`.
@@ -438,18 +452,7 @@ fn memnet_servers_on_an_offload_daemon_serve_curl_and_a_killed_one_is_reclaimed(
     }
     let (names, _ns, dir, sock) = setup();
     let s = sock.to_str().unwrap();
-    let mut dargs = vec![
-        "daemon",
-        "--nic",
-        "tap",
-        "--socket",
-        s,
-        "--placement",
-        "offload",
-    ];
-    let nargs = names.args();
-    dargs.extend(nargs.iter().map(|a| a.as_str()));
-    let mut daemon = spawn(&dargs);
+    let mut daemon = start_daemon(&names, &sock, &["--placement", "offload"]);
     // One server per MemNet API, and a multi-process application beside.
     let mut direct = spawn(&["serve", "http", "--daemon", s, "--memnet", "direct"]);
     let _async = spawn(&[
@@ -529,9 +532,7 @@ fn memnet_servers_on_an_offload_daemon_serve_curl_and_a_killed_one_is_reclaimed(
     assert_eq!(String::from_utf8_lossy(&o.stdout), "200");
     assert_eq!(sha256_file(&dir.join("again")), pattern_sha256(1_000_000));
 
-    let mut d = daemon.0.take().unwrap();
-    signal(&d, libc::SIGTERM);
-    assert!(d.wait().unwrap().success());
+    stop_daemon(&mut daemon);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -548,23 +549,14 @@ fn an_attached_udp_echo_echoes_fragmented_datagrams() {
     }
     let (names, _ns, dir, sock) = setup();
     let s = sock.to_str().unwrap();
-    let mut dargs = vec!["daemon", "--nic", "tap", "--socket", s];
-    let nargs = names.args();
-    dargs.extend(nargs.iter().map(|a| a.as_str()));
-    let mut daemon = spawn(&dargs);
+    let mut daemon = start_daemon(&names, &sock, &[]);
     let udp = spawn(&["serve", "udp-echo", "--daemon", s]);
     crate::udp::ping_and_udp_echo(&names);
     let t = stats(&sock);
-    let pid = udp.0.as_ref().unwrap().id();
-    let line = t
-        .lines()
-        .find(|l| l.starts_with("app ") && l.contains(&format!("pid {pid} ")))
-        .expect(&t);
+    let line = app_line(&t, udp.0.as_ref().unwrap().id());
     assert!(line.contains(" drop_too_big=0"), "{line}");
     assert!(daemon_counter(&t, "refragmented") >= 2, "{t}");
-    let mut d = daemon.0.take().unwrap();
-    signal(&d, libc::SIGTERM);
-    assert!(d.wait().unwrap().success());
+    stop_daemon(&mut daemon);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -581,10 +573,7 @@ fn an_attached_server_follows_the_path_mtu() {
     let (names, _ns, dir, sock) = setup();
     let s = sock.to_str().unwrap();
     let gw = names.gateway();
-    let mut dargs = vec!["daemon", "--nic", "tap", "--socket", s, "--gateway", &gw];
-    let nargs = names.args();
-    dargs.extend(nargs.iter().map(|a| a.as_str()));
-    let mut daemon = spawn(&dargs);
+    let mut daemon = start_daemon(&names, &sock, &["--gateway", &gw]);
     let _http = spawn(&["serve", "http", "--daemon", s]);
     let (c, _client) = client_behind_router(&names, 1200);
     let n: u64 = 20_000_000;
@@ -597,8 +586,6 @@ fn an_attached_server_follows_the_path_mtu() {
     );
     assert_eq!(String::from_utf8_lossy(&o.stdout), "200");
     assert_eq!(sha256_file(&file), pattern_sha256(n));
-    let mut d = daemon.0.take().unwrap();
-    signal(&d, libc::SIGTERM);
-    assert!(d.wait().unwrap().success());
+    stop_daemon(&mut daemon);
     let _ = std::fs::remove_dir_all(&dir);
 }

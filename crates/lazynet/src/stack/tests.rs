@@ -1086,6 +1086,51 @@ fn ni_lrp_tcp_input_waits_for_the_owner_and_is_found_through_the_ready_ring() {
 /// only grows (RFC 7323 §5.4 offset per 4-tuple), so the server's TIME-WAIT
 /// entry accepts the new SYN (RFC 6191 §2) instead of answering it with an
 /// ACK and leaving the client to retransmit a second later.
+/// Stacks A and B, B listening on port 80; with `port`, A's connections
+/// all come from that one port.
+fn client_server(
+    port: Option<u16>,
+) -> (Stack<WireEnd>, Stack<WireEnd>, crate::stack::ListenHandle) {
+    let (mut sa, mut sb) = stacks();
+    if let Some(p) = port {
+        sa.tcp.ports = crate::proto::tcp::EphemeralPorts::new(p, p, 4);
+    }
+    let l = sb
+        .tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), None, None)
+        .unwrap();
+    (sa, sb, l)
+}
+
+/// Both stacks' receive and TCP work at `now`.
+fn tcp_pump(sa: &mut Stack<WireEnd>, sb: &mut Stack<WireEnd>, now: u64) {
+    sa.poll(now);
+    sa.tcp_service(now, 64);
+    sb.poll(now);
+    sb.tcp_service(now, 64);
+}
+
+/// A connects to B's listener `l` on port 80; 100 µs steps until B has
+/// accepted (within 100 ms). Returns the client's and the server's handle.
+fn tcp_open(
+    sa: &mut Stack<WireEnd>,
+    sb: &mut Stack<WireEnd>,
+    l: crate::stack::ListenHandle,
+    now: &mut u64,
+) -> (crate::stack::TcpHandle, crate::stack::TcpHandle) {
+    let t0 = *now;
+    let c = sa
+        .tcp_connect(SocketAddrV4::new(B, 80), None, *now)
+        .unwrap();
+    loop {
+        *now += 100_000;
+        tcp_pump(sa, sb, *now);
+        if let Ok(s) = sb.listener_mut(l).accept(*now) {
+            return (c, s);
+        }
+        assert!(*now - t0 < 100 * MS, "no connection");
+    }
+}
+
 /// An ICMP "fragmentation needed" from a router at `from` to B, quoting
 /// a TCP segment B sent to A (IP header and 8 bytes: ports and SEQ).
 fn frag_needed_frame(from: Ipv4Addr, mtu: u16, sport: u16, dport: u16, seq: SeqNumber) -> Vec<u8> {
@@ -1118,23 +1163,9 @@ fn frag_needed_frame(from: Ipv4Addr, mtu: u16, sport: u16, dport: u16, seq: SeqN
 /// and is counted.
 #[test]
 fn icmp_frag_needed_shrinks_a_connections_segments_mid_transfer() {
-    let (mut sa, mut sb) = stacks();
-    let l = sb
-        .tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), None, None)
-        .unwrap();
+    let (mut sa, mut sb, l) = client_server(None);
     let mut now = MS;
-    let c = sa.tcp_connect(SocketAddrV4::new(B, 80), None, now).unwrap();
-    let s = loop {
-        now += 100_000;
-        sa.poll(now);
-        sa.tcp_service(now, 64);
-        sb.poll(now);
-        sb.tcp_service(now, 64);
-        if let Ok(s) = sb.listener_mut(l).accept(now) {
-            break s;
-        }
-        assert!(now < 100 * MS, "no connection");
-    };
+    let (c, s) = tcp_open(&mut sa, &mut sb, l, &mut now);
     let cport = sa.tcp(c).addrs().unwrap().0.port();
     let before = sb.tcp(s).inspect(|k| k.eff_mss()).unwrap();
     const N: usize = 300_000;
@@ -1168,10 +1199,7 @@ fn icmp_frag_needed_shrinks_a_connections_segments_mid_transfer() {
             icmp_sent = true;
         }
         now += 50_000;
-        sb.poll(now);
-        sb.tcp_service(now, 64);
-        sa.poll(now);
-        sa.tcp_service(now, 64);
+        tcp_pump(&mut sa, &mut sb, now);
         while let Ok(n) = sa.tcp_mut(c).recv(&mut buf, now) {
             if n == 0 {
                 break;
@@ -1196,35 +1224,12 @@ fn icmp_frag_needed_shrinks_a_connections_segments_mid_transfer() {
 /// old one sent far more bytes than RFC 6528's ISN clock moved meanwhile.
 #[test]
 fn a_reopened_time_wait_gets_an_iss_above_the_old_connection() {
-    let (mut sa, mut sb) = stacks();
-    sa.tcp.ports = crate::proto::tcp::EphemeralPorts::new(50_001, 50_001, 4);
-    let l = sb
-        .tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), None, None)
-        .unwrap();
+    let (mut sa, mut sb, l) = client_server(Some(50_001));
     let mut now = MS;
-    let pump = |sa: &mut Stack<WireEnd>, sb: &mut Stack<WireEnd>, now: u64| {
-        sa.poll(now);
-        sa.tcp_service(now, 64);
-        sb.poll(now);
-        sb.tcp_service(now, 64);
-    };
-    let open = |sa: &mut Stack<WireEnd>, sb: &mut Stack<WireEnd>, now: &mut u64| {
-        let c = sa
-            .tcp_connect(SocketAddrV4::new(B, 80), None, *now)
-            .unwrap();
-        let t0 = *now;
-        loop {
-            *now += 100_000;
-            pump(sa, sb, *now);
-            if let Ok(s) = sb.listener_mut(l).accept(*now) {
-                // SND.UNA = ISS + 1 once established.
-                let iss = sb.tcp(s).inspect(|k| k.snd_una()).unwrap() + u32::MAX;
-                return (c, s, iss);
-            }
-            assert!(*now - t0 < 100 * MS, "no connection");
-        }
-    };
-    let (c, s, iss1) = open(&mut sa, &mut sb, &mut now);
+    // The server's ISS: SND.UNA - 1 once established.
+    let iss = |sb: &Stack<WireEnd>, s| sb.tcp(s).inspect(|k| k.snd_una()).unwrap() + u32::MAX;
+    let (c, s) = tcp_open(&mut sa, &mut sb, l, &mut now);
+    let iss1 = iss(&sb, s);
     // The server sends 200 kB and closes first; the client reads to the
     // end and closes: the server's side goes to TIME-WAIT.
     const N: usize = 200_000;
@@ -1242,7 +1247,7 @@ fn a_reopened_time_wait_gets_an_iss_above_the_old_connection() {
             }
         }
         now += 100_000;
-        pump(&mut sa, &mut sb, now);
+        tcp_pump(&mut sa, &mut sb, now);
         match sa.tcp_mut(c).recv(&mut buf, now) {
             Ok(0) => break,
             Ok(n) => got += n,
@@ -1254,14 +1259,15 @@ fn a_reopened_time_wait_gets_an_iss_above_the_old_connection() {
     sa.tcp_mut(c).close(now).unwrap();
     for _ in 0..20 {
         now += 100_000;
-        pump(&mut sa, &mut sb, now);
+        tcp_pump(&mut sa, &mut sb, now);
     }
     assert_eq!(sb.tcp.tw.len(), 1);
     // The old connection's last sequence number: its FIN.
     let old_fin = iss1 + (N as u32 + 1);
     let ticks = (now - MS) / 4_000;
     assert!(ticks < N as u64, "the ISN clock moved {ticks}: no test");
-    let (_, _, iss2) = open(&mut sa, &mut sb, &mut now);
+    let (_, s2) = tcp_open(&mut sa, &mut sb, l, &mut now);
+    let iss2 = iss(&sb, s2);
     assert_eq!(sb.tcp.tw.len(), 0, "the entry was reopened");
     assert!(
         iss2.diff(old_fin) > 0,
@@ -1271,25 +1277,15 @@ fn a_reopened_time_wait_gets_an_iss_above_the_old_connection() {
 
 #[test]
 fn a_reused_port_gets_through_the_servers_time_wait_at_once() {
-    let (mut sa, mut sb) = stacks();
-    sa.tcp.ports = crate::proto::tcp::EphemeralPorts::new(50_000, 50_000, 4);
-    let l = sb
-        .tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), None, None)
-        .unwrap();
+    let (mut sa, mut sb, l) = client_server(Some(50_000));
     let mut now = MS;
-    let pump = |sa: &mut Stack<WireEnd>, sb: &mut Stack<WireEnd>, now: u64| {
-        sa.poll(now);
-        sa.tcp_service(now, 64);
-        sb.poll(now);
-        sb.tcp_service(now, 64);
-    };
     let mut buf = [0u8; 64];
     for round in 0..8 {
         let t0 = now;
         let c = sa.tcp_connect(SocketAddrV4::new(B, 80), None, now).unwrap();
         let s = loop {
             now += 100_000;
-            pump(&mut sa, &mut sb, now);
+            tcp_pump(&mut sa, &mut sb, now);
             if let Ok(s) = sb.listener_mut(l).accept(now) {
                 break s;
             }
@@ -1310,7 +1306,7 @@ fn a_reused_port_gets_through_the_servers_time_wait_at_once() {
         let mut got = 0;
         loop {
             now += 100_000;
-            pump(&mut sa, &mut sb, now);
+            tcp_pump(&mut sa, &mut sb, now);
             match sa.tcp_mut(c).recv(&mut buf, now) {
                 Ok(0) => break,
                 Ok(n) => got += n,
@@ -1322,7 +1318,7 @@ fn a_reused_port_gets_through_the_servers_time_wait_at_once() {
         sa.tcp_mut(c).close(now).unwrap();
         for _ in 0..20 {
             now += 100_000;
-            pump(&mut sa, &mut sb, now);
+            tcp_pump(&mut sa, &mut sb, now);
         }
         // The client's side is gone, the server's in TIME-WAIT.
         assert!(
