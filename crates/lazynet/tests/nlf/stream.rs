@@ -2,7 +2,8 @@
 //! host whose only real-time owner is the streams' handler sends a short
 //! stream to many clients over the in-memory wire, ARP resolved by the
 //! stack itself; every client receives every byte, in order, and the
-//! handler was released by the executor period after period.
+//! handler was released by the executor period after period. And the RTP
+//! header each client gets (RFC 3550 §5.1).
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 
@@ -119,4 +120,94 @@ fn a_periodic_handler_streams_every_byte_to_every_client() {
 
 fn streamer_packets(meta: &std::path::Path, media: &std::path::Path) -> usize {
     MetaFile::open(meta, media).unwrap().packets()
+}
+
+/// RFC 3550 §5.1: each client's stream has an SSRC, an initial sequence
+/// number and an initial timestamp of its own, drawn at random; then its
+/// sequence counts up by one per packet under that SSRC.
+#[test]
+fn each_client_gets_its_own_random_rtp_ssrc_sequence_and_timestamp() {
+    let dir = std::env::temp_dir().join(format!("lazynet-rtp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let media_path = dir.join("media.bin");
+    let media: Vec<u8> = (0..64 * 1024).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&media_path, &media).unwrap();
+    let sum = prebuild_with(
+        &media_path,
+        &PrebuildOptions {
+            payload: 1316,
+            rtp: true,
+            out_dir: Some(&dir),
+            nominal_bit_rate: 8_000_000,
+        },
+        &mut |_, _| {},
+    )
+    .unwrap();
+    let meta = MetaFile::open(&sum.meta, &media_path).unwrap();
+    let (a, b) = WirePair::new(WireConfig::default()).unwrap();
+    let cfg = |addr, seed| StackConfig {
+        addr,
+        seed,
+        ..StackConfig::default()
+    };
+    let mut server: Stack<WireEnd> = Stack::new(a, cfg(SERVER, 1));
+    let mut client: Stack<WireEnd> = Stack::new(b, cfg(CLIENT, 2));
+    const N: u16 = 8;
+    let addrs: Vec<SocketAddrV4> = (0..N)
+        .map(|i| SocketAddrV4::new(CLIENT, 7000 + i))
+        .collect();
+    let socks: Vec<UdpSocket> = addrs
+        .iter()
+        .map(|&x| UdpSocket::bind(&mut client, x).unwrap())
+        .collect();
+    let mut streamer =
+        Streamer::new(meta, media.as_slice(), &addrs, StreamConfig::default()).unwrap();
+    // Per client: (SSRC, sequence number, timestamp) of each packet.
+    let mut got: Vec<Vec<(u32, u16, u32)>> = vec![Vec::new(); N as usize];
+    let mut buf = vec![0u8; 2048];
+    let mut now = 0;
+    while got.iter().any(|g| g.len() < 4) {
+        now += 1_000_000;
+        assert!(
+            now < 5_000_000_000,
+            "packets: {:?}",
+            got.iter().map(Vec::len).collect::<Vec<_>>()
+        );
+        server.poll(now);
+        streamer.poll(&mut server, now);
+        client.poll(now);
+        for (i, s) in socks.iter().enumerate() {
+            while let Ok((n, _)) = s.recv_from(&mut client, &mut buf) {
+                assert!(n >= 12 && buf[0] >> 6 == 2, "not RTP version 2");
+                let seq = u16::from_be_bytes([buf[2], buf[3]]);
+                let ts = u32::from_be_bytes([buf[4], buf[5], buf[6], buf[7]]);
+                let ssrc = u32::from_be_bytes([buf[8], buf[9], buf[10], buf[11]]);
+                got[i].push((ssrc, seq, ts));
+            }
+        }
+        server.poll(now);
+    }
+    for (i, g) in got.iter().enumerate() {
+        for w in g.windows(2) {
+            assert_eq!(w[1].0, w[0].0, "client {i}: SSRC changed");
+            assert_eq!(w[1].1, w[0].1.wrapping_add(1), "client {i}: sequence");
+        }
+    }
+    let distinct = |f: &dyn Fn(&(u32, u16, u32)) -> u64| {
+        let mut v: Vec<u64> = got.iter().map(|g| f(&g[0])).collect();
+        v.sort_unstable();
+        v.dedup();
+        v.len()
+    };
+    assert_eq!(distinct(&|p| u64::from(p.0)), N as usize, "SSRCs shared");
+    // Sixteen- and 32-bit draws: 8 clients collide with small chance only.
+    assert!(
+        distinct(&|p| u64::from(p.1)) >= N as usize - 1,
+        "initial sequence numbers"
+    );
+    assert!(
+        distinct(&|p| u64::from(p.2)) >= N as usize - 1,
+        "initial timestamps"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -814,6 +814,49 @@ fn inexact_rst_on_half_open_challenged() {
     assert_eq!(out[0].1.flags, ACK, "RFC 5961 §3.2 challenge ACK");
 }
 
+/// RFC 5961 §7: challenge ACKs at most `challenge_ack_limit` per second,
+/// counted per half-open entry (a counter shared by the listener would be
+/// a side channel, CVE-2016-5696): another entry has its own budget, and a
+/// second later the entry has it again.
+#[test]
+fn challenge_acks_are_limited_per_entry_and_per_second() {
+    let c = Config {
+        challenge_ack_limit: 3,
+        ..cfg()
+    };
+    let mut l = Listener::new(lcfg(), c, LOCAL, &secret());
+    for n in 1..=2 {
+        assert_eq!(
+            input(&mut l, 0, peer(n), syn_from(n), &[]),
+            ListenOutput::HalfOpen
+        );
+    }
+    drain(&mut l, 0);
+    // In-window, inexact RSTs: each asks for a challenge ACK.
+    let acks = |l: &mut Listener, now: u64, n: u16| {
+        let rst = TcpRepr {
+            src_port: 49500 + n,
+            seq: REMOTE_SEQ + 100,
+            flags: RST,
+            ..SEND_TEMPL
+        };
+        let mut k = 0;
+        for _ in 0..10 {
+            input(l, now, peer(n), rst, &[]);
+            k += drain(l, now)
+                .iter()
+                .filter(|(to, r, _)| *to == peer(n) && r.flags == ACK)
+                .count();
+        }
+        k
+    };
+    assert_eq!(acks(&mut l, MS, 1), 3);
+    assert_eq!(acks(&mut l, 2 * MS, 2), 3, "the other entry's own budget");
+    assert_eq!(acks(&mut l, 500 * MS, 1), 0, "the same second");
+    assert_eq!(acks(&mut l, SEC + 2 * MS, 1), 3, "the next second");
+    assert_eq!(l.syn_queue_len(), 2);
+}
+
 #[test]
 fn duplicate_syn_resends_synack() {
     let mut l = listener(lcfg()); // synack_retries: 2
