@@ -729,3 +729,82 @@ fn frag_needed_below_the_floor_stops_at_min_pmtu() {
     // And no further.
     assert!(!c.path_mtu_reduced(300, LOCAL_SEQ + 1, MS));
 }
+
+// ---- Restart after idle (RFC 5681 §4.1) ----
+
+/// A connection whose window grew to 16 segments (slow start from an IW
+/// of 4), everything acknowledged at `t`; returns it and `t`.
+fn grown_then_drained_with(cc: CcAlgo) -> (Conn, u64) {
+    let mut c = conn_established(Config { cc, ..cfg() });
+    let mut acked = 0u32;
+    let mut now = 0;
+    for round in [4000usize, 8000] {
+        c.send(&data(round, 3));
+        now += 10 * MS;
+        let s = sent(&mut c, now);
+        assert_eq!(s.iter().map(|&(_, n)| n).sum::<usize>(), round);
+        // One ACK per segment: slow start adds one segment each.
+        for &(_, n) in &s {
+            acked += n as u32;
+            now += MS;
+            feed(&mut c, now, ack_in(0, acked), &[]).unwrap();
+        }
+    }
+    assert_eq!(c.congestion().window(), 16_000);
+    (c, now)
+}
+
+fn grown_then_drained() -> (Conn, u64) {
+    grown_then_drained_with(CcAlgo::NewReno)
+}
+
+#[test]
+fn sending_after_a_silence_of_several_rtos_restarts_from_the_initial_window() {
+    for cc in [CcAlgo::NewReno, CcAlgo::Cubic] {
+        let (mut c, t) = grown_then_drained_with(cc);
+        let rto = c.rto();
+        c.send(&data(8000, 4));
+        // Three and a half RTOs of silence: halved three times (2000),
+        // but not below the restart window min(IW, cwnd) = 4000.
+        let now = t + rto * 7 / 2;
+        let s = sent(&mut c, now);
+        assert_eq!(s.len(), 4, "{cc:?}: {s:?}");
+        assert_eq!(c.congestion().window(), 4000, "{cc:?}");
+        let keeps = c.congestion().ssthresh() >= 12_000;
+        assert!(keeps, "{cc:?}: ssthresh keeps 3/4 of the old window");
+        assert_eq!(c.counters().idle_restarts, 1);
+    }
+}
+
+#[test]
+fn a_shorter_silence_halves_the_window_once_per_rto_beyond_the_first() {
+    let (mut c, t) = grown_then_drained();
+    let rto = c.rto();
+    c.send(&data(8000, 4));
+    let s = sent(&mut c, t + rto * 3 / 2);
+    assert_eq!(c.congestion().window(), 8000);
+    assert_eq!(s.len(), 8, "{s:?}");
+}
+
+#[test]
+fn no_restart_within_an_rto_or_with_nothing_to_send() {
+    let (mut c, t) = grown_then_drained();
+    let rto = c.rto();
+    // Data from the peer after a long silence: acknowledged, no restart.
+    feed(&mut c, t + 10 * rto, ack_in(0, 12_000), b"hello").unwrap();
+    let _ = sent(&mut c, t + 10 * rto);
+    assert_eq!(c.counters().idle_restarts, 0);
+    assert_eq!(c.congestion().window(), 16_000);
+    // Sending again: the silence counts from the last acknowledgment of
+    // ours, not from the peer's data.
+    c.send(&data(8000, 5));
+    let _ = sent(&mut c, t + 10 * rto + rto / 2);
+    assert_eq!(c.counters().idle_restarts, 1);
+    let (mut c, t) = grown_then_drained();
+    c.send(&data(8000, 5));
+    let half = t + c.rto() / 2;
+    let s = sent(&mut c, half);
+    assert_eq!(s.len(), 8);
+    assert_eq!(c.counters().idle_restarts, 0);
+    assert_eq!(c.congestion().window(), 16_000);
+}

@@ -109,6 +109,7 @@ impl<C: CongestionControl> Connection<C> {
             || self.fin_queued
             || self.snd_nxt != self.snd_max
             || (self.sack_ok && !self.ooo.is_empty())
+            || self.idle_restart_due(now)
         {
             return None;
         }

@@ -47,6 +47,23 @@ pub trait CongestionControl: core::fmt::Debug {
     fn on_recovery_exit(&mut self, flight: u32, mss: u32);
     /// Retransmission timeout (RFC 5681 §3.1 eq. (4) and loss window).
     fn on_rto(&mut self, flight: u32, mss: u32);
+    /// Sending resumes after the connection sent nothing for `halvings`
+    /// + 1 retransmission timeouts or more ([`idle_restart`]).
+    fn on_idle_restart(&mut self, halvings: u32, mss: u32);
+}
+
+/// RFC 5681 §4.1, restart after idle, as Linux's `tcp_cwnd_restart`: the
+/// window the connection had is no measure of the path after a silence
+/// longer than an RTO, so it is halved once per RTO of silence beyond the
+/// first (`halvings`), but not below RFC 5681's restart window
+/// min(IW, cwnd); ssthresh keeps at least three quarters of the old
+/// window, so slow start climbs back to it quickly. Returns the new
+/// (cwnd, ssthresh).
+pub fn idle_restart(cwnd: u32, ssthresh: u32, halvings: u32, mss: u32) -> (u32, u32) {
+    let restart = initial_window(mss).min(cwnd);
+    let ssthresh = ssthresh.max(cwnd / 4 * 3);
+    let shifted = cwnd.checked_shr(halvings).unwrap_or(0);
+    (shifted.max(restart), ssthresh)
 }
 
 /// NewReno (RFC 5681 + RFC 6582).
@@ -137,6 +154,10 @@ impl CongestionControl for NewReno {
         // RFC 5681 §3.1 eq. (4); loss window = 1 SMSS.
         self.ssthresh = (flight / 2).max(2 * mss);
         self.cwnd = mss;
+        self.ca_acked = 0;
+    }
+    fn on_idle_restart(&mut self, halvings: u32, mss: u32) {
+        (self.cwnd, self.ssthresh) = idle_restart(self.cwnd, self.ssthresh, halvings, mss);
         self.ca_acked = 0;
     }
 }
@@ -361,6 +382,12 @@ impl CongestionControl for Cubic {
         // RFC 6582 §3.2 step 4 option (1), as NewReno.
         self.cwnd = self.ssthresh.min(flight.max(mss) + mss);
     }
+    fn on_idle_restart(&mut self, halvings: u32, mss: u32) {
+        (self.cwnd, self.ssthresh) = idle_restart(self.cwnd, self.ssthresh, halvings, mss);
+        // The cubic curve's clock starts again when congestion avoidance
+        // does: the silence was no time spent probing the path.
+        self.epoch = None;
+    }
     fn on_rto(&mut self, _flight: u32, mss: u32) {
         // §4.8: ssthresh by β as in §4.6, cwnd = loss window (1 SMSS);
         // the next epoch starts with K = 0 and W_max = cwnd_epoch. A
@@ -448,6 +475,9 @@ impl CongestionControl for Cc {
     }
     fn on_established(&mut self, mss: u32) {
         delegate!(self, c => c.on_established(mss))
+    }
+    fn on_idle_restart(&mut self, halvings: u32, mss: u32) {
+        delegate!(self, c => c.on_idle_restart(halvings, mss))
     }
     fn on_ack(&mut self, now: u64, acked: u32, mss: u32) {
         delegate!(self, c => c.on_ack(now, acked, mss))

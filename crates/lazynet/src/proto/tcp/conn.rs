@@ -315,6 +315,8 @@ pub struct TcpCounters {
     /// ICMP "fragmentation needed" ignored: quoting no sequence number in
     /// flight (RFC 5927 §4.1), or no smaller than the path already is.
     pub pmtu_ignored: u64,
+    /// Restarts after idle ([`Connection::restart_if_idle`]).
+    pub idle_restarts: u64,
     /// Segments handled by header prediction (counted in `segs_in` too).
     pub fast_path: u64,
     /// Segments sent by the transmit fast path (bursts, `burst.rs`).
@@ -407,6 +409,8 @@ pub struct Connection<C: CongestionControl = Cc> {
     tw_deadline: Option<u64>,
     /// Last time an acceptable segment arrived (keep-alive idle clock).
     last_rx: u64,
+    /// When everything sent was last acknowledged (restart after idle).
+    drained_at: u64,
     ka_deadline: Option<u64>,
     ka_sent: u32,
     ka_now: bool,
@@ -621,6 +625,7 @@ impl<C: CongestionControl> Connection<C> {
             ack_now: false,
             tw_deadline: None,
             last_rx: 0,
+            drained_at: 0,
             ka_deadline: None,
             ka_sent: 0,
             ka_now: false,
@@ -1138,6 +1143,42 @@ impl<C: CongestionControl> Connection<C> {
         self.fin_was_acked
     }
 
+    /// RFC 5681 §4.1: before sending after a silence longer than the RTO
+    /// (nothing in flight since everything was acknowledged at least an
+    /// RTO ago, and something to send now), the congestion window decays
+    /// ([`super::cc::idle_restart`]: halved per RTO of silence, not below
+    /// min(IW, cwnd)). `poll_transmit` does it (and `burst_plan` plans
+    /// nothing while it is due). Cheap when nothing is due: two
+    /// comparisons.
+    #[inline]
+    fn restart_if_idle(&mut self, now: u64) {
+        if self.idle_restart_due(now) && self.has_unsent() {
+            self.idle_restart(now);
+        }
+    }
+
+    /// Nothing in flight since everything was acknowledged more than an
+    /// RTO ago: sending now restarts after idle. (The transmit fast path
+    /// declines then, so that `poll_transmit` restarts first.)
+    #[inline]
+    pub(super) fn idle_restart_due(&self, now: u64) -> bool {
+        self.snd_una == self.snd_max
+            && now.saturating_sub(self.drained_at) > self.rtt.rto()
+            && self.syn_acked
+    }
+
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
+    fn idle_restart(&mut self, now: u64) {
+        if !matches!(self.state, State::Established | State::CloseWait) {
+            return;
+        }
+        let rto = self.rtt.rto().max(1);
+        let halvings = ((now - self.drained_at - 1) / rto).min(32) as u32;
+        self.cc.on_idle_restart(halvings, self.eff_mss);
+        self.drained_at = now;
+        self.counters.idle_restarts += 1;
+    }
+
     fn has_unsent(&self) -> bool {
         let off = self.snd_nxt.diff(self.data_start()).max(0) as usize;
         off < self.tx.len()
@@ -1415,6 +1456,7 @@ impl<C: CongestionControl> Connection<C> {
         self.snd_wl2 = seg.ack;
         if f.contains(TcpFlags::ACK) {
             self.snd_una = seg.ack;
+            self.drained_at = now;
             self.syn_acked = true;
             self.cc.on_established(self.eff_mss);
             if self.snd_nxt.diff(self.snd_una) < 0 {
@@ -1664,6 +1706,9 @@ impl<C: CongestionControl> Connection<C> {
             self.snd_una = ack;
             if self.snd_nxt.diff(self.snd_una) < 0 {
                 self.snd_nxt = self.snd_una;
+            }
+            if ack == self.snd_max {
+                self.drained_at = now;
             }
             // RTT: timestamps (RFC 7323 §4.1) or one timed segment (Karn).
             // After an RTO, ACKs up to what was outstanding then may echo
@@ -2028,6 +2073,7 @@ impl<C: CongestionControl> Connection<C> {
                 self.ack_now = true;
             }
         }
+        self.restart_if_idle(now);
         let r = match self.state {
             State::Closed => None,
             State::SynSent | State::SynReceived if self.snd_nxt == self.iss => {

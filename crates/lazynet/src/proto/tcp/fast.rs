@@ -244,6 +244,9 @@ impl<C: CongestionControl> Connection<C> {
         let ack = seg.ack;
         self.tx.consume(acked as usize);
         self.snd_una = ack;
+        if ack == self.snd_max {
+            self.drained_at = now;
+        }
         // RTT: timestamps (RFC 7323 §4.1) or the one timed segment (Karn);
         // no stale-TS check needed (predicted `ts_stale_until == None`).
         if !self.rtt_sample_ts(now, seg) {

@@ -38,8 +38,10 @@
 //! fills with connections whose handle was closed.
 //!
 //! **Not yet:** RACK-TLP, PRR, HyStart, undo of
-//! spurious reductions, D-SACK use, RFC 5681 §4.1 restart after idle,
-//! urgent data (ignored, delivered inline). SYN cookies carry the MSS,
+//! spurious reductions, D-SACK use, urgent data (ignored, delivered
+//! inline). Restart after idle (RFC 5681 §4.1) decays the window per RTO
+//! of silence as Linux does rather than resetting it to the restart
+//! window at once ([`cc::idle_restart`]). SYN cookies carry the MSS,
 //! and window scale and SACK-permitted in the timestamp when the peer
 //! sends one (`cookie`).
 //!
