@@ -315,7 +315,7 @@ pub struct TcpCounters {
     /// ICMP "fragmentation needed" ignored: quoting no sequence number in
     /// flight (RFC 5927 §4.1), or no smaller than the path already is.
     pub pmtu_ignored: u64,
-    /// Restarts after idle ([`Connection::restart_if_idle`]).
+    /// Restarts after idle (RFC 5681 §4.1, [`super::cc::idle_restart`]).
     pub idle_restarts: u64,
     /// Segments handled by header prediction (counted in `segs_in` too).
     pub fast_path: u64,
