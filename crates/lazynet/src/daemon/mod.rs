@@ -240,30 +240,44 @@ impl App {
     /// Copies `frame` into a free buffer of this application and queues it
     /// on `slot` (see step 2).
     #[inline]
-    fn deliver(&mut self, slot: u32, id: u32, notify: bool, frame: &[u8]) {
-        self.deliver_parts(slot, id, notify, frame, &[]);
+    fn deliver(&mut self, slot: u32, id: u32, notify: bool, frame: &[u8]) -> bool {
+        self.deliver_parts(slot, id, notify, frame, &[])
     }
 
-    /// [`App::deliver`] of the frame `head` followed by `body`.
+    /// [`App::deliver`] of the frame `head` followed by `body`. Returns
+    /// whether it was queued (else it was counted as dropped).
     #[inline]
-    fn deliver_parts(&mut self, slot: u32, id: u32, notify: bool, head: &[u8], body: &[u8]) {
+    fn deliver_parts(
+        &mut self,
+        slot: u32,
+        id: u32,
+        notify: bool,
+        head: &[u8],
+        body: &[u8],
+    ) -> bool {
         let s = slot as usize;
         let len = head.len() + body.len();
         if self.slots[s].free() == 0 {
-            return self.count(AppCounter::DropSlotFull);
+            self.count(AppCounter::DropSlotFull);
+            return false;
         }
-        if len > self.bufs.buf_size() {
-            return self.count(AppCounter::DropSlotFull);
+        if len > self.bufs.buf_size() || len > usize::from(u16::MAX) {
+            self.count(AppCounter::DropSlotFull);
+            return false;
         }
         let buf = loop {
             match self.free.pop_one() {
                 Some(b) if b < self.bufs.count() => break b,
                 Some(_) => self.count(AppCounter::BadDescriptor),
-                None => return self.count(AppCounter::DropNoBuffer),
+                None => {
+                    self.count(AppCounter::DropNoBuffer);
+                    return false;
+                }
             }
         };
         let Some(dst) = self.bufs.buf_mut(buf) else {
-            return self.count(AppCounter::BadDescriptor);
+            self.count(AppCounter::BadDescriptor);
+            return false;
         };
         dst[..head.len()].copy_from_slice(head);
         dst[head.len()..len].copy_from_slice(body);
@@ -272,7 +286,8 @@ impl App {
             // Checked above; an application that moved the index meanwhile
             // loses the buffer to itself only.
             let _ = self.done.push_one(buf);
-            return self.count(AppCounter::DropSlotFull);
+            self.count(AppCounter::DropSlotFull);
+            return false;
         }
         self.count(AppCounter::Delivered);
         self.dirty = true;
@@ -284,6 +299,7 @@ impl App {
                 self.ready_pend.push(id);
             }
         }
+        true
     }
 
     /// Hands a UDP datagram the daemon reassembled (`udp`: its header and
@@ -297,14 +313,15 @@ impl App {
     /// without room on the slot's ring and free buffers for every one, the
     /// datagram is dropped and counted there (an application that hands
     /// back bad buffers can still cut its own datagrams short; its stack's
-    /// reassembly times them out). Returns the frames queued.
+    /// reassembly times them out). Returns the frames queued and whether
+    /// that was the whole datagram.
     fn deliver_datagram(
         &mut self,
         (slot, id, notify): (u32, u32, bool),
         mac: [u8; 6],
         (src, dst): (Ipv4Addr, Ipv4Addr),
         udp: &[u8],
-    ) -> usize {
+    ) -> (usize, bool) {
         let head = |ident, more_frags, frag_offset: usize, len| {
             let mut h = [0u8; 34];
             let eth = EthernetRepr {
@@ -327,29 +344,29 @@ impl App {
         };
         if udp.is_empty() {
             self.count(AppCounter::DropTooBig);
-            return 0;
+            return (0, false);
         }
         if 34 + udp.len() <= self.bufs.buf_size() {
             let Some(h) = head(0, false, 0, udp.len()) else {
                 self.count(AppCounter::DropTooBig);
-                return 0;
+                return (0, false);
             };
-            self.deliver_parts(slot, id, notify, &h, udp);
-            return 1;
+            let ok = self.deliver_parts(slot, id, notify, &h, udp);
+            return (usize::from(ok), ok);
         }
         let Ok(plan) = fragment_plan(udp.len(), self.bufs.buf_size() - 14, 20) else {
             self.count(AppCounter::DropTooBig);
-            return 0;
+            return (0, false);
         };
         let frag = FRAGMENT_SLOT;
         let k = plan.clone().count();
         if self.slots[frag].free() < k {
             self.count(AppCounter::DropSlotFull);
-            return 0;
+            return (0, false);
         }
         if self.free.len() < k {
             self.count(AppCounter::DropNoBuffer);
-            return 0;
+            return (0, false);
         }
         let ident = self.frag_ident;
         self.frag_ident = ident.wrapping_add(1);
@@ -359,10 +376,12 @@ impl App {
                 self.count(AppCounter::DropTooBig);
                 break;
             };
-            self.deliver_parts(frag as u32, FRAGMENT.0, false, &h, &udp[off..off + len]);
+            if !self.deliver_parts(frag as u32, FRAGMENT.0, false, &h, &udp[off..off + len]) {
+                break;
+            }
             n += 1;
         }
-        n
+        (n, n == k)
     }
 
     fn flush_ready(&mut self) {
@@ -1224,14 +1243,14 @@ impl<N: Nic> Daemon<N> {
                 let Some(a) = self.apps[o.app as usize].as_mut() else {
                     continue;
                 };
-                let k = a.deliver_datagram(
+                let (k, whole) = a.deliver_datagram(
                     (o.slot, o.id, o.notify),
                     mac,
                     (src, dst),
                     &self.scratch[..n],
                 );
                 self.stats.delivered += k as u64;
-                if k > 1 {
+                if whole && k > 1 {
                     self.stats.refragmented += 1;
                 }
             }
@@ -1253,8 +1272,7 @@ impl<N: Nic> Daemon<N> {
                 if let Some(Some(o)) = self.chans.get(c.0 as usize) {
                     let o = *o;
                     if let Some(a) = self.apps[o.app as usize].as_mut() {
-                        a.deliver(o.slot, o.id, o.notify, f);
-                        self.stats.delivered += 1;
+                        self.stats.delivered += u64::from(a.deliver(o.slot, o.id, o.notify, f));
                     }
                     self.rel.push(d);
                     continue;
@@ -1276,8 +1294,7 @@ impl<N: Nic> Daemon<N> {
                         .and_then(|ch| self.chans.get(ch.0 as usize).copied().flatten());
                     if let Some(o) = owner {
                         if let Some(a) = self.apps[o.app as usize].as_mut() {
-                            a.deliver(0, 0, false, f);
-                            self.stats.delivered += 1;
+                            self.stats.delivered += u64::from(a.deliver(0, 0, false, f));
                         }
                         self.rel.push(d);
                         continue;

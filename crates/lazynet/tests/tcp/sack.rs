@@ -843,3 +843,42 @@ fn regression_predicted_ack_past_sacked_range_trims_scoreboard() {
     feed(&mut c, 31 * MS, sack_ack(8000, &[]), &[]).unwrap();
     assert_eq!(c.counters().fast_path, before + 1);
 }
+
+/// RFC 9293 §3.7.1: the MSS counts no options. A data segment that
+/// carries SACK blocks for data we hold out of order (RFC 2018 §4) gives
+/// their room up from its text, so header and text stay within the
+/// path (with path MTU discovery sizing segments exactly).
+#[test]
+fn data_segments_carrying_sack_blocks_shrink_by_their_room() {
+    let mut c = sack_conn(sack_cfg());
+    // The peer's bytes 0..100 are missing; 100..200 arrive out of order.
+    let ooo = TcpRepr {
+        seq: REMOTE_SEQ + 1 + 100,
+        window: W,
+        ..ack_in(0, 0)
+    };
+    feed(&mut c, 0, ooo, &data(100, 1)).unwrap();
+    let _ = sent(&mut c, 0);
+    c.send(&data(3000, 2));
+    let mut segs = Vec::new();
+    while let Some((r, d)) = poll(&mut c, MS) {
+        segs.push((r.sack.len(), d.len()));
+    }
+    // One block: 2 + 8 bytes, padded to 12.
+    assert_eq!(segs[..3], [(1, 988), (1, 988), (1, 988)], "{segs:?}");
+    // The rest once the hole is filled: full segments, no blocks.
+    let fill = TcpRepr {
+        seq: REMOTE_SEQ + 1,
+        window: W,
+        ..ack_in(0, 0)
+    };
+    feed(&mut c, 2 * MS, fill, &data(100, 1)).unwrap();
+    let ack = TcpRepr {
+        seq: REMOTE_SEQ + 1 + 200,
+        ..sack_ack(2964, &[])
+    };
+    feed(&mut c, 2 * MS, ack, &[]).unwrap();
+    c.send(&data(1000, 3));
+    let (r, d) = poll(&mut c, 3 * MS).expect("a segment");
+    assert!(r.sack.is_empty() && d.len() == 1000, "{r:?}");
+}

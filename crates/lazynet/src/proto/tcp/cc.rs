@@ -47,8 +47,9 @@ pub trait CongestionControl: core::fmt::Debug {
     fn on_recovery_exit(&mut self, flight: u32, mss: u32);
     /// Retransmission timeout (RFC 5681 §3.1 eq. (4) and loss window).
     fn on_rto(&mut self, flight: u32, mss: u32);
-    /// Sending resumes after the connection sent nothing for `halvings`
-    /// + 1 retransmission timeouts or more ([`idle_restart`]).
+    /// Sending resumes after the connection sent nothing for more than
+    /// `halvings` retransmission timeouts (at most `halvings` + 1; at
+    /// least one: [`idle_restart`]).
     fn on_idle_restart(&mut self, halvings: u32, mss: u32);
 }
 

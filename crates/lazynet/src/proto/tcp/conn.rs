@@ -1144,8 +1144,8 @@ impl<C: CongestionControl> Connection<C> {
     }
 
     /// RFC 5681 §4.1: before sending after a silence longer than the RTO
-    /// (nothing in flight since everything was acknowledged at least an
-    /// RTO ago, and something to send now), the congestion window decays
+    /// (nothing in flight since everything was acknowledged more than an
+    /// RTO ago, and something to send now, a FIN's data included), the congestion window decays
     /// ([`super::cc::idle_restart`]: halved per RTO of silence, not below
     /// min(IW, cwnd)). `poll_transmit` does it (and `burst_plan` plans
     /// nothing while it is due). Cheap when nothing is due: two
@@ -1169,7 +1169,16 @@ impl<C: CongestionControl> Connection<C> {
 
     #[cfg_attr(lazynet_outline, cold, inline(never))]
     fn idle_restart(&mut self, now: u64) {
-        if !matches!(self.state, State::Established | State::CloseWait) {
+        // The states that send data (`emit_data`); data left in a closed
+        // connection's buffer is never sent.
+        if !matches!(
+            self.state,
+            State::Established
+                | State::CloseWait
+                | State::FinWait1
+                | State::Closing
+                | State::LastAck
+        ) {
             return;
         }
         let rto = self.rtt.rto().max(1);
@@ -2031,6 +2040,7 @@ impl<C: CongestionControl> Connection<C> {
     /// `poll_transmit` when [`Connection::wants_output`] is `false`.
     #[cfg_attr(lazynet_pin, inline(always))]
     pub fn skip_transmit(&mut self, now: u64) {
+        self.restart_if_idle(now);
         self.update_timers(now);
     }
 
@@ -2338,17 +2348,35 @@ impl<C: CongestionControl> Connection<C> {
                 return Some(self.emit_keepalive(now));
             }
         }
-        let (mut seq, fin) = (p.seq, p.fin);
+        let (mut seq, mut fin) = (p.seq, p.fin);
         if p.len == 0 && !fin && !self.ack_now {
             return None;
         }
         let off = seq.diff(start).max(0) as usize;
-        let (len, payload_sum) = if p.len == 0 {
+        // SACK blocks ride in the header: the text shrinks by their room
+        // (RFC 9293 §3.7.1: the MSS counts no options; with path MTU
+        // discovery a full segment plus blocks would exceed the path).
+        let sack = if self.sack_ok && !self.ooo.is_empty() {
+            self.sack_blocks()
+        } else {
+            SackBlocks::EMPTY
+        };
+        let plen = if sack.is_empty() {
+            p.len
+        } else {
+            let room = (2 + 8 * sack.len() + 3) & !3;
+            let cut = p
+                .len
+                .min((self.eff_mss as usize).saturating_sub(room).max(1));
+            fin &= cut == p.len;
+            cut
+        };
+        let (len, payload_sum) = if plen == 0 {
             (0, 0)
         } else if want_sum {
-            self.tx.peek_with_sum(off, &mut payload[..p.len], 0)
+            self.tx.peek_with_sum(off, &mut payload[..plen], 0)
         } else {
-            (self.tx.peek(off, &mut payload[..p.len]), 0)
+            (self.tx.peek(off, &mut payload[..plen]), 0)
         };
         if len == 0 && !fin {
             // Not the rewound SND.NXT: after an RTO a lower number could
@@ -2374,9 +2402,7 @@ impl<C: CongestionControl> Connection<C> {
             ..self.repr_base()
         };
         r.timestamps = self.timestamps(now);
-        if self.sack_ok && !self.ooo.is_empty() {
-            r.sack = self.sack_blocks();
-        }
+        r.sack = sack;
         // Sequence bookkeeping.
         let end = seq + len as u32 + u32::from(fin);
         if len > 0 || fin {
