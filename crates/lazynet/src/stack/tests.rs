@@ -1131,6 +1131,46 @@ fn tcp_open(
     }
 }
 
+/// B sends `data` on connection `s` and closes first; A reads its end `c`
+/// to the end of the stream (within `limit` of virtual time) and closes;
+/// then 2 ms more for the last segments. Returns the bytes A read.
+fn send_and_close(
+    sa: &mut Stack<WireEnd>,
+    sb: &mut Stack<WireEnd>,
+    (c, s): (crate::stack::TcpHandle, crate::stack::TcpHandle),
+    data: &[u8],
+    now: &mut u64,
+    limit: u64,
+) -> usize {
+    let (mut sent, mut got) = (0, 0);
+    let mut buf = [0u8; 8192];
+    let t0 = *now;
+    loop {
+        if sent < data.len() {
+            if let Ok(k) = sb.tcp_mut(s).send(&data[sent..], *now) {
+                sent += k;
+                if sent == data.len() {
+                    sb.tcp_mut(s).close(*now).unwrap();
+                }
+            }
+        }
+        *now += 100_000;
+        tcp_pump(sa, sb, *now);
+        match sa.tcp_mut(c).recv(&mut buf, *now) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(_) => {}
+        }
+        assert!(*now - t0 < limit, "no end of stream");
+    }
+    sa.tcp_mut(c).close(*now).unwrap();
+    for _ in 0..20 {
+        *now += 100_000;
+        tcp_pump(sa, sb, *now);
+    }
+    got
+}
+
 /// An ICMP "fragmentation needed" from a router at `from` to B, quoting
 /// a TCP segment B sent to A (IP header and 8 bytes: ports and SEQ).
 fn frag_needed_frame(from: Ipv4Addr, mtu: u16, sport: u16, dport: u16, seq: SeqNumber) -> Vec<u8> {
@@ -1233,34 +1273,15 @@ fn a_reopened_time_wait_gets_an_iss_above_the_old_connection() {
     // The server sends 200 kB and closes first; the client reads to the
     // end and closes: the server's side goes to TIME-WAIT.
     const N: usize = 200_000;
-    let data = vec![7u8; N];
-    let (mut sent, mut got) = (0, 0);
-    let mut buf = [0u8; 8192];
-    let t0 = now;
-    loop {
-        if sent < N {
-            if let Ok(k) = sb.tcp_mut(s).send(&data[sent..], now) {
-                sent += k;
-                if sent == N {
-                    sb.tcp_mut(s).close(now).unwrap();
-                }
-            }
-        }
-        now += 100_000;
-        tcp_pump(&mut sa, &mut sb, now);
-        match sa.tcp_mut(c).recv(&mut buf, now) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(_) => {}
-        }
-        assert!(now - t0 < 2_000 * MS, "no end of stream");
-    }
+    let got = send_and_close(
+        &mut sa,
+        &mut sb,
+        (c, s),
+        &vec![7u8; N],
+        &mut now,
+        2_000 * MS,
+    );
     assert_eq!(got, N);
-    sa.tcp_mut(c).close(now).unwrap();
-    for _ in 0..20 {
-        now += 100_000;
-        tcp_pump(&mut sa, &mut sb, now);
-    }
     assert_eq!(sb.tcp.tw.len(), 1);
     // The old connection's last sequence number: its FIN.
     let old_fin = iss1 + (N as u32 + 1);
@@ -1279,7 +1300,6 @@ fn a_reopened_time_wait_gets_an_iss_above_the_old_connection() {
 fn a_reused_port_gets_through_the_servers_time_wait_at_once() {
     let (mut sa, mut sb, l) = client_server(Some(50_000));
     let mut now = MS;
-    let mut buf = [0u8; 64];
     for round in 0..8 {
         let t0 = now;
         let c = sa.tcp_connect(SocketAddrV4::new(B, 80), None, now).unwrap();
@@ -1301,25 +1321,8 @@ fn a_reused_port_gets_through_the_servers_time_wait_at_once() {
         assert_eq!(sa.tcp_mut(c).addrs().unwrap().0.port(), 50_000);
         // The server answers and closes first; the client reads to the end
         // and closes.
-        sb.tcp_mut(s).send(b"reply", now).unwrap();
-        sb.tcp_mut(s).close(now).unwrap();
-        let mut got = 0;
-        loop {
-            now += 100_000;
-            tcp_pump(&mut sa, &mut sb, now);
-            match sa.tcp_mut(c).recv(&mut buf, now) {
-                Ok(0) => break,
-                Ok(n) => got += n,
-                Err(_) => {}
-            }
-            assert!(now - t0 < 200 * MS, "round {round}: no end of stream");
-        }
+        let got = send_and_close(&mut sa, &mut sb, (c, s), b"reply", &mut now, 200 * MS);
         assert_eq!(got, 5);
-        sa.tcp_mut(c).close(now).unwrap();
-        for _ in 0..20 {
-            now += 100_000;
-            tcp_pump(&mut sa, &mut sb, now);
-        }
         // The client's side is gone, the server's in TIME-WAIT.
         assert!(
             sa.tcp_states().is_empty(),

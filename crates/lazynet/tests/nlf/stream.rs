@@ -6,6 +6,7 @@
 //! header each client gets (RFC 3550 §5.1).
 
 use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::PathBuf;
 
 use lazynet::host::{Host, HostConfig, HostState};
 use lazynet::mem::MappedFile;
@@ -20,41 +21,52 @@ const SERVER: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const CLIENT: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
 const CLIENTS: u16 = 40;
 
-#[test]
-fn a_periodic_handler_streams_every_byte_to_every_client() {
-    let dir = std::env::temp_dir().join(format!("lazynet-stream-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+/// A media file of `kib` KiB in a fresh folder `dir`, prebuilt at 8
+/// Mbit/s in 1316-byte payloads (with RTP headers if `rtp`); its bytes
+/// differ from packet to packet (1316 is not a multiple of 251). Returns
+/// its path, bytes and meta file.
+fn prebuilt(dir: &std::path::Path, kib: usize, rtp: bool) -> (PathBuf, Vec<u8>, MetaFile) {
+    std::fs::create_dir_all(dir).unwrap();
     let media_path = dir.join("media.bin");
-    // 96 KiB at 8 Mbit/s: about 0.1 s of stream per client.
-    // Bytes that differ from packet to packet (1316 is not a multiple of 251).
-    let media: Vec<u8> = (0..96 * 1024).map(|i| (i % 251) as u8).collect();
+    let media: Vec<u8> = (0..kib * 1024).map(|i| (i % 251) as u8).collect();
     std::fs::write(&media_path, &media).unwrap();
     let sum = prebuild_with(
         &media_path,
         &PrebuildOptions {
             payload: 1316,
-            rtp: false,
-            out_dir: Some(&dir),
+            rtp,
+            out_dir: Some(dir),
             nominal_bit_rate: 8_000_000,
         },
         &mut |_, _| {},
     )
     .unwrap();
     let meta = MetaFile::open(&sum.meta, &media_path).unwrap();
-    let mapped = MappedFile::open(&media_path).unwrap();
-    let (a, b) = WirePair::new(WireConfig {
-        ext_bytes: media.len() as u64,
-        buf_count: 4096,
-        ..WireConfig::default()
-    })
-    .unwrap();
+    (media_path, media, meta)
+}
+
+/// The server's and the client's stack on the two ends of `wire`.
+fn server_and_client(wire: WireConfig) -> (Stack<WireEnd>, Stack<WireEnd>) {
+    let (a, b) = WirePair::new(wire).unwrap();
     let cfg = |addr, seed| StackConfig {
         addr,
         seed,
         ..StackConfig::default()
     };
-    let server: Stack<WireEnd> = Stack::new(a, cfg(SERVER, 1));
-    let mut client: Stack<WireEnd> = Stack::new(b, cfg(CLIENT, 2));
+    (Stack::new(a, cfg(SERVER, 1)), Stack::new(b, cfg(CLIENT, 2)))
+}
+
+#[test]
+fn a_periodic_handler_streams_every_byte_to_every_client() {
+    let dir = std::env::temp_dir().join(format!("lazynet-stream-{}", std::process::id()));
+    // 96 KiB at 8 Mbit/s: about 0.1 s of stream per client.
+    let (media_path, media, meta) = prebuilt(&dir, 96, false);
+    let mapped = MappedFile::open(&media_path).unwrap();
+    let (server, mut client) = server_and_client(WireConfig {
+        ext_bytes: media.len() as u64,
+        buf_count: 4096,
+        ..WireConfig::default()
+    });
     let addrs: Vec<SocketAddrV4> = (0..CLIENTS)
         .map(|i| SocketAddrV4::new(CLIENT, 6000 + i))
         .collect();
@@ -63,6 +75,7 @@ fn a_periodic_handler_streams_every_byte_to_every_client() {
         .map(|&x| UdpSocket::bind(&mut client, x).unwrap())
         .collect();
 
+    let packets = meta.packets();
     let mut streamer = Streamer::new(meta, mapped, &addrs, StreamConfig::default()).unwrap();
     let mut server = server;
     assert!(streamer.attach(&mut server), "payloads by reference");
@@ -109,17 +122,10 @@ fn a_periodic_handler_streams_every_byte_to_every_client() {
     let u = h.usage(o);
     assert!(u.releases > 0 && u.runs > 10, "released: {u:?}");
     let stats = h.app().stats();
-    assert_eq!(
-        stats.packets,
-        (streamer_packets(&sum.meta, &media_path) * CLIENTS as usize) as u64
-    );
+    assert_eq!(stats.packets, (packets * CLIENTS as usize) as u64);
     let (mut stack, mut s) = h.into_parts();
     s.release(&mut stack);
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-fn streamer_packets(meta: &std::path::Path, media: &std::path::Path) -> usize {
-    MetaFile::open(meta, media).unwrap().packets()
 }
 
 /// RFC 3550 §5.1: each client's stream has an SSRC, an initial sequence
@@ -128,30 +134,8 @@ fn streamer_packets(meta: &std::path::Path, media: &std::path::Path) -> usize {
 #[test]
 fn each_client_gets_its_own_random_rtp_ssrc_sequence_and_timestamp() {
     let dir = std::env::temp_dir().join(format!("lazynet-rtp-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let media_path = dir.join("media.bin");
-    let media: Vec<u8> = (0..64 * 1024).map(|i| (i % 251) as u8).collect();
-    std::fs::write(&media_path, &media).unwrap();
-    let sum = prebuild_with(
-        &media_path,
-        &PrebuildOptions {
-            payload: 1316,
-            rtp: true,
-            out_dir: Some(&dir),
-            nominal_bit_rate: 8_000_000,
-        },
-        &mut |_, _| {},
-    )
-    .unwrap();
-    let meta = MetaFile::open(&sum.meta, &media_path).unwrap();
-    let (a, b) = WirePair::new(WireConfig::default()).unwrap();
-    let cfg = |addr, seed| StackConfig {
-        addr,
-        seed,
-        ..StackConfig::default()
-    };
-    let mut server: Stack<WireEnd> = Stack::new(a, cfg(SERVER, 1));
-    let mut client: Stack<WireEnd> = Stack::new(b, cfg(CLIENT, 2));
+    let (_, media, meta) = prebuilt(&dir, 64, true);
+    let (mut server, mut client) = server_and_client(WireConfig::default());
     const N: u16 = 8;
     let addrs: Vec<SocketAddrV4> = (0..N)
         .map(|i| SocketAddrV4::new(CLIENT, 7000 + i))

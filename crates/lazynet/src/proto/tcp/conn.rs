@@ -1169,16 +1169,8 @@ impl<C: CongestionControl> Connection<C> {
 
     #[cfg_attr(lazynet_outline, cold, inline(never))]
     fn idle_restart(&mut self, now: u64) {
-        // The states that send data (`emit_data`); data left in a closed
-        // connection's buffer is never sent.
-        if !matches!(
-            self.state,
-            State::Established
-                | State::CloseWait
-                | State::FinWait1
-                | State::Closing
-                | State::LastAck
-        ) {
+        // Data left in a closed connection's buffer is never sent.
+        if !self.may_send_data() {
             return;
         }
         let rto = self.rtt.rto().max(1);
@@ -1186,6 +1178,18 @@ impl<C: CongestionControl> Connection<C> {
         self.cc.on_idle_restart(halvings, self.eff_mss);
         self.drained_at = now;
         self.counters.idle_restarts += 1;
+    }
+
+    /// In a state that sends data, its SYN acknowledged.
+    fn may_send_data(&self) -> bool {
+        matches!(
+            self.state,
+            State::Established
+                | State::CloseWait
+                | State::FinWait1
+                | State::Closing
+                | State::LastAck
+        ) && self.syn_acked
     }
 
     fn has_unsent(&self) -> bool {
@@ -2321,14 +2325,7 @@ impl<C: CongestionControl> Connection<C> {
         payload: &mut [u8],
         want_sum: bool,
     ) -> Option<(TcpRepr, u32)> {
-        let can_send = matches!(
-            self.state,
-            State::Established
-                | State::CloseWait
-                | State::FinWait1
-                | State::Closing
-                | State::LastAck
-        ) && self.syn_acked;
+        let can_send = self.may_send_data();
         let start = self.data_start();
         let buffered = self.tx.len();
         let p = if !can_send {

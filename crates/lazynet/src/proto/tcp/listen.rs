@@ -889,10 +889,11 @@ impl Listener {
         // Rebuild the SYN the cookie stands for: its ISN and MSS, and, if
         // the ACK echoes one of our recent TSvals, the options kept there
         // (`cookie`; TS.Recent starts from this ACK's TSval).
+        let cfg = self.conn_cfg(remote);
         let echo = seg
             .timestamps
             .filter(|_| self.tcp.timestamps)
-            .and_then(|t| cookie::decode_ts(t.tsecr, self.ts_now(now, remote)).map(|o| (t, o)));
+            .and_then(|t| cookie::decode_ts(t.tsecr, ts_at(now, cfg.ts_offset)).map(|o| (t, o)));
         let syn = TcpRepr {
             src_port: seg.src_port,
             dst_port: seg.dst_port,
@@ -909,7 +910,6 @@ impl Listener {
             ..TcpRepr::EMPTY
         };
         let iss = seg.ack + u32::MAX;
-        let cfg = self.conn_cfg(remote);
         let Some(mut conn) = Connection::accept_syn(cfg, self.local, remote, &syn, iss, now) else {
             return self.discard(ListenDrop::BadSyn);
         };
@@ -936,7 +936,7 @@ impl Listener {
     /// the clock or of other connections. Recomputed rather than kept per
     /// entry, which stays at [`Listener::HALF_OPEN_BYTES`].
     fn ts_now(&self, now: u64, remote: SocketAddrV4) -> u32 {
-        ((now / MS) as u32).wrapping_add(self.secret.ts_offset(self.local, remote))
+        ts_at(now, self.secret.ts_offset(self.local, remote))
     }
 
     /// The configuration of the connection with `remote`: ours, with its
@@ -1437,4 +1437,9 @@ impl Listener {
         }
         Ok(())
     }
+}
+
+/// Our TSval at `now` from offset `off` (RFC 7323 §5.4).
+fn ts_at(now: u64, off: u32) -> u32 {
+    ((now / MS) as u32).wrapping_add(off)
 }
