@@ -103,14 +103,23 @@ pub struct NetArgs {
     /// sleep at once.
     #[arg(long, default_value_t = 50)]
     pub busy_poll_us: u64,
+    /// TCP connections closed by the program that may still be closing
+    /// (orphans: waiting for the peer's acknowledgment or FIN) at most;
+    /// one more resets the oldest (Linux's `tcp_max_orphans`).
+    #[arg(long, default_value_t = 4096)]
+    pub max_orphans: usize,
+    /// How long an orphan waits in FIN-WAIT-2 for the peer's FIN, in
+    /// seconds, before it is dropped (Linux's `tcp_fin_timeout`).
+    #[arg(long, default_value_t = 60)]
+    pub fin_timeout_s: u64,
     #[command(flatten)]
     pub ns: NsArgs,
 }
 
 impl NetArgs {
     /// The stack's configuration these arguments give: `--addr`,
-    /// `--gateway` and a seed from the operating system; everything else
-    /// the default.
+    /// `--gateway`, the orphan bounds and a seed from the operating system;
+    /// everything else the default.
     pub fn stack_config(&self) -> anyhow::Result<StackConfig> {
         let (addr, prefix_len) = parse_cidr(&self.addr)?;
         if let Some(g) = self.gateway {
@@ -123,13 +132,16 @@ impl NetArgs {
                 self.addr
             );
         }
-        Ok(StackConfig {
+        let mut cfg = StackConfig {
             addr,
             prefix_len,
             gateway: self.gateway,
             seed: crate::serve::seed_from_os(),
+            max_orphans: self.max_orphans,
             ..StackConfig::default()
-        })
+        };
+        cfg.tcp.fin_timeout = self.fin_timeout_s.saturating_mul(1_000_000_000);
+        Ok(cfg)
     }
 }
 

@@ -45,6 +45,11 @@ pub struct DaemonArgs {
     /// Pin the daemon to this CPU (the offload placement's dedicated core).
     #[arg(long)]
     pub cpu: Option<usize>,
+    /// Orphans (connections a MemNet client closed that still close in
+    /// the daemon) one client may leave at most; one more resets its
+    /// oldest. All clients together stay within `--max-orphans`.
+    #[arg(long, default_value_t = 1024)]
+    pub max_orphans_per_client: usize,
     #[command(flatten)]
     pub net: NetArgs,
 }
@@ -61,7 +66,8 @@ pub fn run(a: &DaemonArgs) -> anyhow::Result<()> {
         net.daemon.is_none(),
         "a daemon does not attach to another daemon"
     );
-    let stack = net.stack_config()?;
+    let mut stack = net.stack_config()?;
+    stack.max_orphans_per_tag = a.max_orphans_per_client;
     let (addr, prefix_len) = (stack.addr, stack.prefix_len);
     let stop = crate::util::stop_flag()?;
     if let Some(c) = a.cpu {

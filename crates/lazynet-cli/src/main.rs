@@ -266,6 +266,8 @@ fn main() -> anyhow::Result<()> {
                 tso,
                 daemon,
                 busy_poll_us: 0,
+                max_orphans: 4096,
+                fin_timeout_s: 60,
                 ns,
             },
         ),

@@ -170,6 +170,7 @@ pub fn serve_conns<N: Nic, S: ConnApp>(
     listener: &TcpListener,
     mut make: impl FnMut() -> S,
     stop: &AtomicBool,
+    status: &AtomicBool,
     spin_ns: u64,
 ) -> (u64, usize) {
     let mut conns: HashMap<TcpHandle, Conn<S>> = HashMap::new();
@@ -187,6 +188,9 @@ pub fn serve_conns<N: Nic, S: ConnApp>(
             if conns.is_empty() || now >= end {
                 break;
             }
+        }
+        if status.swap(false, Ordering::Relaxed) {
+            print_status(stack, conns.len());
         }
         let rx = stack.poll(now).received;
         let work = stack.tcp_service(now, 1024);
@@ -263,6 +267,20 @@ pub fn serve_conns<N: Nic, S: ConnApp>(
     (served, open)
 }
 
+/// The status line of a running server (SIGUSR1): connections it serves,
+/// all TCP connection slots in use, orphans among them, the bytes their
+/// buffers hold, and TIME-WAIT entries.
+fn print_status<N: Nic>(stack: &Stack<N>, serving: usize) {
+    println!(
+        "status: serving={serving} connections={} orphans={} tcp_buffer_bytes={} time_wait={}",
+        stack.tcp_connections(),
+        stack.tcp_orphans(),
+        stack.tcp_buffer_bytes(),
+        stack.tcp_time_wait_len()
+    );
+    let _ = std::io::stdout().flush();
+}
+
 fn stack_config(net: &NetArgs) -> anyhow::Result<StackConfig> {
     let mut cfg = net.stack_config()?;
     // Server-sized buffers: 256 KiB each way per connection.
@@ -283,6 +301,7 @@ pub fn serve<S: ConnApp>(
 ) -> anyhow::Result<()> {
     let cfg = stack_config(net)?;
     let stop = crate::util::stop_flag()?;
+    let status = crate::util::status_flag()?;
     let (nic, owned_ns) = crate::serve::open(net)?;
     struct Serve<'a, M> {
         what: &'a str,
@@ -290,6 +309,7 @@ pub fn serve<S: ConnApp>(
         syn_queue: Option<usize>,
         make: M,
         stop: &'a AtomicBool,
+        status: &'a AtomicBool,
         spin_ns: u64,
     }
     impl<S: ConnApp, M: FnMut() -> S> crate::serve::OnStack for Serve<'_, M> {
@@ -309,7 +329,14 @@ pub fn serve<S: ConnApp>(
             eprintln!("serving {what} on {addr}:{port} ({})", stack.mode().name());
             println!("ready");
             std::io::stdout().flush()?;
-            let (served, open) = serve_conns(stack, &listener, self.make, self.stop, self.spin_ns);
+            let (served, open) = serve_conns(
+                stack,
+                &listener,
+                self.make,
+                self.stop,
+                self.status,
+                self.spin_ns,
+            );
             println!("connections: {served}, open at exit: {open}");
             if let Ok(c) = stack.listener(listener.handle()).counters() {
                 println!(
@@ -340,6 +367,7 @@ pub fn serve<S: ConnApp>(
         syn_queue,
         make,
         stop: &stop,
+        status: &status,
         spin_ns: net.busy_poll_us.saturating_mul(1000),
     };
     crate::serve::run_on_stack(nic, cfg, net, job)??;

@@ -32,7 +32,7 @@ use std::path::Path;
 /// `"LZCT"`.
 pub const CTL_MAGIC: u32 = u32::from_le_bytes(*b"LZCT");
 /// Protocol version.
-pub const CTL_VERSION: u32 = 2;
+pub const CTL_VERSION: u32 = 3;
 /// Largest message (the statistics text).
 pub const MAX_MSG: usize = 64 * 1024;
 
@@ -244,6 +244,25 @@ pub fn peer_pid(conn: impl AsFd) -> Option<u32> {
     rustix::net::sockopt::socket_peercred(conn)
         .ok()
         .map(|c| c.pid.as_raw_nonzero().get() as u32)
+}
+
+/// Whether the other end of control connection `conn` has hung up (the
+/// daemon, or the application, exited or was killed): one `poll` that does
+/// not wait. A connection with a message waiting is not gone.
+pub fn peer_gone(conn: impl AsFd) -> bool {
+    use rustix::event::{poll, PollFd, PollFlags};
+    let mut fds = [PollFd::new(&conn, PollFlags::RDHUP)];
+    let zero = rustix::event::Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    match poll(&mut fds, Some(&zero)) {
+        Ok(0) => false,
+        Ok(_) => fds[0]
+            .revents()
+            .intersects(PollFlags::HUP | PollFlags::RDHUP | PollFlags::ERR),
+        Err(_) => true,
+    }
 }
 
 /// Connects to the daemon at `path` (blocking).

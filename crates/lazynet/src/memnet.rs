@@ -69,6 +69,9 @@ pub enum Error {
     TooManyJobs,
     /// The daemon stopped answering (its area's rings were damaged).
     Broken,
+    /// The daemon is gone (its end of the control connection hung up): no
+    /// job will complete.
+    DaemonGone,
 }
 
 impl std::fmt::Display for Error {
@@ -135,7 +138,9 @@ struct Registered {
 
 /// A MemNet client: the connection to one daemon in the offload placement.
 pub struct MemNet {
-    _conn: OwnedFd,
+    /// The control connection: closing it detaches; its hang-up is how
+    /// this side learns that the daemon is gone.
+    conn: OwnedFd,
     area: JobArea,
     data: Span,
     req: Producer<Req>,
@@ -193,7 +198,7 @@ impl MemNet {
         let credits = p.credits as usize;
         let nslots = credits + JOB_SLACK;
         let mut m = MemNet {
-            _conn: conn,
+            conn,
             data: area.data(),
             req: Producer::attach(&region, l.req)?,
             cpl: Consumer::attach(&region, l.cpl)?,
@@ -300,20 +305,37 @@ impl MemNet {
 
     /// Waits until `done()` or `deadline` (ns, monotonic): spins, then
     /// sleeps on the doorbell. Returns false on time-out.
-    fn wait_until(&mut self, deadline: Option<u64>, done: impl Fn(&Self) -> bool) -> bool {
+    /// Spins, then sleeps on the doorbell, until `done`: `Ok(true)`, or
+    /// `Ok(false)` at `deadline`; [`Error::DaemonGone`] as soon as the
+    /// daemon has hung up (looked at before each sleep, at most every
+    /// 10 ms: no system call while spinning).
+    fn wait_until(
+        &mut self,
+        deadline: Option<u64>,
+        done: impl Fn(&Self) -> bool,
+    ) -> Result<bool, Error> {
         let start = crate::sched::clock::mono_ns();
         loop {
             self.reap();
             if done(self) {
-                return true;
+                return Ok(true);
             }
             let now = crate::sched::clock::mono_ns();
             if deadline.is_some_and(|d| now >= d) {
-                return false;
+                return Ok(false);
             }
             if now.saturating_sub(start) < self.spin_ns {
                 std::hint::spin_loop();
                 continue;
+            }
+            if crate::ctl::peer_gone(&self.conn) {
+                // What it completed before it went still counts.
+                self.reap();
+                return if done(self) {
+                    Ok(true)
+                } else {
+                    Err(Error::DaemonGone)
+                };
             }
             let t = deadline.map_or(10_000_000, |d| d.saturating_sub(now).min(10_000_000));
             let cpl = &mut self.cpl;
@@ -327,7 +349,7 @@ impl MemNet {
             self.reap();
             if self.in_flight >= self.credits {
                 let credits = self.credits;
-                self.wait_until(None, |m| m.in_flight < credits);
+                self.wait_until(None, |m| m.in_flight < credits)?;
             }
         }
         let Some(slot) = self.free_jobs.pop() else {
@@ -412,7 +434,8 @@ impl MemNet {
             return Some(j);
         }
         let deadline = crate::sched::clock::mono_ns() + timeout.as_nanos() as u64;
-        self.wait_until(Some(deadline), |m| !m.done_q.is_empty());
+        // A daemon gone completes nothing more: nothing to return.
+        let _ = self.wait_until(Some(deadline), |m| !m.done_q.is_empty());
         self.next_done()
     }
 
@@ -421,7 +444,7 @@ impl MemNet {
     pub fn job_wait(&mut self, j: Job, timeout: Option<std::time::Duration>) -> Result<u64, Error> {
         let i = self.slot(j)?;
         let deadline = timeout.map(|t| crate::sched::clock::mono_ns() + t.as_nanos() as u64);
-        if self.wait_until(deadline, |m| matches!(m.jobs[i].state, JobState::Done(_))) {
+        if self.wait_until(deadline, |m| matches!(m.jobs[i].state, JobState::Done(_)))? {
             self.take(i).expect("done")
         } else {
             Err(Error::TimedOut)
@@ -530,10 +553,18 @@ impl MemNet {
         Ok(())
     }
 
-    /// The bytes of range `h` (reading while a receive is in flight on it
-    /// reads whatever the daemon has placed so far).
-    pub fn buf(&self, h: MemHandle) -> Result<&[u8], Error> {
-        let r = self.reg(h)?;
+    /// The bytes of range `h`; [`Error::Busy`] while a job holds it (a
+    /// receive would be writing them).
+    pub fn buf(&mut self, h: MemHandle) -> Result<&[u8], Error> {
+        let mut r = self.reg(h)?;
+        if r.busy > 0 {
+            // A receive under way writes these bytes.
+            self.reap();
+            r = self.reg(h)?;
+            if r.busy > 0 {
+                return Err(Error::Busy);
+            }
+        }
         self.data
             .slice(r.off as usize, r.len as usize)
             .ok_or(Error::UnknownHandle)

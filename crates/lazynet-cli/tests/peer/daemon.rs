@@ -221,6 +221,70 @@ fn kill_mid_transfer(
 }
 
 #[test]
+fn an_attached_server_leaves_a_bounded_number_of_orphans_to_half_open_clients() {
+    if !lazynet::sys::root_or_skip() {
+        return;
+    }
+    let (names, _ns, _dir, sock) = setup();
+    let s = sock.to_str().unwrap();
+    let mut daemon = start_daemon(&names, &sock, &[]);
+    let (cap, fin) = (MAX_ORPHANS.to_string(), FIN_TIMEOUT_S.to_string());
+    let mut c = Command::new(BIN)
+        .args(["serve", "http", "--daemon", s, "--max-orphans", &cap])
+        .args(["--fin-timeout-s", &fin])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(c.stdout.take().unwrap());
+    let http = Proc(Some(c));
+    wait_ready(&mut out);
+    let child = http.0.as_ref().unwrap();
+    orphans_bounded(&names.ns, &names.ours(), || server_status(child, &mut out));
+    stop_daemon(&mut daemon);
+}
+
+#[test]
+fn a_memnet_servers_orphans_in_the_daemon_are_bounded_per_client() {
+    if !lazynet::sys::root_or_skip() {
+        return;
+    }
+    let (names, _ns, _dir, sock) = setup();
+    let s = sock.to_str().unwrap();
+    let (cap, fin) = (MAX_ORPHANS.to_string(), FIN_TIMEOUT_S.to_string());
+    let mut daemon = start_daemon(
+        &names,
+        &sock,
+        &[
+            "--placement",
+            "offload",
+            "--max-orphans-per-client",
+            &cap,
+            "--fin-timeout-s",
+            &fin,
+        ],
+    );
+    let http = spawn(&["serve", "http", "--daemon", s, "--memnet", "async"]);
+    let pid = http.0.as_ref().unwrap().id();
+    orphans_bounded(&names.ns, &names.ours(), || {
+        let t = stats(&sock);
+        let line = t
+            .lines()
+            .find(|l| l.starts_with("memnet ") && l.contains(&format!("pid {pid} ")))
+            .expect(&t)
+            .to_string();
+        let orphans = line
+            .split_whitespace()
+            .skip_while(|w| *w != "orphans")
+            .nth(1)
+            .and_then(|v| v.parse().ok())
+            .expect(&line);
+        [("orphans".to_string(), orphans)].into_iter().collect()
+    });
+    stop_daemon(&mut daemon);
+}
+
+#[test]
 fn two_applications_share_one_daemon_and_one_survives_the_other_killed() {
     if !lazynet::sys::root_or_skip() {
         return;

@@ -119,6 +119,32 @@ fn sh_in_ns(ns: &str, script: &str) -> String {
 }
 
 #[test]
+fn half_open_http_clients_leave_a_bounded_number_of_orphans_all_gone_after_the_fin_timeout() {
+    if !lazynet::sys::root_or_skip() {
+        return;
+    }
+    let names = Names::new();
+    let (cap, fin) = (MAX_ORPHANS.to_string(), FIN_TIMEOUT_S.to_string());
+    let (mut guard, mut out) = start_serve(
+        &names,
+        &["http", "--port", "80"],
+        &[
+            "--nic",
+            "tap",
+            "--max-orphans",
+            &cap,
+            "--fin-timeout-s",
+            &fin,
+        ],
+        Some(names.ns.clone()),
+    );
+    let child = guard.child.as_ref().unwrap();
+    orphans_bounded(&names.ns, &names.ours(), || server_status(child, &mut out));
+    let rest = stop(&mut guard, &mut out);
+    assert!(rest.contains("reset.orphans_over_cap"), "{rest}");
+}
+
+#[test]
 fn curl_downloads_and_uploads_over_a_lossy_reordering_link() {
     if !lazynet::sys::root_or_skip() {
         return;

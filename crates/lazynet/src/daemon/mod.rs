@@ -78,6 +78,8 @@
 pub use crate::ctl;
 
 mod offload;
+mod ports;
+mod txcheck;
 pub use offload::REQS_PER_STEP;
 
 use std::io;
@@ -154,6 +156,10 @@ pub struct DaemonConfig {
     pub placement: Placement,
     /// The job areas' sizes and per-client bounds (offload).
     pub jobs: JobParams,
+    /// The ephemeral ports of the daemon's own stack (its MemNet clients'
+    /// connections), inclusive; apart from every application's range, and
+    /// bound by no application.
+    pub own_ports: (u16, u16),
 }
 
 /// Where a daemon runs protocol processing for the programs it serves.
@@ -181,6 +187,7 @@ impl Default for DaemonConfig {
             idle_yield: false,
             placement: Placement::MultiProcess,
             jobs: JobParams::default(),
+            own_ports: (40960, EPHEMERAL_BASE - 1),
         }
     }
 }
@@ -230,6 +237,8 @@ struct App {
     dirty: bool,
     /// IP identification of the next datagram handed on as fragments.
     frag_ident: u16,
+    /// Its fragmented datagrams on the way out (`txcheck`).
+    frags: txcheck::Frags,
 }
 
 impl App {
@@ -257,11 +266,11 @@ impl App {
     ) -> bool {
         let s = slot as usize;
         let len = head.len() + body.len();
-        if self.slots[s].free() == 0 {
-            self.count(AppCounter::DropSlotFull);
+        if len > self.bufs.buf_size() || len > usize::from(u16::MAX) {
+            self.count(AppCounter::DropTooBig);
             return false;
         }
-        if len > self.bufs.buf_size() || len > usize::from(u16::MAX) {
+        if self.slots[s].free() == 0 {
             self.count(AppCounter::DropSlotFull);
             return false;
         }
@@ -420,21 +429,6 @@ impl App {
             p.set_counter(c, self.counters[c as usize]);
         }
     }
-
-    fn owns_port(&self, tcp: bool, port: u16, owners: &Ports, me: u16) -> bool {
-        (self.eph.0..=self.eph.1).contains(&port)
-            || if tcp {
-                owners.tcp[port as usize] == me + 1
-            } else {
-                owners.udp[port as usize] == me + 1
-            }
-    }
-}
-
-/// Which application (index + 1; 0: none) holds each port.
-struct Ports {
-    udp: Box<[u16]>,
-    tcp: Box<[u16]>,
 }
 
 /// Daemon-wide counters.
@@ -476,7 +470,7 @@ pub struct Daemon<N: Nic> {
     offload: offload::Offload,
     next_id: u32,
     chans: Vec<Option<Owner>>,
-    ports: Ports,
+    ports: ports::Ports,
     /// The eventfd every application's ring of the daemon bell signals.
     wake: Arc<EventFd>,
     rx: Vec<Desc>,
@@ -506,17 +500,30 @@ impl<N: Nic> Daemon<N> {
     pub fn new(nic: N, cfg: DaemonConfig) -> io::Result<Daemon<N>> {
         cfg.area.check()?;
         cfg.jobs.check()?;
-        let per = u32::from(cfg.ports_per_app.max(1));
         let max_apps = cfg.max_apps.clamp(1, 1024);
-        if u32::from(EPHEMERAL_BASE) + per * max_apps as u32 > 65536 {
-            return Err(io::Error::new(
+        let ports = ports::Ports::new(
+            EPHEMERAL_BASE,
+            cfg.ports_per_app,
+            max_apps as u16,
+            cfg.own_ports,
+        )
+        .ok_or_else(|| {
+            io::Error::new(
                 io::ErrorKind::InvalidInput,
-                "max_apps × ports_per_app does not fit the ephemeral ports",
-            ));
-        }
+                "max_apps × ports_per_app does not fit the ephemeral ports, or meets the daemon's own",
+            )
+        })?;
         let listener = ctl::listen(&cfg.socket, cfg.socket_mode)?;
         rustix::io::ioctl_fionbio(&listener, true)?;
-        let stack = Stack::new(nic, cfg.stack.clone());
+        // The daemon's own stack draws its connections' ports from its
+        // range alone.
+        let stack = Stack::new(
+            nic,
+            StackConfig {
+                ephemeral_ports: ports.own_range(),
+                ..cfg.stack.clone()
+            },
+        );
         Ok(Daemon {
             stack,
             listener,
@@ -529,10 +536,7 @@ impl<N: Nic> Daemon<N> {
             }),
             next_id: 1,
             chans: Vec::new(),
-            ports: Ports {
-                udp: vec![0; 65536].into_boxed_slice(),
-                tcp: vec![0; 65536].into_boxed_slice(),
-            },
+            ports,
             wake: Arc::new(EventFd::new()?),
             rx: vec![Desc::default(); RX_BATCH],
             rel: Vec::with_capacity(RX_BATCH + TX_PER_STEP),
@@ -591,10 +595,11 @@ impl<N: Nic> Daemon<N> {
         }
         for c in self.offload.clients.iter().flatten() {
             s.push_str(&format!(
-                "memnet {} pid {} sockets {}",
+                "memnet {} pid {} sockets {} orphans {}",
                 c.id,
                 c.pid.map_or("?".into(), |p| p.to_string()),
-                c.sockets()
+                c.sockets(),
+                self.stack.tcp_orphans_of(c.tag)
             ));
             for k in JobCounter::ALL {
                 s.push_str(&format!(" {}={}", k.name(), c.counters[k as usize]));
@@ -641,7 +646,7 @@ impl<N: Nic> Daemon<N> {
         work += self.stack.poll_queued(now);
         work += self.reassembled();
         if self.cfg.placement == Placement::Offload {
-            work += self.offload.step(&mut self.stack, now);
+            work += self.offload.step(&mut self.stack, &mut self.ports, now);
             self.stack.nic_mut().flush();
         }
         let mut sent = 0;
@@ -881,7 +886,7 @@ impl<N: Nic> Daemon<N> {
                     Ok(Some(_)) => false,
                 },
             };
-            if gone && self.offload.reclaim(&mut self.stack, k) {
+            if gone && self.offload.reclaim(&mut self.stack, &mut self.ports, k) {
                 self.stats.detached += 1;
                 work += 1;
             }
@@ -1012,8 +1017,7 @@ impl<N: Nic> Daemon<N> {
             Ok(v) => v,
             Err(e) => return Err((conn, e)),
         };
-        let per = self.cfg.ports_per_app.max(1);
-        let first = EPHEMERAL_BASE + per * k as u16;
+        let eph = self.ports.app_range(k as u16);
         Ok(App {
             id,
             pid: ctl::peer_pid(&conn),
@@ -1031,13 +1035,14 @@ impl<N: Nic> Daemon<N> {
             slots,
             flags,
             bound: vec![None; p.slots as usize],
-            eph: (first, first + (per - 1)),
+            eph,
             applied: 0,
             delivered: 0,
             counters: [0; COUNTERS],
             ready_pend: Vec::with_capacity(p.slots as usize),
             dirty: false,
             frag_ident: 0,
+            frags: txcheck::Frags::default(),
         })
     }
 
@@ -1075,15 +1080,11 @@ impl<N: Nic> Daemon<N> {
         if let Some(o) = self.chans.get_mut(c.0 as usize) {
             *o = None;
         }
-        let me = k as u16 + 1;
+        let me = ports::Holder::App(k as u16);
         match b {
-            Binding::Udp(_, p) if self.ports.udp[p as usize] == me => {
-                self.ports.udp[p as usize] = 0
-            }
-            Binding::Listen(_, p) if self.ports.tcp[p as usize] == me => {
-                self.ports.tcp[p as usize] = 0
-            }
-            _ => {}
+            Binding::Udp(_, p) => self.ports.release(false, p, me),
+            Binding::Listen(_, p) => self.ports.release(true, p, me),
+            Binding::Conn(..) => {}
         }
     }
 
@@ -1109,10 +1110,18 @@ impl<N: Nic> Daemon<N> {
             if r.is_err() {
                 a.count(AppCounter::CmdRefused);
             }
-            if op.is_some_and(Op::needs_reply) || op.is_none() {
+            // Every refusal is answered, typed: a command the application
+            // waits for, and one it did not (a connection whose 4-tuple
+            // is taken learns it from the reply's channel id).
+            if op.is_some_and(Op::needs_reply) || r.is_err() {
                 let code = r.err().map_or(0, |e| e as u32);
                 // A full reply ring is the application's own doing.
-                let _ = a.reply.push_one(Reply { seq: c.seq, code });
+                let _ = a.reply.push_one(Reply {
+                    seq: c.seq,
+                    code,
+                    id: c.id,
+                    op: c.op,
+                });
                 a.dirty = true;
             }
             a.applied += 1;
@@ -1132,7 +1141,7 @@ impl<N: Nic> Daemon<N> {
         if !laddr.is_unspecified() && laddr != ours {
             return Err(Refusal::NotOurAddress);
         }
-        let me = k as u16 + 1;
+        let me = ports::Holder::App(k as u16);
         let a = self.apps[k].as_ref().expect("checked");
         let slot = c.slot as usize;
         let (lport, raddr, rport) = (c.lport, Ipv4Addr::from(c.raddr), c.rport);
@@ -1160,42 +1169,40 @@ impl<N: Nic> Daemon<N> {
         if !(2..a.bound.len()).contains(&slot) || a.bound[slot].is_some() || lport == 0 {
             return Err(Refusal::Invalid);
         }
-        let in_other_range = |p: u16| {
-            let base = EPHEMERAL_BASE as u32;
-            let end = base + u32::from(self.cfg.ports_per_app) * self.apps.len() as u32;
-            (base..end).contains(&u32::from(p)) && !(a.eph.0..=a.eph.1).contains(&p)
-        };
-        let d = self.stack.demux_mut();
         let (ch, notify) = match binding {
             Binding::Udp(addr, p) => {
-                if self.ports.udp[p as usize] != 0 || in_other_range(p) {
+                self.ports.claim(false, p, me)?;
+                let d = self.stack.demux_mut();
+                let Ok(ch) = d.bind_udp(addr, p, DAEMON_CHAN_CAP) else {
+                    self.ports.release(false, p, me);
                     return Err(Refusal::InUse);
-                }
-                let ch = d
-                    .bind_udp(addr, p, DAEMON_CHAN_CAP)
-                    .map_err(|_| Refusal::InUse)?;
+                };
                 // The daemon's stack queues reassembled datagrams here:
                 // the ready list says which channels have some.
                 d.set_notify(ch, true);
-                self.ports.udp[p as usize] = me;
                 (ch, false)
             }
             Binding::Listen(addr, p) => {
-                if self.ports.tcp[p as usize] != 0 || in_other_range(p) {
-                    return Err(Refusal::InUse);
-                }
-                let ch = d
+                self.ports.claim(true, p, me)?;
+                let Ok(ch) = self
+                    .stack
+                    .demux_mut()
                     .bind_tcp_listen(addr, p, DAEMON_CHAN_CAP)
-                    .map_err(|_| Refusal::InUse)?;
-                self.ports.tcp[p as usize] = me;
+                else {
+                    self.ports.release(true, p, me);
+                    return Err(Refusal::InUse);
+                };
                 (ch, true)
             }
             Binding::Conn(l, r) => {
-                let p = l.port();
-                if !((a.eph.0..=a.eph.1).contains(&p) || self.ports.tcp[p as usize] == me) {
+                if !self.ports.app_may_use(k as u16, true, l.port()) {
                     return Err(Refusal::InUse);
                 }
-                let ch = d
+                // A 4-tuple already bound (only a misbehaving application
+                // repeats its own) is refused, and the refusal answered.
+                let ch = self
+                    .stack
+                    .demux_mut()
                     .bind_tcp_conn(l, r, DAEMON_CHAN_CAP)
                     .map_err(|_| Refusal::InUse)?;
                 (ch, true)
@@ -1325,10 +1332,11 @@ impl<N: Nic> Daemon<N> {
         self.txa.resize(n, 0);
         let got = self.stack.nic_mut().alloc(&mut self.txa[..n]);
         self.txa.truncate(got);
-        let mac = self.stack.mac();
-        let ours = self.stack.addr().octets();
+        let us = txcheck::Us {
+            mac: self.stack.mac(),
+            addr: self.stack.addr(),
+        };
         let max_len = self.stack.nic().mtu() + 14;
-        let me = k as u16;
         // NIC buffers are taken in order by the frames that pass the
         // descriptor check; those left over go back.
         let mut next_nb = 0;
@@ -1351,31 +1359,49 @@ impl<N: Nic> Daemon<N> {
             };
             next_nb += 1;
             let len = d.len as usize;
-            let ok = match (
+            let verdict = match (
                 a.bufs.frame(d),
                 self.stack.nic_mut().buffers_mut().buf_mut(nb),
             ) {
                 (Some(src), Some(dst)) if dst.len() >= len => {
                     dst[..len].copy_from_slice(src);
                     // Checked on our copy: the application cannot change it now.
-                    let f = &dst[..len];
-                    match tx_source(f, mac, ours) {
-                        TxSource::Port { tcp, port } => a.owns_port(tcp, port, &self.ports, me),
-                        TxSource::Plain => true,
-                        TxSource::Bad => false,
-                    }
+                    let who = txcheck::Sender {
+                        k: k as u16,
+                        ports: &self.ports,
+                        frags: &a.frags,
+                    };
+                    txcheck::check(&dst[..len], us, who)
                 }
-                _ => false,
+                _ => Err(AppCounter::BadDescriptor),
             };
             if a.done.push_one(d.buf).is_err() {
                 a.count(AppCounter::DoneFull);
             }
-            if ok {
-                self.txb.push(Desc::new(nb, len as u16));
-            } else {
-                a.count(AppCounter::TxSpoofed);
-                self.rel.push(Desc::new(nb, 0));
+            let ident = match verdict {
+                Ok(txcheck::Pass::AsIs) => None,
+                Ok(txcheck::Pass::Ident(i)) => Some(i),
+                Ok(txcheck::Pass::First {
+                    app_ident,
+                    dst,
+                    proto,
+                }) => {
+                    let i = self.stack.next_ip_ident(dst, proto);
+                    let a = self.apps[k].as_mut().expect("checked");
+                    a.frags.insert(app_ident, dst, proto, i);
+                    Some(i)
+                }
+                Err(c) => {
+                    let a = self.apps[k].as_mut().expect("checked");
+                    a.count(c);
+                    self.rel.push(Desc::new(nb, 0));
+                    continue;
+                }
+            };
+            if let (Some(i), Some(f)) = (ident, self.stack.nic_mut().buffers_mut().buf_mut(nb)) {
+                txcheck::set_ident(&mut f[..len], i);
             }
+            self.txb.push(Desc::new(nb, len as u16));
         }
         for &nb in &self.txa[next_nb.min(self.txa.len())..] {
             self.rel.push(Desc::new(nb, 0));
@@ -1401,51 +1427,6 @@ impl<N: Nic> Daemon<N> {
 impl<N: Nic> Drop for Daemon<N> {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.cfg.socket);
-    }
-}
-
-/// What a frame an application wants to send claims to come from.
-enum TxSource {
-    /// TCP or UDP from this port of ours.
-    Port { tcp: bool, port: u16 },
-    /// ARP or ICMP as ourselves, or a later fragment.
-    Plain,
-    /// Anything else.
-    Bad,
-}
-
-/// Reads the source of a frame an application wants to send (step 4).
-fn tx_source(f: &[u8], mac: [u8; 6], ours: [u8; 4]) -> TxSource {
-    if f.len() < 14 || f[6..12] != mac {
-        return TxSource::Bad;
-    }
-    match u16::from_be_bytes([f[12], f[13]]) {
-        0x0806 => {
-            // ARP for Ethernet/IPv4: sender MAC and address ours.
-            if f.len() >= 42 && f[22..28] == mac && f[28..32] == ours {
-                TxSource::Plain
-            } else {
-                TxSource::Bad
-            }
-        }
-        0x0800 => {
-            let ip = &f[14..];
-            if ip.len() < 20 || ip[0] >> 4 != 4 || ip[12..16] != ours {
-                return TxSource::Bad;
-            }
-            let ihl = usize::from(ip[0] & 0x0f) * 4;
-            let frag_off = u16::from_be_bytes([ip[6], ip[7]]) & 0x1fff;
-            match ip[9] {
-                1 => TxSource::Plain,
-                6 | 17 if frag_off != 0 => TxSource::Plain,
-                p @ (6 | 17) if ihl >= 20 && ip.len() >= ihl + 4 => TxSource::Port {
-                    tcp: p == 6,
-                    port: u16::from_be_bytes([ip[ihl], ip[ihl + 1]]),
-                },
-                _ => TxSource::Bad,
-            }
-        }
-        _ => TxSource::Bad,
     }
 }
 

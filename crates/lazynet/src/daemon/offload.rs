@@ -50,9 +50,12 @@ use crate::proto::tcp::{ListenConfig, State};
 use crate::stack::{ListenHandle, SocketError, Stack, TcpEvent, TcpHandle};
 
 use super::ctl;
+use super::ports::{Holder, Ports};
 
 /// Requests taken from one client per step.
 pub const REQS_PER_STEP: usize = 32;
+/// Bytes one receive job takes at most per attempt (the bounce buffer).
+const RECV_BOUNCE: usize = 64 * 1024;
 /// TCP protocol work per step (segments, timers).
 pub(super) const SERVICE_BUDGET: usize = 256;
 
@@ -113,6 +116,10 @@ pub(super) struct Client {
     out: Vec<Cpl>,
     posted: u64,
     pub(super) counters: [u64; crate::mem::area::COUNTERS],
+    /// The owner tag of its connections and listeners in the daemon's
+    /// stack: what its orphans are counted against (and capped by,
+    /// `StackConfig::max_orphans_per_tag`) once it has closed them.
+    pub(super) tag: u16,
 }
 
 impl Client {
@@ -154,6 +161,7 @@ impl Client {
             out: Vec::with_capacity(p.credits as usize),
             posted: 0,
             counters: [0; crate::mem::area::COUNTERS],
+            tag: client_tag(id),
             area,
         })
     }
@@ -296,6 +304,13 @@ impl Client {
     }
 }
 
+/// The owner tag of client `id`'s sockets (never 0, which is untagged).
+/// Ids 65,535 apart share a tag; a client's orphans are gone long before
+/// that many others have attached.
+pub(super) fn client_tag(id: u32) -> u16 {
+    (id % u32::from(u16::MAX)) as u16 + 1
+}
+
 /// Maps socket errors to job errors.
 fn job_err(e: SocketError) -> JobError {
     match e {
@@ -336,6 +351,9 @@ pub(super) struct Offload {
     /// Client that begins the next step (round robin).
     first: usize,
     pass: u32,
+    /// Where a receive job's bytes land before they are copied to the
+    /// client's range: a receive takes at most this many at a time.
+    bounce: Box<[u8]>,
 }
 
 impl Offload {
@@ -349,6 +367,7 @@ impl Offload {
             accepted: Vec::with_capacity(64),
             first: 0,
             pass: 0,
+            bounce: vec![0u8; if max == 0 { 0 } else { RECV_BOUNCE }].into_boxed_slice(),
         }
     }
 
@@ -374,7 +393,12 @@ impl Offload {
 
     /// One step's offload work after the NIC's batch was classified:
     /// requests, TCP protocol work, events, pending jobs, completions.
-    pub(super) fn step<N: Nic>(&mut self, stack: &mut Stack<N>, now: u64) -> usize {
+    pub(super) fn step<N: Nic>(
+        &mut self,
+        stack: &mut Stack<N>,
+        ports: &mut Ports,
+        now: u64,
+    ) -> usize {
         let n = self.clients.len();
         if n == 0 || self.attached() == 0 {
             // Connections still closing after their clients left: their
@@ -390,7 +414,7 @@ impl Offload {
         for j in 0..n {
             let k = (first + j) % n;
             if self.clients[k].is_some() {
-                work += self.requests(stack, k, now);
+                work += self.requests(stack, ports, k, now);
             }
         }
         work += stack.tcp_service(now, SERVICE_BUDGET);
@@ -435,7 +459,13 @@ impl Offload {
     }
 
     /// Takes up to [`REQS_PER_STEP`] requests of client `k`, as credits allow.
-    fn requests<N: Nic>(&mut self, stack: &mut Stack<N>, k: usize, now: u64) -> usize {
+    fn requests<N: Nic>(
+        &mut self,
+        stack: &mut Stack<N>,
+        ports: &mut Ports,
+        k: usize,
+        now: u64,
+    ) -> usize {
         let mut work = 0;
         for _ in 0..REQS_PER_STEP {
             let c = self.clients[k].as_mut().expect("client present");
@@ -450,14 +480,21 @@ impl Offload {
             };
             c.count(JobCounter::Requests, 1);
             work += 1;
-            self.start(stack, k, r, now);
+            self.start(stack, ports, k, r, now);
         }
         work
     }
 
     /// Starts one job: done at once, or pending behind earlier jobs on
     /// its socket.
-    fn start<N: Nic>(&mut self, stack: &mut Stack<N>, k: usize, r: Req, now: u64) {
+    fn start<N: Nic>(
+        &mut self,
+        stack: &mut Stack<N>,
+        ports: &mut Ports,
+        k: usize,
+        r: Req,
+        now: u64,
+    ) {
         let c = self.clients[k].as_mut().expect("client present");
         let Some(op) = ReqOp::from_u32(r.op) else {
             c.finish(r.job, Err(JobError::Invalid));
@@ -521,14 +558,26 @@ impl Offload {
                     c.finish(r.job, Err(e));
                     return;
                 }
+                // The port authority first: not an application's, not in
+                // an application's range.
+                let me = Holder::Client(k as u16);
+                if ports.claim(true, r.port, me).is_err() {
+                    c.finish(r.job, Err(JobError::AddrInUse));
+                    return;
+                }
                 match stack.tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, r.port), lcfg, None)
                 {
                     Ok(h) => {
+                        // Connections it accepts inherit the tag.
+                        let _ = stack.listener_mut(h).set_tag(c.tag);
                         let id = c.new_sock(SockKind::Listener(h)).expect("checked above");
                         c.finish(r.job, Ok(u64::from(id)));
                         self.own_listener(h, k, id & 0xffff);
                     }
-                    Err(e) => c.finish(r.job, Err(job_err(e))),
+                    Err(e) => {
+                        ports.release(true, r.port, me);
+                        c.finish(r.job, Err(job_err(e)));
+                    }
                 }
             }
             ReqOp::Connect => {
@@ -539,6 +588,7 @@ impl Offload {
                 let to = SocketAddrV4::new(Ipv4Addr::from(r.addr), r.port);
                 match stack.tcp_connect(to, None, now) {
                     Ok(h) => {
+                        let _ = stack.tcp_mut(h).set_tag(c.tag);
                         let id = c.new_sock(SockKind::Conn(h)).expect("checked above");
                         c.count(JobCounter::Connections, 1);
                         self.own_conn(h, k, id & 0xffff);
@@ -573,6 +623,9 @@ impl Offload {
                         Ok(())
                     }
                     (_, SockKind::Listener(h)) => {
+                        if let Ok(a) = stack.listener(h).addr() {
+                            ports.release(true, a.port(), Holder::Client(k as u16));
+                        }
                         let _ = stack.listener_mut(h).close(now);
                         c.free_sock(i);
                         Ok(())
@@ -619,7 +672,7 @@ impl Offload {
             c.push_pending(p);
             return;
         }
-        match Self::attempt(stack, c, &p, now) {
+        match Self::attempt(stack, c, &mut self.bounce, &p, now) {
             Tried::Done(r) => {
                 c.finish(p.req.job, r);
                 if let (true, Ok(id)) = (p.req.op == ReqOp::Accept as u32, r) {
@@ -667,7 +720,7 @@ impl Offload {
                 continue;
             }
             work += 1;
-            match Self::attempt(stack, c, &p, now) {
+            match Self::attempt(stack, c, &mut self.bounce, &p, now) {
                 Tried::Done(r) => {
                     if p.req.op == ReqOp::Accept as u32 {
                         if let Ok(id) = r {
@@ -676,6 +729,13 @@ impl Offload {
                     }
                     c.take_pending(i);
                     c.finish(p.req.job, r);
+                    if let (true, Err(e)) = (p.req.op == ReqOp::Connect as u32, r) {
+                        // The socket is gone with its connection: the jobs
+                        // queued behind the connect (all after it) fail with
+                        // it, and give their credits back.
+                        let sock = p.req.sock;
+                        Self::fail_where(c, |q| q.req.sock == sock, e);
+                    }
                 }
                 Tried::Wait(done) => {
                     c.pending[i].done = done;
@@ -698,7 +758,13 @@ impl Offload {
     }
 
     /// Tries one job that may wait.
-    fn attempt<N: Nic>(stack: &mut Stack<N>, c: &mut Client, p: &Pending, now: u64) -> Tried {
+    fn attempt<N: Nic>(
+        stack: &mut Stack<N>,
+        c: &mut Client,
+        bounce: &mut [u8],
+        p: &Pending,
+        now: u64,
+    ) -> Tried {
         let r = &p.req;
         let Some((_, kind)) = c.sock(r.sock) else {
             return Tried::Done(Err(JobError::BadSocket));
@@ -735,10 +801,15 @@ impl Offload {
                     Err(e) => return Tried::Done(Err(e)),
                 };
                 let done = p.done as usize;
-                let sent = c
-                    .data
-                    .with(at + done, len - done, |b| stack.tcp_mut(h).send(b, now))
-                    .expect("range checked against the data section at registration");
+                // Straight from the client's range into TCP's buffer,
+                // through raw copies (`Span`: no reference to bytes the
+                // client may write meanwhile).
+                let data = &c.data;
+                let from = at + done;
+                let sent = stack.tcp_mut(h).send_with(len - done, now, |k, dst| {
+                    // In range: checked against the section at registration.
+                    data.read_into(from + k, dst);
+                });
                 match sent {
                     Ok(n) => {
                         c.count(JobCounter::TxBytes, n as u64);
@@ -760,12 +831,14 @@ impl Offload {
                 if len == 0 {
                     return Tried::Done(Err(JobError::Invalid));
                 }
-                let got = c
-                    .data
-                    .with_mut(at, len, |b| stack.tcp_mut(h).recv(b, now))
-                    .expect("range checked against the data section at registration");
+                // Into the daemon's own bounce buffer, then copied to the
+                // range (`Span::write_from`): TCP never writes to memory the
+                // client may touch meanwhile.
+                let n = len.min(bounce.len());
+                let got = stack.tcp_mut(h).recv(&mut bounce[..n], now);
                 match got {
                     Ok(n) => {
+                        c.data.write_from(at, &bounce[..n]);
                         c.count(JobCounter::RxBytes, n as u64);
                         Tried::Done(Ok(n as u64))
                     }
@@ -779,10 +852,20 @@ impl Offload {
 
     /// Client `k` is gone: its connections are reset, its listeners
     /// closed, its jobs dropped, its area released.
-    pub(super) fn reclaim<N: Nic>(&mut self, stack: &mut Stack<N>, k: usize) -> bool {
+    pub(super) fn reclaim<N: Nic>(
+        &mut self,
+        stack: &mut Stack<N>,
+        ports: &mut Ports,
+        k: usize,
+    ) -> bool {
         let Some(c) = self.clients[k].take() else {
             return false;
         };
+        ports.release_all(Holder::Client(k as u16));
+        // Nothing it caused outlives it: the connections it closed that
+        // still close go too.
+        let now = stack.now();
+        stack.tcp_reset_orphans_of(c.tag, now);
         let now = stack.now();
         for s in &c.socks {
             match s.kind {

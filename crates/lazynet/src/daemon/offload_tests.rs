@@ -12,6 +12,7 @@ use crate::mem::jobs::{JobError, Req, ReqOp};
 use crate::memnet::{Error, MemNet};
 use crate::nic::wirepair::WireEnd;
 use crate::socket::{wait_step, TcpStream};
+use crate::stack::SocketError;
 use crate::stack::Stack;
 
 /// Connects from the peer, sends `data`, reads until `want` bytes came
@@ -407,4 +408,78 @@ fn a_multi_process_daemon_refuses_memnet_clients() {
     let e = MemNet::attach(&s.path).unwrap_err();
     assert!(e.to_string().contains("Placement"), "{e}");
     s.finish();
+}
+
+#[test]
+fn a_clients_orphans_in_the_daemon_are_capped_and_counted_against_it() {
+    // Each client may leave 4 orphans; the daemon 100 in all.
+    let mut stack = super::tests::cfg(US, 1);
+    stack.max_orphans_per_tag = 4;
+    stack.max_orphans = 100;
+    let mut s = Setup::with_stack("offload-orphans", Placement::Offload, stack);
+    wait_for_socket(&s.path);
+    let path = s.path.clone();
+    let (ready_tx, ready) = std::sync::mpsc::channel();
+    // The client serves one byte per connection and closes it; its peer
+    // acknowledges the FIN and never sends its own.
+    let server = spawn(move || {
+        let mut m = MemNet::attach(&path).unwrap();
+        let l = m.listen(83, 16).unwrap();
+        ready_tx.send(()).unwrap();
+        for _ in 0..10 {
+            let c = m.accept(l).unwrap();
+            m.send(c, b"x").unwrap();
+            m.close(c).unwrap();
+        }
+        m
+    });
+    ready.recv_timeout(Duration::from_secs(10)).unwrap();
+    let peer = &mut s.peer;
+    let mut held = Vec::new();
+    for _ in 0..10 {
+        let c = TcpStream::connect(
+            peer,
+            SocketAddrV4::new(US, 83),
+            Some(Duration::from_secs(5)),
+        )
+        .unwrap();
+        let mut got = Vec::new();
+        drive(peer, |p| {
+            let mut b = [0u8; 8];
+            match c.read(p, &mut b) {
+                Ok(0) => true,
+                Ok(n) => {
+                    got.extend_from_slice(&b[..n]);
+                    false
+                }
+                Err(_) => false,
+            }
+        });
+        assert_eq!(got, b"x");
+        held.push(c);
+    }
+    // Let the last ACKs and resets settle.
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_millis(200) {
+        let t = peer.now() + 1_000_000;
+        wait_step(peer, Some(t));
+    }
+    let m = server.join().unwrap();
+    let text = crate::daemon::stats(&s.path).unwrap();
+    let line = text.lines().find(|l| l.starts_with("memnet ")).unwrap();
+    assert!(line.contains(" orphans 4 "), "{line}");
+    // The six oldest were reset: their peers learnt it.
+    let mut b = [0u8; 8];
+    let reset: Vec<bool> = held
+        .iter()
+        .map(|c| c.read(peer, &mut b) == Err(SocketError::ConnectionReset))
+        .collect();
+    assert_eq!(reset, [[true; 6].as_slice(), &[false; 4]].concat());
+    drop(m);
+    let d = s.finish();
+    let st = d.stack().tcp_stats();
+    assert_eq!(
+        st.orphans_reset[crate::stack::OrphanReset::OverTagCap as usize],
+        6
+    );
 }

@@ -40,6 +40,11 @@ impl Setup {
     }
 
     pub(super) fn with(name: &str, placement: Placement) -> Setup {
+        Setup::with_stack(name, placement, cfg(US, 1))
+    }
+
+    /// [`Setup::with`] whose daemon's own stack has configuration `stack`.
+    pub(super) fn with_stack(name: &str, placement: Placement, stack: StackConfig) -> Setup {
         let dir = std::env::temp_dir().join(format!("lazynet-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("daemon.sock");
@@ -49,7 +54,7 @@ impl Setup {
             socket: path.clone(),
             socket_mode: 0o600,
             max_apps: 4,
-            stack: cfg(US, 1),
+            stack,
             placement,
             jobs: crate::mem::jobs::JobParams {
                 data_bytes: 4 << 20,

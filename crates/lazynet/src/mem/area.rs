@@ -85,15 +85,18 @@ pub struct AreaParams {
 
 impl Default for AreaParams {
     fn default() -> Self {
+        // A slot per socket: a server's connections, its orphans among
+        // them, and its listeners (4,094 at most, beside the control and
+        // fragment slots).
         AreaParams {
-            slots: 256,
-            slot_cap: 256,
+            slots: 4096,
+            slot_cap: 128,
             bufs: 4096,
             buf_size: 2048,
             free_cap: 512,
             tx_cap: 1024,
             done_cap: 4096,
-            ready_cap: 256,
+            ready_cap: 4096,
             cmd_cap: 256,
         }
     }
@@ -320,7 +323,8 @@ pub struct Cmd {
 unsafe impl Pod for Cmd {}
 const _: () = assert!(std::mem::size_of::<Cmd>() == 32);
 
-/// The daemon's answer to a [`Cmd`] that needs one.
+/// The daemon's answer to a [`Cmd`] that needs one ([`Op::needs_reply`]),
+/// and to every command it refused.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Reply {
@@ -328,9 +332,14 @@ pub struct Reply {
     pub seq: u32,
     /// 0, or the refusal ([`Refusal`] as a number).
     pub code: u32,
+    /// The command's channel id ([`Cmd::id`]): which socket a refusal of
+    /// a command that was not waited for is about.
+    pub id: u32,
+    /// The command's operation ([`Cmd::op`]).
+    pub op: u32,
 }
 
-// SAFETY: two `u32`: no padding, any bits valid.
+// SAFETY: four `u32`: no padding, any bits valid.
 unsafe impl Pod for Reply {}
 
 /// Command operations.
@@ -414,7 +423,9 @@ pub enum AppCounter {
     TxFrames,
     /// Descriptors on `tx`, `free` or `cmd` naming nothing in the area.
     BadDescriptor,
-    /// Frames refused for a source the application does not own.
+    /// Frames refused for a source the application does not own: not our
+    /// MAC or address, ARP that does not speak as us, a protocol other
+    /// than TCP, UDP and ICMP, or headers that do not parse.
     TxSpoofed,
     /// Frames the NIC would not take (dropped after retries).
     TxDropped,
@@ -425,13 +436,22 @@ pub enum AppCounter {
     /// Buffers the daemon could not hand back (`done` full).
     DoneFull,
     /// Reassembled datagrams that could not be handed on, whole or as
-    /// fragments of the area's buffers (empty, or beyond IPv4's 64 KiB).
+    /// fragments of the area's buffers (empty, or beyond IPv4's 64 KiB),
+    /// and frames larger than one of its buffers.
     DropTooBig,
+    /// TCP or UDP frames from a port the application does not hold.
+    TxBadPort,
+    /// ICMP that is not an error about a datagram of the application's
+    /// own flows (sent back to the flow's peer).
+    TxBadIcmp,
+    /// A later fragment of no datagram whose first fragment the
+    /// application sent.
+    TxBadFragment,
 }
 
 impl AppCounter {
     /// Every counter, in order.
-    pub const ALL: [AppCounter; 11] = [
+    pub const ALL: [AppCounter; 14] = [
         AppCounter::Delivered,
         AppCounter::DropSlotFull,
         AppCounter::DropNoBuffer,
@@ -443,6 +463,9 @@ impl AppCounter {
         AppCounter::RingCorrupt,
         AppCounter::DoneFull,
         AppCounter::DropTooBig,
+        AppCounter::TxBadPort,
+        AppCounter::TxBadIcmp,
+        AppCounter::TxBadFragment,
     ];
 
     /// A short stable name.
@@ -459,6 +482,9 @@ impl AppCounter {
             AppCounter::RingCorrupt => "ring_corrupt",
             AppCounter::DoneFull => "done_full",
             AppCounter::DropTooBig => "drop_too_big",
+            AppCounter::TxBadPort => "tx_bad_port",
+            AppCounter::TxBadIcmp => "tx_bad_icmp",
+            AppCounter::TxBadFragment => "tx_bad_fragment",
         }
     }
 }

@@ -449,10 +449,13 @@ impl JobArea {
 ///
 /// Ownership protocol: bytes under a job belong to the daemon until the job
 /// completes; the client library hands out a range's bytes only while no
-/// job holds it. A client that breaks this (a hostile one) can only change
-/// bytes it sends or spoil bytes it receives: the daemon copies what it
-/// sends into TCP's buffers and never reads back what it wrote, so no
-/// decision of the daemon rests on these bytes.
+/// job holds it ([`Span::slice`], [`Span::slice_mut`]: the client trusts
+/// its daemon). The daemon trusts no client, which may write any byte at
+/// any time: it never holds a reference into the section, only copies
+/// bytes in and out through raw pointers ([`Span::read_into`],
+/// [`Span::write_from`]). A hostile client can thus only change bytes it
+/// sends or spoil bytes it receives; no decision of the daemon rests on
+/// them.
 #[derive(Clone, Debug)]
 pub struct Span {
     region: Arc<Region>,
@@ -513,21 +516,49 @@ impl Span {
         })
     }
 
-    /// Runs `f` on bytes `[off, off + len)` ([`Span::slice`]).
+    /// Copies bytes `[off, off + dst.len())` into `dst` (memory of ours);
+    /// false, copying nothing, if they do not lie inside the span. For the
+    /// side that does not trust the other: no reference into the shared
+    /// bytes is made, so a concurrent write only changes what is copied.
     #[inline]
-    pub fn with<R>(&self, off: usize, len: usize, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
-        self.slice(off, len).map(f)
+    pub fn read_into(&self, off: usize, dst: &mut [u8]) -> bool {
+        if !self.contains(off, dst.len()) {
+            return false;
+        }
+        // SAFETY: the source is in bounds of the mapping (checked above and
+        // at creation) and cannot overlap `dst`, which is memory of ours;
+        // the shared bytes are read through the raw pointer only, every
+        // value is a valid `u8`.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.region.as_ptr().add(self.off + off),
+                dst.as_mut_ptr(),
+                dst.len(),
+            );
+        }
+        true
     }
 
-    /// Runs `f` on bytes `[off, off + len)` for writing ([`Span::slice_mut`]).
+    /// Copies `src` (memory of ours) to bytes `[off, off + src.len())`;
+    /// false, copying nothing, if they do not lie inside the span. As
+    /// [`Span::read_into`], through the raw pointer only.
     #[inline]
-    pub fn with_mut<R>(
-        &mut self,
-        off: usize,
-        len: usize,
-        f: impl FnOnce(&mut [u8]) -> R,
-    ) -> Option<R> {
-        self.slice_mut(off, len).map(f)
+    pub fn write_from(&self, off: usize, src: &[u8]) -> bool {
+        if !self.contains(off, src.len()) {
+            return false;
+        }
+        // SAFETY: the destination is in bounds of the mapping (checked above
+        // and at creation), writable (the region is mapped read-write), and
+        // cannot overlap `src`, which is memory of ours; no reference to the
+        // shared bytes is made.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                src.as_ptr(),
+                self.region.as_ptr().add(self.off + off),
+                src.len(),
+            );
+        }
+        true
     }
 }
 
@@ -604,11 +635,19 @@ mod tests {
         assert!(req_p.push_one(r).is_ok());
         assert_eq!(req_c.pop_one(), Some(r));
         let mut d = b.data();
-        d.with_mut(100, 5, |s| s.copy_from_slice(b"hello")).unwrap();
-        assert_eq!(a.data().with(100, 5, |s| s.to_vec()).unwrap(), b"hello");
-        assert!(d.with(1 << 16, 1, |_| ()).is_none());
-        assert!(d.with(usize::MAX, 2, |_| ()).is_none());
-        assert!(d.with((1 << 16) - 1, 1, |_| ()).is_some());
+        d.slice_mut(100, 5).unwrap().copy_from_slice(b"hello");
+        assert_eq!(a.data().slice(100, 5).unwrap(), b"hello");
+        assert!(d.slice(1 << 16, 1).is_none());
+        assert!(d.slice(usize::MAX, 2).is_none());
+        assert!(d.slice((1 << 16) - 1, 1).is_some());
+        // The daemon's copies: checked the same way, nothing copied when out.
+        let mut got = [0u8; 5];
+        assert!(a.data().read_into(100, &mut got));
+        assert_eq!(&got, b"hello");
+        assert!(a.data().write_from(200, b"world"));
+        assert_eq!(d.slice(200, 5).unwrap(), b"world");
+        assert!(!a.data().read_into((1 << 16) - 2, &mut got));
+        assert!(!a.data().write_from(usize::MAX - 1, b"xy"));
     }
 
     #[test]

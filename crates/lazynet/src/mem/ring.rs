@@ -694,6 +694,15 @@ impl<T: Pod> Producer<T> {
         self.capacity() - self.free()
     }
 
+    /// Free slots right now, through a shared reference: loads the
+    /// consumer index (`Acquire`) without caching it or counting a corrupt
+    /// value (0 then). For a producer that waits for room.
+    pub fn peek_free(&self) -> usize {
+        let cons = self.ring.cons().load(Acquire);
+        let cap = self.ring.capacity;
+        distance(self.head, cons, cap).map_or(0, |used| (cap - used) as usize)
+    }
+
     /// True if the consumer has taken everything.
     pub fn is_empty(&mut self) -> bool {
         self.len() == 0

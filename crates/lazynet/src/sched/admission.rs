@@ -216,46 +216,86 @@ pub fn utilisation_ppm(loads: &[Load], interference: &Interference) -> u64 {
 
 /// The response-time analysis of every handler in `loads` (any order).
 pub fn analyse(loads: &[Load], interference: &Interference) -> Vec<Verdict> {
-    let jitter = interference.release_jitter_ns;
-    let sigma: u64 = interference
-        .buckets
-        .iter()
-        .map(|(b, c)| b.burst_ns.saturating_add(*c))
-        .fold(0u64, u64::saturating_add);
-    let rho_ppm: u64 = interference
-        .buckets
-        .iter()
-        .map(|(b, _)| u64::from(b.share_ppm))
-        .sum();
+    let periodic: Vec<Periodic> = loads.iter().map(|l| l.periodic).collect();
+    let sums = BucketSums::of(&interference.buckets);
     loads
         .iter()
-        .map(|me| {
-            let p = me.periodic;
-            let deadline = p.period_ns;
-            let blocking = loads
-                .iter()
-                .filter(|o| o.periodic.period_ns > p.period_ns)
-                .map(|o| o.periodic.iteration_ns)
-                .max()
-                .unwrap_or(0)
-                .max(interference.nonrt_iteration_ns);
-            let higher: Vec<Periodic> = loads
-                .iter()
-                .filter(|o| !std::ptr::eq(*o, me) && o.periodic.period_ns <= p.period_ns)
-                .map(|o| o.periodic)
-                .collect();
-            let fixed = p.demand_ns().saturating_add(blocking).saturating_add(sigma);
-            let response =
-                busy_window(fixed, rho_ppm, &higher, jitter, deadline.saturating_mul(64))
-                    .map_or(u64::MAX, |w| w.saturating_add(jitter));
+        .enumerate()
+        .map(|(i, me)| {
+            let (response_ns, blocking_ns) = response(
+                &periodic,
+                i,
+                sums,
+                interference.nonrt_iteration_ns,
+                interference.release_jitter_ns,
+            );
             Verdict {
                 name: me.name.clone(),
-                deadline_ns: deadline,
-                response_ns: response,
-                blocking_ns: blocking,
+                deadline_ns: me.periodic.period_ns,
+                response_ns,
+                blocking_ns,
             }
         })
         .collect()
+}
+
+/// What the busy window takes of the buckets: `Σ (σ_k + c_k)` and `Σ ρ_k`.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct BucketSums {
+    sigma: u64,
+    rho_ppm: u64,
+}
+
+impl BucketSums {
+    pub(super) fn of(buckets: &[(Bucket, u64)]) -> BucketSums {
+        BucketSums {
+            sigma: buckets
+                .iter()
+                .map(|(b, c)| b.burst_ns.saturating_add(*c))
+                .fold(0u64, u64::saturating_add),
+            rho_ppm: buckets.iter().map(|(b, _)| u64::from(b.share_ppm)).sum(),
+        }
+    }
+}
+
+/// Handler `me`'s worst-case response among `loads` and its blocking term
+/// (see the module docs): `u64::MAX` if its busy window does not close.
+/// Allocation-free (the executor re-checks its set with it while running).
+pub(super) fn response(
+    loads: &[Periodic],
+    me: usize,
+    b: BucketSums,
+    nonrt_iteration_ns: u64,
+    jitter: u64,
+) -> (u64, u64) {
+    let p = loads[me];
+    let blocking = loads
+        .iter()
+        .filter(|o| o.period_ns > p.period_ns)
+        .map(|o| o.iteration_ns)
+        .max()
+        .unwrap_or(0)
+        .max(nonrt_iteration_ns);
+    let fixed = p
+        .demand_ns()
+        .saturating_add(blocking)
+        .saturating_add(b.sigma);
+    let higher = |f: &mut dyn FnMut(&Periodic)| {
+        for (i, o) in loads.iter().enumerate() {
+            if i != me && o.period_ns <= p.period_ns {
+                f(o);
+            }
+        }
+    };
+    let response = busy_window(
+        fixed,
+        b.rho_ppm,
+        higher,
+        jitter,
+        p.period_ns.saturating_mul(64),
+    )
+    .map_or(u64::MAX, |w| w.saturating_add(jitter));
+    (response, blocking)
 }
 
 /// The least fixed point of the busy-window equation, or `None` if it does
@@ -263,11 +303,11 @@ pub fn analyse(loads: &[Load], interference: &Interference) -> Vec<Verdict> {
 /// the deadline the fixed point is only the first job's window, which is
 /// what a refusal reports ("misses by"). Each step grows `w` until it
 /// settles; a step bound keeps a pathological input (periods of a few ns)
-/// cheap.
+/// cheap. `higher` calls its argument once per higher-priority handler.
 fn busy_window(
     fixed: u64,
     rho_ppm: u64,
-    higher: &[Periodic],
+    higher: impl Fn(&mut dyn FnMut(&Periodic)),
     jitter: u64,
     limit: u64,
 ) -> Option<u64> {
@@ -280,9 +320,10 @@ fn busy_window(
             return None;
         }
         let rho = (u128::from(w) * u128::from(rho_ppm)).div_ceil(1_000_000) as u64;
-        let hp = higher.iter().fold(0u64, |acc, h| {
+        let mut hp = 0u64;
+        higher(&mut |h| {
             let releases = (w.saturating_add(jitter)).div_ceil(h.period_ns.max(1));
-            acc.saturating_add(releases.saturating_mul(h.demand_ns()))
+            hp = hp.saturating_add(releases.saturating_mul(h.demand_ns()));
         });
         let next = fixed.saturating_add(rho).saturating_add(hp);
         if next == w {

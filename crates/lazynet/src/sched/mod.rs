@@ -297,7 +297,9 @@ pub struct OwnerUsage {
     /// Periodic: the longest time from a release (or the first wake after
     /// it) until the batch was done or the work ran out.
     pub max_response_ns: u64,
-    /// Periodic: iterations longer than the declared cost.
+    /// Iterations longer than admission assumed: periodic, its declared
+    /// cost; reactive, [`SchedConfig::nonrt_iteration_ns`]; fixed,
+    /// [`SchedConfig::system_iteration_ns`].
     pub overruns: u64,
     /// Reactive: runs made at best-effort priority because the token
     /// bucket was empty.
@@ -336,10 +338,21 @@ pub struct SchedConfig {
     /// reactive and system buckets may take together, ppm (RTU footnote 3:
     /// never all of it).
     pub utilisation_bound_ppm: u32,
-    /// Admission: the interference assumed from [`Class::Fixed`] work.
+    /// Admission: the interference assumed from [`Class::Fixed`] work. It
+    /// is enforced while real-time owners exist: Fixed iterations spend
+    /// its tokens, and with none left a Fixed owner runs below the
+    /// periodic ones (above best-effort) until it refills. With no
+    /// real-time owner there is nothing to protect, and Fixed work is
+    /// unbounded (4.4BSD's interrupts).
     pub system: Bucket,
+    /// Admission: the longest iteration assumed of [`Class::Fixed`] work
+    /// (its overdraft of the system bucket; measured iterations replace it
+    /// when longer, and longer ones count as its overruns).
+    pub system_iteration_ns: u64,
     /// Admission: the longest iteration assumed of best-effort and idle
-    /// work (measured iterations replace it when longer).
+    /// work, and of a reactive handler (its bucket's overdraft): measured
+    /// iterations replace it when longer, and a reactive iteration longer
+    /// counts as its overrun.
     pub nonrt_iteration_ns: u64,
     /// Admission: how late a release may be seen (a sleeping executor's
     /// wake-up latency).
@@ -348,7 +361,14 @@ pub struct SchedConfig {
     /// uses more than its declared `B·c` in the period, or takes more than
     /// twice `c` (plus [`SchedConfig::release_jitter_ns`], the stalls the
     /// platform is known for) in one iteration — is demoted to best-effort.
+    /// Also: admission re-checked with the costs measured over a decay
+    /// period that fails in this many periods in a row demotes the
+    /// lowest-priority handler that misses.
     pub demote_after: u32,
+    /// How often, at most, an iteration boundary looks at the interrupt
+    /// lines ([`Executor::add_line`]): each look is a load of a cache line
+    /// another core writes (a NIC ring's producer index).
+    pub line_check_ns: u64,
 }
 
 impl Default for SchedConfig {
@@ -363,9 +383,11 @@ impl Default for SchedConfig {
                 share_ppm: 100_000,
                 burst_ns: 200_000,
             },
+            system_iteration_ns: 50_000,
             nonrt_iteration_ns: 50_000,
             release_jitter_ns: 0,
             demote_after: 3,
+            line_check_ns: 2_000,
         }
     }
 }
@@ -379,6 +401,8 @@ pub enum SchedError {
     TooManyTasks,
     /// No such owner.
     NoSuchOwner,
+    /// No such task (done, or never spawned).
+    NoSuchTask,
     /// Admission control refused a real-time owner.
     Unschedulable(Refusal),
     /// A class the executor cannot run (a period or batch of zero, a bucket
@@ -392,6 +416,7 @@ impl fmt::Display for SchedError {
             SchedError::TooManyOwners => f.write_str("too many owners"),
             SchedError::TooManyTasks => f.write_str("too many tasks"),
             SchedError::NoSuchOwner => f.write_str("no such owner"),
+            SchedError::NoSuchTask => f.write_str("no such task"),
             SchedError::Unschedulable(r) => write!(f, "not admitted: {r}"),
             SchedError::BadClass => f.write_str("invalid class parameters"),
         }
@@ -447,6 +472,20 @@ pub struct ExecStats {
     /// a handler runs is seen at its next iteration boundary: that wait is
     /// the blocking term, not jitter.)
     pub max_release_late_ns: u64,
+    /// Tasks woken at an iteration boundary by an interrupt line (work for
+    /// them arrived while another owner ran: a frame on a NIC's ring).
+    pub line_wakes: u64,
+    /// Runs of [`Class::Fixed`] owners made below the periodic level
+    /// because the system bucket was empty.
+    pub system_throttled_runs: u64,
+    /// Admission re-checked with a decay period's measured costs because
+    /// one exceeded what admission assumed.
+    pub readmission_checks: u64,
+    /// Of those, checks the set failed.
+    pub readmission_failures: u64,
+    /// Real-time owners demoted to best-effort because the re-checked set
+    /// failed [`SchedConfig::demote_after`] periods in a row.
+    pub readmission_demotions: u64,
 }
 
 const NIL: u32 = u32::MAX;
@@ -505,6 +544,9 @@ struct Rt {
     tokens: i64,
     /// Reactive: when tokens were last added.
     refilled_ns: u64,
+    /// The longest iteration in the current decay period (the measured
+    /// cost admission is re-checked with).
+    win_max_ns: u64,
 }
 
 #[derive(Debug)]
@@ -581,6 +623,31 @@ struct Core {
     last_now_ns: u64,
     /// Whether any owner is reactive (else a run skips the bucket refill).
     any_reactive: bool,
+    /// Real-time owners (periodic and reactive, not demoted): while there
+    /// are any, the system bucket is enforced.
+    rt_owners: usize,
+    /// The system bucket's tokens (ns; negative after an overdraft) and
+    /// when they were last added.
+    sys_tokens: i64,
+    sys_refilled_ns: u64,
+    /// Interrupt lines ([`Executor::add_line`]) and when they may next be
+    /// looked at from an iteration boundary.
+    lines: Vec<Line>,
+    next_line_check_ns: u64,
+    /// Consecutive decay periods whose re-checked admission failed.
+    readmit_streak: u32,
+    /// Reused by the re-check (no allocation while running): periodic
+    /// owners' loads and indices, and the buckets.
+    scratch_loads: Vec<Periodic>,
+    scratch_owners: Vec<usize>,
+    scratch_buckets: Vec<(Bucket, u64)>,
+}
+
+/// A check that work for `task` waits (a frame on a ring), cheap enough to
+/// make between two iterations of another task (see [`Executor::add_line`]).
+struct Line {
+    task: TaskId,
+    probe: Box<dyn Fn() -> bool>,
 }
 
 /// The single-threaded executor of one core. `S` is the state lent to tasks.
@@ -695,6 +762,7 @@ impl<'a> Cx<'a> {
         let now = self.core.clock.now_ns();
         self.core.release_due(now);
         self.core.drain_remote();
+        self.core.check_lines(now);
         self.core.yield_flag
     }
 
@@ -719,6 +787,7 @@ impl<'a> Cx<'a> {
         self.core.end_iteration(o, cost, true);
         self.core.release_due(now);
         self.core.drain_remote();
+        self.core.check_lines(now);
         if self.core.yield_flag {
             return false;
         }
@@ -735,8 +804,11 @@ impl<'a> Cx<'a> {
 const LEVEL_FIXED: u8 = 0;
 const LEVEL_REACTIVE: u8 = 1;
 const LEVEL_PERIODIC: u8 = 2;
-const LEVEL_BEST_EFFORT: u8 = 3;
-const LEVEL_IDLE: u8 = 4;
+/// A [`Class::Fixed`] owner with the system bucket spent (while real-time
+/// owners exist): below every guarantee, above best-effort.
+const LEVEL_SYSTEM_SPENT: u8 = 3;
+const LEVEL_BEST_EFFORT: u8 = 4;
+const LEVEL_IDLE: u8 = 5;
 
 /// Moves a release due at `*next` (≤ `now`) past `now` by whole periods;
 /// returns how many periods began (1, or more if releases were skipped).
@@ -753,6 +825,9 @@ impl Core {
     fn key(&self, o: usize) -> Option<(u8, u64)> {
         let owner = &self.owners[o];
         Some(match owner.class {
+            Class::Fixed(p) if self.rt_owners > 0 && self.sys_tokens <= 0 => {
+                (LEVEL_SYSTEM_SPENT, u64::from(p))
+            }
             Class::Fixed(p) => (LEVEL_FIXED, u64::from(p)),
             Class::Reactive(_) if owner.rt.tokens > 0 => (LEVEL_REACTIVE, 0),
             Class::Periodic(p) if owner.rt.budget > 0 => (LEVEL_PERIODIC, p.period_ns),
@@ -883,6 +958,7 @@ impl Core {
                 timer_ns: period,
                 ..Rt::default()
             };
+            self.rt_owners = self.rt_owners.saturating_sub(1);
             self.stats.demotions += 1;
             log::warn!(
                 "sched: periodic handler `{}` overran its declared {} ns iterations in {} periods in a row (longest {} ns); demoted to best-effort",
@@ -913,10 +989,21 @@ impl Core {
     fn end_iteration(&mut self, o: usize, cost: u64, counted: bool) {
         let owner = &mut self.owners[o];
         owner.usage.max_iteration_ns = owner.usage.max_iteration_ns.max(cost);
+        owner.rt.win_max_ns = owner.rt.win_max_ns.max(cost);
         if counted {
             owner.usage.iterations += 1;
         }
         match owner.class {
+            Class::Fixed(_) => {
+                if cost > self.cfg.system_iteration_ns {
+                    owner.usage.overruns += 1;
+                }
+                if self.rt_owners > 0 {
+                    self.sys_tokens = self
+                        .sys_tokens
+                        .saturating_sub(cost.min(i64::MAX as u64) as i64);
+                }
+            }
             Class::Periodic(p) => {
                 owner.rt.used_ns = owner.rt.used_ns.saturating_add(cost);
                 if cost > p.iteration_ns {
@@ -934,6 +1021,9 @@ impl Core {
                 }
             }
             Class::Reactive(_) => {
+                if cost > self.cfg.nonrt_iteration_ns {
+                    owner.usage.overruns += 1;
+                }
                 owner.rt.tokens = owner
                     .rt
                     .tokens
@@ -943,8 +1033,141 @@ impl Core {
         }
     }
 
+    /// At an iteration boundary: looks at the interrupt lines (at most
+    /// every [`SchedConfig::line_check_ns`]) and wakes the task of each
+    /// that has work, if that task waits and its owner is more urgent than
+    /// the one running — which raises the yield flag (delayed preemption:
+    /// a frame for a more urgent handler waits one iteration at most).
+    /// One load per line and a compare otherwise; no system call.
+    fn check_lines(&mut self, now: u64) {
+        if self.lines.is_empty() || now < self.next_line_check_ns {
+            return;
+        }
+        self.next_line_check_ns = now.saturating_add(self.cfg.line_check_ns);
+        let Some(running) = self.running_key else {
+            return;
+        };
+        for i in 0..self.lines.len() {
+            let t = self.lines[i].task;
+            let Some(m) = self.meta_of(t) else { continue };
+            if m.slot != Slot::Waiting {
+                continue;
+            }
+            let urgent = self.key(m.owner.index()).is_some_and(|k| k < running);
+            if urgent && (self.lines[i].probe)() {
+                self.stats.line_wakes += 1;
+                self.wake_index(t.idx);
+            }
+        }
+    }
+
+    /// Once per decay period, with real-time owners: if an iteration
+    /// measured in the period exceeded what admission assumed (a periodic
+    /// handler's declared cost, a reactive handler's or best-effort
+    /// work's [`SchedConfig::nonrt_iteration_ns`], Fixed work's
+    /// [`SchedConfig::system_iteration_ns`]), admission is run again with
+    /// the period's longest iterations. A set that fails in
+    /// [`SchedConfig::demote_after`] periods in a row (one period can be a
+    /// stall of the machine, not a lie) gives up its lowest-priority
+    /// periodic handler that misses, demoted to best-effort with a log line,
+    /// so what stays admitted stays schedulable. Allocation-free
+    /// (`scratch_*`); O(owners²).
+    fn readmit(&mut self) {
+        let cfg = self.cfg;
+        let mut exceeded = false;
+        self.scratch_loads.clear();
+        self.scratch_owners.clear();
+        self.scratch_buckets.clear();
+        let mut system_c = cfg.system_iteration_ns;
+        let mut nonrt = cfg.nonrt_iteration_ns;
+        for (i, o) in self.owners.iter().enumerate() {
+            let m = o.rt.win_max_ns;
+            match o.class {
+                Class::Periodic(mut p) => {
+                    exceeded |= m > p.iteration_ns;
+                    p.iteration_ns = p.iteration_ns.max(m);
+                    self.scratch_loads.push(p);
+                    self.scratch_owners.push(i);
+                }
+                Class::Reactive(b) => {
+                    exceeded |= m > cfg.nonrt_iteration_ns;
+                    self.scratch_buckets
+                        .push((b, m.max(cfg.nonrt_iteration_ns)));
+                }
+                Class::Fixed(_) => {
+                    exceeded |= m > cfg.system_iteration_ns;
+                    system_c = system_c.max(m);
+                }
+                Class::BestEffort | Class::Idle => {
+                    exceeded |= m > cfg.nonrt_iteration_ns;
+                    nonrt = nonrt.max(m);
+                }
+            }
+        }
+        for o in &mut self.owners {
+            o.rt.win_max_ns = 0;
+        }
+        if !exceeded || self.scratch_loads.is_empty() {
+            self.readmit_streak = 0;
+            return;
+        }
+        self.stats.readmission_checks += 1;
+        self.scratch_buckets.push((cfg.system, system_c));
+        let sums = admission::BucketSums::of(&self.scratch_buckets);
+        // The lowest-priority handler that misses, if any.
+        let mut worst: Option<(u64, usize)> = None;
+        for k in 0..self.scratch_loads.len() {
+            let (r, _) =
+                admission::response(&self.scratch_loads, k, sums, nonrt, cfg.release_jitter_ns);
+            let p = self.scratch_loads[k];
+            if r > p.period_ns && worst.is_none_or(|(t, _)| p.period_ns >= t) {
+                worst = Some((p.period_ns, self.scratch_owners[k]));
+            }
+        }
+        let Some((_, o)) = worst else {
+            self.readmit_streak = 0;
+            return;
+        };
+        self.stats.readmission_failures += 1;
+        self.readmit_streak += 1;
+        if self.readmit_streak < cfg.demote_after.max(1) {
+            return;
+        }
+        self.readmit_streak = 0;
+        let Class::Periodic(p) = self.owners[o].class else {
+            return;
+        };
+        let owner = &mut self.owners[o];
+        owner.class = Class::BestEffort;
+        owner.rt = Rt {
+            next_release_ns: owner.rt.next_release_ns,
+            timer_ns: p.period_ns.max(1),
+            ..Rt::default()
+        };
+        self.rt_owners = self.rt_owners.saturating_sub(1);
+        self.stats.readmission_demotions += 1;
+        log::warn!(
+            "sched: with the iterations measured in {} periods in a row the admitted set fails: periodic handler `{}` (T = {} ns) demoted to best-effort",
+            cfg.demote_after.max(1),
+            owner.name,
+            p.period_ns
+        );
+        self.wake_members(o);
+    }
+
     /// Adds the tokens reactive owners earned since their last refill.
     fn refill(&mut self, now: u64) {
+        if self.rt_owners > 0 {
+            let b = self.cfg.system;
+            let dt = now.saturating_sub(self.sys_refilled_ns);
+            self.sys_refilled_ns = now;
+            let add =
+                (u128::from(dt) * u128::from(b.share_ppm) / 1_000_000).min(i64::MAX as u128) as i64;
+            self.sys_tokens = self
+                .sys_tokens
+                .saturating_add(add)
+                .min(b.burst_ns.min(i64::MAX as u64) as i64);
+        }
         if !self.any_reactive {
             return;
         }
@@ -1076,6 +1299,9 @@ impl Core {
         let periods = (now - self.next_decay_ns) / period + 1;
         self.next_decay_ns += periods * period;
         self.stats.decays += periods;
+        if self.rt_owners > 0 {
+            self.readmit();
+        }
         let (num, den) = match self.cfg.decay {
             Decay::None => return,
             Decay::Fixed { num, den } => (u64::from(num), u64::from(den.max(1))),
@@ -1151,6 +1377,15 @@ impl<S> Executor<S> {
                 last_run: None,
                 last_now_ns: now,
                 any_reactive: false,
+                rt_owners: 0,
+                sys_tokens: 0,
+                sys_refilled_ns: now,
+                lines: Vec::new(),
+                next_line_check_ns: 0,
+                readmit_streak: 0,
+                scratch_loads: Vec::with_capacity(cfg.max_owners),
+                scratch_owners: Vec::with_capacity(cfg.max_owners),
+                scratch_buckets: Vec::with_capacity(cfg.max_owners + 1),
             },
             bodies: Vec::with_capacity(cfg.max_tasks),
         }
@@ -1179,6 +1414,14 @@ impl<S> Executor<S> {
                 .map_err(SchedError::Unschedulable)?;
         }
         let now = self.core.clock.now_ns();
+        if class.is_real_time() {
+            if self.core.rt_owners == 0 {
+                // The system bucket starts full with the first guarantee.
+                self.core.sys_tokens = self.core.cfg.system.burst_ns.min(i64::MAX as u64) as i64;
+                self.core.sys_refilled_ns = now;
+            }
+            self.core.rt_owners += 1;
+        }
         let mut rt = Rt::default();
         match class {
             Class::Periodic(p) => {
@@ -1218,8 +1461,17 @@ impl<S> Executor<S> {
     ) -> (Vec<admission::Load>, admission::Interference) {
         let cfg = &self.core.cfg;
         let mut loads = Vec::new();
+        // The system bucket's overdraft: the longest Fixed iteration,
+        // declared or measured.
+        let system_c = self
+            .core
+            .owners
+            .iter()
+            .filter(|o| matches!(o.class, Class::Fixed(_)))
+            .map(|o| o.usage.max_iteration_ns)
+            .fold(cfg.system_iteration_ns, u64::max);
         let mut interference = admission::Interference {
-            buckets: vec![(cfg.system, 0)],
+            buckets: vec![(cfg.system, system_c)],
             nonrt_iteration_ns: cfg.nonrt_iteration_ns,
             release_jitter_ns: cfg.release_jitter_ns,
         };
@@ -1368,6 +1620,30 @@ impl<S> Executor<S> {
         })
     }
 
+    /// Adds an interrupt line: `probe` says, cheaply (one load of shared
+    /// memory, no system call), whether work for `task` waits — a frame on
+    /// a NIC's receive ring for a receive task, a socket channel holding
+    /// datagrams for its owner's task. Iteration boundaries of other tasks
+    /// look at it ([`Cx::iteration_done`], [`Cx::should_yield`]; at most
+    /// every [`SchedConfig::line_check_ns`]) and wake `task` when its owner
+    /// is more urgent than the one running, which then yields: work for a
+    /// more urgent owner waits for the end of one iteration, not of a
+    /// whole batch. Set-up only (it allocates).
+    pub fn add_line(
+        &mut self,
+        task: TaskId,
+        probe: impl Fn() -> bool + 'static,
+    ) -> Result<(), SchedError> {
+        if self.core.meta_of(task).is_none() {
+            return Err(SchedError::NoSuchTask);
+        }
+        self.core.lines.push(Line {
+            task,
+            probe: Box::new(probe),
+        });
+        Ok(())
+    }
+
     /// Makes a waiting task runnable. Stale ids are counted and ignored.
     pub fn wake(&mut self, task: TaskId) {
         self.core.wake(task);
@@ -1481,6 +1757,9 @@ impl<S> Executor<S> {
             && matches!(core.owners[o].class, Class::Reactive(_))
         {
             core.owners[o].usage.throttled_runs += 1;
+        }
+        if key.is_some_and(|k| k.0 == LEVEL_SYSTEM_SPENT) {
+            core.stats.system_throttled_runs += 1;
         }
         core.running_key = key;
         core.yield_flag = false;

@@ -20,6 +20,7 @@ fn bare() -> SchedConfig {
             share_ppm: 0,
             burst_ns: 0,
         },
+        system_iteration_ns: 0,
         nonrt_iteration_ns: 0,
         utilisation_bound_ppm: 1_000_000,
         ..SchedConfig::default()

@@ -149,6 +149,19 @@ impl<N: Nic, S: DerefMut<Target = Stack<N>>> TcpConn<S> {
         self.stack.tcp_send(self.h, data, now)
     }
 
+    /// [`TcpConn::send`] of `n` bytes that `fill(at, dst)` writes straight
+    /// into the send buffer (`dst` holds bytes `at..at + dst.len()`; one
+    /// or two calls): for bytes the caller cannot hold as a slice, such as
+    /// a range another process may write (a MemNet client's).
+    pub fn send_with(
+        mut self,
+        n: usize,
+        now: u64,
+        fill: impl FnMut(usize, &mut [u8]),
+    ) -> Result<usize, SocketError> {
+        self.stack.tcp_send_with(self.h, n, now, fill)
+    }
+
     /// Half-close: FIN after the queued data (RFC 9293 §3.10.4).
     pub fn shutdown(mut self, now: u64) -> Result<(), SocketError> {
         self.stack.tcp_shutdown(self.h, now)

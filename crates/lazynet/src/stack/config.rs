@@ -113,6 +113,20 @@ pub struct StackConfig {
     /// Capacity of the TIME-WAIT table (the oldest entry is evicted when
     /// it is full).
     pub tcp_time_wait_cap: usize,
+    /// Orphans (connections whose handle was closed while they still
+    /// close) the stack keeps at most; one more resets the oldest (Linux's
+    /// `tcp_max_orphans`). Each also waits at most
+    /// [`Config::fin_timeout`](crate::proto::tcp::Config::fin_timeout) in
+    /// FIN-WAIT-2.
+    pub max_orphans: usize,
+    /// The same cap per owner tag (a daemon's MemNet client, a host's
+    /// owner): one tag's closes cannot push out another's orphans.
+    pub max_orphans_per_tag: usize,
+    /// The local ports TCP connections and UDP sockets bound to port 0
+    /// are given (RFC 6056), inclusive. An attached stack's are the range
+    /// its daemon hands it; a daemon's own stack has one apart from every
+    /// application's.
+    pub ephemeral_ports: (u16, u16),
     /// Where received packets are processed.
     pub mode: ReceiveMode,
     /// Capacity of the shared IP queue of the `eager` mode (4.4BSD's
@@ -150,6 +164,9 @@ impl Default for StackConfig {
             tcp_channel_cap: 256,
             tcp_rst_rate: (1000, 50),
             tcp_time_wait_cap: 8192,
+            max_orphans: 4096,
+            max_orphans_per_tag: 1024,
+            ephemeral_ports: (49152, 65535),
             mode: ReceiveMode::SoftLrp,
             ip_queue_cap: 50,
             rx_handback: HandbackMode::Adaptive,

@@ -84,8 +84,8 @@ pub use ni::{NiEngine, NiNic, NiStats, NI_CMDS_PER_STEP, NI_RELEASES_PER_STEP, N
 pub use remote::AreaNic;
 pub use stats::{SocketError, StackDrop, StackStats};
 pub use tcp::{
-    ListenHandle, TcpEvent, TcpHandle, TcpStats, MAX_TX_PER_CALL, RX_AHEAD, SERVICE_PER_CHANNEL,
-    TX_PAYLOAD_AT,
+    ListenHandle, OrphanReset, TcpEvent, TcpHandle, TcpStats, MAX_TX_PER_CALL, RX_AHEAD,
+    SERVICE_PER_CHANNEL, TX_PAYLOAD_AT,
 };
 pub use udp::{UdpHandle, MAX_UDP_PAYLOAD};
 
@@ -140,6 +140,9 @@ pub struct Stack<N: Nic> {
     stats: StackStats,
     /// `ni-lrp`: the link to the NI thread.
     ni: Option<Box<ni::NiHost>>,
+    /// Channels whose bind an attached stack's daemon refused, being
+    /// failed (reused).
+    refused: Vec<u32>,
 }
 
 impl<N: Nic> Stack<N> {
@@ -171,14 +174,7 @@ impl<N: Nic> Stack<N> {
             ..cfg.arp
         };
         let ident = IdentGen::new(rng.next_u64());
-        let tcp = tcp::Tcp::new(
-            cfg.tcp,
-            cfg.tcp_listen,
-            cfg.tcp_channel_cap,
-            cfg.tcp_rst_rate,
-            cfg.tcp_time_wait_cap,
-            &mut rng,
-        );
+        let tcp = tcp::Tcp::new(&cfg, &mut rng);
         let mut demux = Classifier::new(
             mac,
             cfg.addr,
@@ -222,7 +218,7 @@ impl<N: Nic> Stack<N> {
             sockets: Vec::new(),
             free_sockets: Vec::new(),
             icmp_limit: RateLimiter::new(cfg.icmp_rate.0, cfg.icmp_rate.1, 0),
-            ports: PortAllocator::default(),
+            ports: PortAllocator::new(cfg.ephemeral_ports.0, cfg.ephemeral_ports.1, 1024),
             rng,
             rxbuf: vec![Desc::default(); MAX_BATCH].into_boxed_slice(),
             rx_batch: cfg.rx_batch.clamp(1, MAX_BATCH),
@@ -232,6 +228,7 @@ impl<N: Nic> Stack<N> {
             epoch_ns: crate::sched::clock::mono_ns(),
             stats: StackStats::default(),
             ni: None,
+            refused: Vec::new(),
         }
     }
 
@@ -244,6 +241,15 @@ impl<N: Nic> Stack<N> {
     /// Our IPv4 address.
     pub fn addr(&self) -> Ipv4Addr {
         self.iface.addr
+    }
+
+    /// The next IPv4 identification for a datagram of `protocol` from our
+    /// address to `dst`, from the generator the stack's own datagrams use
+    /// (a daemon gives applications' fragmented datagrams theirs, so no
+    /// two senders behind one address share one).
+    pub fn next_ip_ident(&mut self, dst: Ipv4Addr, protocol: u8) -> u16 {
+        let src = self.iface.addr;
+        self.iface.ident.next(src, dst, protocol)
     }
 
     /// Our MAC address.
@@ -403,6 +409,7 @@ impl<N: Nic> Stack<N> {
         }
         if self.ni.is_some() {
             self.ni_retire();
+            self.ni_refusals(now);
         }
         self.iface.flush_release();
         self.iface.nic.flush();

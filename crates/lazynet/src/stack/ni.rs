@@ -453,6 +453,26 @@ impl<N: Nic> Stack<N> {
         self.iface.flush_release();
     }
 
+    /// Attached to a daemon: the connections whose binding it refused (a
+    /// 4-tuple another socket holds) fail with `AddrInUse`, silently (the
+    /// 4-tuple is not theirs to answer for). One look at the reply ring
+    /// when there is nothing; bounded by the ring.
+    pub(super) fn ni_refusals(&mut self, now: u64) {
+        let Some(ni) = self.ni.as_deref_mut() else {
+            return;
+        };
+        let NiTo::Daemon(d) = &mut ni.to else {
+            return;
+        };
+        let mut refused = std::mem::take(&mut self.refused);
+        d.take_refused(&mut refused);
+        for &id in &refused {
+            self.fail_refused(ChannelId(id), now);
+        }
+        refused.clear();
+        self.refused = refused;
+    }
+
     /// Frames on retired rings (still queued, for [`Stack::queued_frames`]).
     pub(super) fn ni_retired_frames(&self) -> usize {
         self.ni.as_deref().map_or(0, |ni| {

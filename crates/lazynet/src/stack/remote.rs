@@ -40,7 +40,6 @@ use crate::demux::{ChannelId, DemuxStats, DropReason, Link, CONTROL, FRAGMENT};
 use crate::mem::area::{AppCounter, Cmd, Op, Refusal, Reply};
 use crate::mem::{AppArea, BufArea, Consumer, Desc, Doorbell, Producer};
 use crate::nic::Nic;
-use crate::proto::udp::PortAllocator;
 use crate::socket::SocketError;
 use crate::sys::EventFd;
 
@@ -215,11 +214,16 @@ pub(super) struct DaemonLink {
     reply: Consumer<Reply>,
     daemon: Doorbell,
     bell: Doorbell,
-    /// The control connection: closing it detaches.
-    _ctl: OwnedFd,
+    /// The control connection: closing it detaches; its hang-up is how
+    /// this side learns that the daemon is gone.
+    ctl: OwnedFd,
     sent: u64,
     free_slots: Vec<u32>,
-    slots: HashMap<u32, u32>,
+    /// Per bound channel: its slot and the sequence number of its bind.
+    slots: HashMap<u32, (u32, u64)>,
+    /// Channels whose bind the daemon refused, not yet taken
+    /// ([`DaemonLink::take_refused`]); at most one per slot.
+    refused: Vec<u32>,
 }
 
 impl DaemonLink {
@@ -231,38 +235,74 @@ impl DaemonLink {
         self.area.published().applied()
     }
 
-    /// Pushes a command, waiting (bounded) for room.
+    /// Sleeps on this process's doorbell while `waiting` holds, at most a
+    /// millisecond (the daemon rings it after applying commands and
+    /// posting replies). `Err` once the daemon is gone, or after
+    /// [`DAEMON_TIMEOUT`] from `t0` (a daemon stopped with SIGSTOP).
+    fn wait_daemon(&self, t0: Instant, waiting: impl Fn() -> bool) -> Result<(), SocketError> {
+        if ctl::peer_gone(&self.ctl) {
+            return Err(SocketError::NotConnected);
+        }
+        if t0.elapsed() > DAEMON_TIMEOUT {
+            return Err(SocketError::TimedOut);
+        }
+        self.daemon.wake();
+        self.bell.arm();
+        self.bell.sleep(Some(1_000_000), waiting);
+        Ok(())
+    }
+
+    /// Pushes a command, waiting (bounded, on the doorbell) for room.
     fn push(&mut self, mut c: Cmd) -> Result<u64, SocketError> {
         self.sent += 1;
         c.seq = self.sent as u32;
         let t0 = Instant::now();
         while self.cmd.push_one(c).is_err() {
-            if t0.elapsed() > DAEMON_TIMEOUT {
-                return Err(SocketError::TimedOut);
-            }
-            self.daemon.wake();
-            std::thread::sleep(Duration::from_micros(50));
+            let cmd = &self.cmd;
+            self.wait_daemon(t0, || cmd.peek_free() == 0)?;
         }
         self.daemon.wake();
         Ok(self.sent)
     }
 
-    /// Waits (bounded) for the reply to command `seq`.
+    /// Waits (bounded, on the doorbell) for the reply to command `seq`.
+    /// Refusals of other commands met meanwhile are kept for
+    /// [`DaemonLink::take_refused`].
     fn reply(&mut self, seq: u64) -> Result<u32, SocketError> {
         let t0 = Instant::now();
-        self.bell.arm();
         loop {
             while let Some(r) = self.reply.pop_one() {
                 if r.seq == seq as u32 {
                     return Ok(r.code);
                 }
-            }
-            if t0.elapsed() > DAEMON_TIMEOUT {
-                return Err(SocketError::TimedOut);
+                self.note_refusal(r);
             }
             let reply = &self.reply;
-            self.bell.sleep(Some(1_000_000), || reply.peek_len() == 0);
+            self.wait_daemon(t0, || reply.peek_len() == 0)?;
         }
+    }
+
+    /// A reply to a command nobody waits for: a refused connection bind,
+    /// if it is still the channel's current binding, is kept.
+    fn note_refusal(&mut self, r: Reply) {
+        let conn = Op::from_u32(r.op) == Some(Op::Conn);
+        let current = self
+            .slots
+            .get(&r.id)
+            .is_some_and(|&(_, seq)| seq as u32 == r.seq);
+        if r.code != 0 && conn && current && self.refused.len() < self.slots.len() {
+            self.refused.push(r.id);
+        }
+    }
+
+    /// Moves the channels whose connection bind the daemon refused to
+    /// `out` (replies waiting on the ring included; bounded by it).
+    pub(super) fn take_refused(&mut self, out: &mut Vec<u32>) {
+        for _ in 0..self.reply.capacity() {
+            let Some(r) = self.reply.pop_one() else { break };
+            self.note_refusal(r);
+        }
+        out.append(&mut self.refused);
     }
 
     pub(super) fn bind(&mut self, chan: ChannelId, kind: &BindKind) -> Result<Link, SocketError> {
@@ -270,7 +310,7 @@ impl DaemonLink {
         let r = self.bind_slot(chan, slot, kind);
         match &r {
             Ok(_) => {
-                self.slots.insert(chan.0, slot);
+                self.slots.insert(chan.0, (slot, self.sent));
             }
             Err(_) => self.free_slots.push(slot),
         }
@@ -314,7 +354,7 @@ impl DaemonLink {
 
     /// The slot of channel `c`, forgotten (it is being retired).
     pub(super) fn slot_of(&mut self, c: ChannelId) -> Option<u32> {
-        self.slots.remove(&c.0)
+        self.slots.remove(&c.0).map(|(s, _)| s)
     }
 
     pub(super) fn free_slot(&mut self, s: u32) {
@@ -451,11 +491,14 @@ impl<N: Nic> Stack<N> {
             area: area.clone(),
             daemon,
             bell,
-            _ctl: conn,
+            ctl: conn,
             sent: 0,
             free_slots: (2..p.slots).rev().collect(),
             slots: HashMap::new(),
+            refused: Vec::with_capacity(p.slots as usize),
         };
+        // Ephemeral ports from this application's own range: the daemon
+        // accepts connections and wildcard binds from it only there.
         let mut stack = Stack::new(
             wrap(nic)?,
             StackConfig {
@@ -463,14 +506,15 @@ impl<N: Nic> Stack<N> {
                 addr: w.addr,
                 prefix_len: w.prefix_len,
                 gateway: w.gateway,
+                ephemeral_ports: (w.eph_first, w.eph_last),
+                // Every connection holds a slot of the area until it is
+                // freed: orphans may take at most half of them, so that new
+                // connections always find one.
+                max_orphans: cfg.max_orphans.min((p.slots as usize - 2) / 2),
                 ..cfg
             },
         );
         stack.mode = ReceiveMode::NiLrp;
-        // Ephemeral ports from this application's own range: the daemon
-        // accepts connections and wildcard binds from it only there.
-        stack.ports = PortAllocator::new(w.eph_first, w.eph_last, 1024);
-        stack.tcp.ports = crate::proto::tcp::EphemeralPorts::new(w.eph_first, w.eph_last, 64);
         for (c, slot) in [(CONTROL, 0), (FRAGMENT, 1)] {
             let ring = Consumer::attach(&region, l.slot(slot))?;
             let flag = area.flag(slot)?;

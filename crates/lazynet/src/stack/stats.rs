@@ -275,7 +275,7 @@ impl StackStats {
 
     /// Writes every non-zero counter as `name value` lines.
     pub fn write_table(&self, out: &mut impl std::fmt::Write) -> std::fmt::Result {
-        let rows: [(&str, u64); 37] = [
+        let rows: [(&str, u64); 40] = [
             ("rx_frames", self.rx_frames),
             ("tx_frames", self.tx_frames),
             ("demux_enqueued", self.demux.enqueued),
@@ -315,10 +315,19 @@ impl StackStats {
             ("tcp_time_wait_segments", self.tcp.time_wait_segments),
             ("tcp_time_wait_evicted", self.tcp.time_wait_evicted),
             ("tcp_frames_evicted", self.tcp.frames_evicted),
+            ("tcp_orphaned", self.tcp.orphaned),
+            ("tcp_fin_timeouts", self.tcp.fin_timeouts),
+            ("tcp_data_after_close", self.tcp.data_after_close),
             ("handback_switches", self.handback_switches),
         ];
         for (k, v) in rows {
             writeln!(out, "  {k:<34} {v}")?;
+        }
+        for r in crate::stack::OrphanReset::ALL {
+            let v = self.tcp.orphans_reset[r as usize];
+            if v != 0 {
+                writeln!(out, "  reset.{:<28} {v}", r.name())?;
+            }
         }
         for r in crate::demux::DropReason::ALL {
             let v = self.demux.drops_for(r);

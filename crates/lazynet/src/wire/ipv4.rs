@@ -65,6 +65,38 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
         })
     }
 
+    /// Wraps the start of a datagram as an ICMP error quotes it (RFC 792:
+    /// the header and at least 64 bits of its data): as
+    /// [`Ipv4Packet::new_checked`], but the datagram may be cut anywhere
+    /// after its header; [`Ipv4Packet::payload`] and
+    /// [`Ipv4Packet::total_len`] are then what was quoted of it.
+    pub fn new_quoted(buf: T) -> Result<Self, WireError> {
+        let b = buf.as_ref();
+        if b.len() < MIN_HEADER_LEN {
+            return Err(WireError::Truncated);
+        }
+        if b[0] >> 4 != 4 {
+            return Err(WireError::BadVersion);
+        }
+        let header_len = (b[0] & 0x0F) * 4;
+        if header_len < MIN_HEADER_LEN as u8 {
+            return Err(WireError::BadHeaderLen);
+        }
+        if usize::from(header_len) > b.len() {
+            return Err(WireError::Truncated);
+        }
+        let field = be16(b, 2);
+        if usize::from(field) < usize::from(header_len) {
+            return Err(WireError::BadLength);
+        }
+        let total_len = field.min(b.len().min(usize::from(u16::MAX)) as u16);
+        Ok(Ipv4Packet {
+            buf,
+            header_len,
+            total_len,
+        })
+    }
+
     /// Gives back the buffer.
     pub fn into_inner(self) -> T {
         self.buf

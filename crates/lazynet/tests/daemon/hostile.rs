@@ -69,6 +69,34 @@ pub struct Raw {
     pub welcome: Welcome,
 }
 
+impl Raw {
+    /// Attaches an application by hand (no library stack) to the daemon at
+    /// `path`, stepping it until it has answered.
+    pub fn attach(daemon: &mut Daemon<WireEnd>, path: &std::path::Path) -> Option<Raw> {
+        let (conn, (m, mut fds)) = handshake(daemon, path, &Msg::Hello)?;
+        let Ok(Msg::Welcome(welcome)) = m else {
+            return None;
+        };
+        let _ev = fds.pop()?;
+        let area = AppArea::open(fds.pop()?).unwrap();
+        let file = File::from(area.region().fd().try_clone_to_owned().unwrap());
+        let l = *area.layout();
+        let r = area.region().clone();
+        Some(Raw {
+            conn,
+            free: Producer::attach(&r, l.free).unwrap(),
+            tx: Producer::attach(&r, l.tx).unwrap(),
+            cmd: Producer::attach(&r, l.cmd).unwrap(),
+            done: Consumer::attach(&r, l.done).unwrap(),
+            ready: Consumer::attach(&r, l.ready).unwrap(),
+            reply: Consumer::attach(&r, l.reply).unwrap(),
+            area,
+            file,
+            welcome,
+        })
+    }
+}
+
 pub struct Harness {
     pub daemon: Daemon<WireEnd>,
     pub peer: WireEnd,
@@ -136,27 +164,7 @@ impl Harness {
     /// Attaches an application by hand (no library stack), stepping the
     /// daemon until it has answered.
     pub fn attach_raw(&mut self) -> Option<Raw> {
-        let (conn, (m, mut fds)) = handshake(&mut self.daemon, &self.path, &Msg::Hello)?;
-        let Ok(Msg::Welcome(welcome)) = m else {
-            return None;
-        };
-        let _ev = fds.pop()?;
-        let area = AppArea::open(fds.pop()?).unwrap();
-        let file = File::from(area.region().fd().try_clone_to_owned().unwrap());
-        let l = *area.layout();
-        let r = area.region().clone();
-        Some(Raw {
-            conn,
-            free: Producer::attach(&r, l.free).unwrap(),
-            tx: Producer::attach(&r, l.tx).unwrap(),
-            cmd: Producer::attach(&r, l.cmd).unwrap(),
-            done: Consumer::attach(&r, l.done).unwrap(),
-            ready: Consumer::attach(&r, l.ready).unwrap(),
-            reply: Consumer::attach(&r, l.reply).unwrap(),
-            area,
-            file,
-            welcome,
-        })
+        Raw::attach(&mut self.daemon, &self.path)
     }
 
     /// Reads what reached the peer: answers ARP requests for the peer and

@@ -180,6 +180,36 @@ impl Harness {
         })
     }
 
+    /// Attaches an application (the multi-process kind) by hand to the
+    /// same daemon.
+    pub fn attach_app(&mut self) -> Option<crate::hostile::Raw> {
+        crate::hostile::Raw::attach(&mut self.daemon, &self.path)
+    }
+
+    /// The well-behaved client (attached first if needed) listens on
+    /// `port`: the completion's code, `None` if none came.
+    pub fn listen(&mut self, port: u16) -> Option<u32> {
+        if self.good.is_none() {
+            self.good = self.attach_raw();
+        }
+        let g = self.good.as_mut()?;
+        g.next_job += 1;
+        let r = Req {
+            job: 1000 + g.next_job,
+            op: ReqOp::Listen as u32,
+            port,
+            ..Req::default()
+        };
+        g.req.push_one(r).ok()?;
+        for _ in 0..100 {
+            self.step(1);
+            if let Some(c) = self.good.as_mut()?.cpl.pop_one() {
+                return Some(c.code);
+            }
+        }
+        None
+    }
+
     /// Interprets `data` as the hostile client's actions. Every loop is
     /// bounded by the input's length.
     pub fn run(&mut self, data: &[u8]) {

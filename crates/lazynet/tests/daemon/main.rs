@@ -8,6 +8,7 @@
 
 mod hostile;
 mod hostile_memnet;
+mod trust;
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 

@@ -8,4 +8,5 @@ mod tcp;
 mod tcp_bad_input;
 mod tcp_burst;
 mod tcp_netsim;
+mod tcp_orphans;
 mod util;

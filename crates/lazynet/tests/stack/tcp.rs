@@ -18,7 +18,7 @@ use lazynet::wire::ethernet::EthernetFrame;
 use lazynet::wire::ipv4::Ipv4Packet;
 use lazynet::wire::tcp::{TcpFlags, TcpPacket, TcpRepr};
 
-use crate::util::{data, A, B, MS};
+use crate::util::{connect_accept, data, pump, A, B, MS};
 
 fn pair() -> (Stack<WireEnd>, Stack<WireEnd>) {
     pair_receiving(HandbackMode::Adaptive)
@@ -46,14 +46,6 @@ fn pair_with(end: WireEnd, addr: Ipv4Addr, seed: u64) -> Stack<WireEnd> {
     )
 }
 
-/// One round of both stacks: receive, demultiplex, run TCP work.
-fn pump<N: Nic>(sa: &mut Stack<WireEnd>, sb: &mut Stack<N>, now: u64) {
-    sa.poll(now);
-    sa.tcp_service(now, 1024);
-    sb.poll(now);
-    sb.tcp_service(now, 1024);
-}
-
 /// Connects A → B:80 in virtual time; returns (client, server) handles.
 fn establish<N: Nic>(
     sa: &mut Stack<WireEnd>,
@@ -63,18 +55,7 @@ fn establish<N: Nic>(
     let l = sb
         .tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), None, None)
         .unwrap();
-    let c = sa
-        .tcp_connect(SocketAddrV4::new(B, 80), None, *now)
-        .unwrap();
-    for _ in 0..100 {
-        *now += MS;
-        pump(sa, sb, *now);
-        if let Ok(s) = sb.listener_mut(l).accept(*now) {
-            assert_eq!(sa.tcp_mut(c).state(*now), Ok(State::Established));
-            return (c, s);
-        }
-    }
-    panic!("no connection");
+    connect_accept(sa, sb, l, now)
 }
 
 fn check_accounting<N: Nic>(s: &Stack<N>) {

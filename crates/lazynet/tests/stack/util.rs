@@ -1,11 +1,13 @@
 //! What the whole-stack tests share: the two stacks' addresses, and
 //! injecting raw frames from one end of the in-memory wire.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddrV4};
 
 use lazynet::mem::Desc;
 use lazynet::nic::wirepair::WireEnd;
 use lazynet::nic::Nic;
+use lazynet::proto::tcp::State;
+use lazynet::stack::{ListenHandle, Stack, TcpHandle};
 
 pub const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 pub const B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
@@ -32,4 +34,34 @@ pub fn inject(end: &mut WireEnd, f: &[u8]) -> bool {
 /// `len` bytes of a test stream starting at offset `off`, varied by `salt`.
 pub fn data(off: usize, len: usize, salt: u8) -> Vec<u8> {
     (off..off + len).map(|i| (i % 251) as u8 ^ salt).collect()
+}
+
+/// One round of both stacks: receive, demultiplex, run TCP work.
+pub fn pump<N: Nic>(sa: &mut Stack<WireEnd>, sb: &mut Stack<N>, now: u64) {
+    sa.poll(now);
+    sa.tcp_service(now, 1024);
+    sb.poll(now);
+    sb.tcp_service(now, 1024);
+}
+
+/// Connects A to B's listener `l` (port 80) in virtual time, a
+/// millisecond per round; returns (client, server) handles.
+pub fn connect_accept<N: Nic>(
+    sa: &mut Stack<WireEnd>,
+    sb: &mut Stack<N>,
+    l: ListenHandle,
+    now: &mut u64,
+) -> (TcpHandle, TcpHandle) {
+    let c = sa
+        .tcp_connect(SocketAddrV4::new(B, 80), None, *now)
+        .unwrap();
+    for _ in 0..100 {
+        *now += MS;
+        pump(sa, sb, *now);
+        if let Ok(s) = sb.listener_mut(l).accept(*now) {
+            assert_eq!(sa.tcp_mut(c).state(*now), Ok(State::Established));
+            return (c, s);
+        }
+    }
+    panic!("no connection");
 }

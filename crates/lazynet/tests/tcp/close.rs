@@ -388,3 +388,137 @@ fn full_close_sequence_both_directions() {
     timeout(&mut c, 2 * MS + 10 * SEC);
     assert_eq!(c.state(), State::Closed);
 }
+
+// ---- Orphans: the application closed its handle (RFC 1122 §4.2.2.13) ----
+
+#[test]
+fn an_orphan_in_fin_wait_2_is_dropped_after_the_fin_timeout() {
+    let c = Config {
+        fin_timeout: 3 * SEC,
+        ..cfg()
+    };
+    let mut c = conn_fin_wait_2(c);
+    // Not orphaned (a half-close): FIN-WAIT-2 waits for the peer's FIN.
+    assert_eq!(c.poll_timeout(), None);
+    c.orphan(5 * SEC);
+    assert_eq!(c.poll_timeout(), Some(8 * SEC));
+    timeout(&mut c, 8 * SEC - 1);
+    assert_eq!(c.state(), State::FinWait2);
+    timeout(&mut c, 8 * SEC);
+    // Silently: the peer has acknowledged our FIN; nothing to tell it.
+    assert_eq!(c.state(), State::Closed);
+    expect_none(&mut c, 8 * SEC);
+    assert_eq!(c.counters().fin_timeouts, 1);
+    assert_eq!(c.error(), None);
+}
+
+#[test]
+fn an_orphan_reaching_fin_wait_2_arms_the_fin_timeout_then() {
+    let c = Config {
+        fin_timeout: 3 * SEC,
+        ..cfg()
+    };
+    let mut c = conn_fin_wait_1(c);
+    c.orphan(0);
+    // Our FIN is acknowledged at 2 s: the timeout counts from there.
+    feed(&mut c, 2 * SEC, ack_in(0, 1), &[]).unwrap();
+    assert_eq!(c.state(), State::FinWait2);
+    assert_eq!(c.poll_timeout(), Some(5 * SEC));
+    // The peer's FIN before it: TIME-WAIT as usual, 2·MSL from now.
+    feed(&mut c, 4 * SEC, fin_in(0, 1), &[]).unwrap();
+    assert_eq!(c.state(), State::TimeWait);
+    assert_eq!(c.poll_timeout(), Some(14 * SEC));
+    expect(&mut c, 4 * SEC, ack_out(1, 1), &[]);
+    assert_eq!(c.counters().fin_timeouts, 0);
+}
+
+#[test]
+fn text_for_an_orphan_resets_it() {
+    let mut c = conn_fin_wait_2(cfg());
+    c.orphan(0);
+    feed(&mut c, 0, ack_in(0, 1), b"nobody reads this").unwrap();
+    assert_eq!(c.state(), State::Closed);
+    assert_eq!(c.counters().data_after_close, 1);
+    expect(
+        &mut c,
+        0,
+        TcpRepr {
+            seq: LOCAL_SEQ + 2,
+            ack: REMOTE_SEQ + 1,
+            flags: RST | ACK,
+            window: 0,
+            ..RST_TEMPL
+        },
+        &[],
+    );
+    expect_none(&mut c, 0);
+}
+
+#[test]
+fn a_retransmission_of_text_read_before_the_close_does_not_reset_an_orphan() {
+    let mut c = conn_established(cfg());
+    feed(&mut c, 0, ack_in(0, 0), b"read").unwrap();
+    let mut b = [0u8; 8];
+    assert_eq!(c.recv(&mut b), 4);
+    c.close();
+    take(&mut c, 0);
+    c.orphan(0);
+    // The same four bytes again (our ACK was lost): below the window,
+    // answered with an ACK, no RST.
+    assert_eq!(
+        feed(&mut c, 0, ack_in(0, 1), b"read"),
+        Err(TcpDrop::NotAcceptable)
+    );
+    assert_eq!(c.state(), State::FinWait1);
+    let (r, _) = take(&mut c, 0);
+    assert!(!r.flags.contains(RST), "{r:?}");
+    assert_eq!(c.counters().data_after_close, 0);
+}
+
+#[test]
+fn an_orphan_gives_its_receive_buffer_back_and_keeps_its_window_edge() {
+    let mut c = conn_fin_wait_1(cfg());
+    let before = c.buffer_bytes();
+    c.orphan(0);
+    // Receive buffer gone; the send buffer holds nothing unacknowledged
+    // but the FIN, so it is gone too.
+    assert!(c.buffer_bytes() < before);
+    assert_eq!(c.buffer_bytes(), 0);
+    // Its FIN retransmission still advertises the same window.
+    let t = c.poll_timeout().unwrap();
+    timeout(&mut c, t);
+    expect(
+        &mut c,
+        t,
+        TcpRepr {
+            flags: FIN | ACK,
+            ..ack_out(0, 0)
+        },
+        &[],
+    );
+}
+
+#[test]
+fn an_orphans_send_buffer_shrinks_to_what_is_unacknowledged() {
+    let mut c = conn_established(cfg());
+    let d = data(3000, 3);
+    assert_eq!(c.send(&d), 3000);
+    c.close();
+    // One segment out; the rest waits.
+    expect(&mut c, 0, ack_out(0, 0), &d[..1000]);
+    feed(&mut c, 0, ack_in(0, 1000), &[]).unwrap();
+    c.orphan(0);
+    assert_eq!(c.buffer_bytes(), 2000);
+    // The rest goes out intact from the shrunk buffer, then the FIN.
+    let mut sent = Vec::new();
+    while let Some((r, p)) = poll(&mut c, 0) {
+        sent.extend_from_slice(&p);
+        if r.flags.contains(FIN) {
+            break;
+        }
+    }
+    assert_eq!(sent, &d[1000..]);
+    feed(&mut c, 0, ack_in(0, 3001), &[]).unwrap();
+    assert_eq!(c.state(), State::FinWait2);
+    assert_eq!(c.buffer_bytes(), 0);
+}

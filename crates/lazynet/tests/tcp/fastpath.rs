@@ -642,10 +642,10 @@ fn tcb(c: &Conn) -> String {
         .replace("fast_path: true }", "fast_path: false }")
         .replace(
             &format!(
-                "fast_path: {}, fast_tx: {}, direct: {} }}",
+                "fast_path: {}, fast_tx: {}, direct: {},",
                 k.fast_path, k.fast_tx, k.direct
             ),
-            "fast_path: 0, fast_tx: 0, direct: 0 }",
+            "fast_path: 0, fast_tx: 0, direct: 0,",
         );
     // The receive buffer by its length only: direct placement leaves it
     // untouched where `recv` moved its head past bytes it read.

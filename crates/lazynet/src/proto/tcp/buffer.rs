@@ -152,6 +152,25 @@ impl Ring {
     pub fn commit(&mut self, n: usize) {
         self.len += n.min(self.free());
     }
+    /// Appends `n` bytes (as many as fit) that `fill(at, dst)` writes:
+    /// `dst` is the free space for bytes `at..at + dst.len()` of them (one
+    /// or two calls, the ring's storage on either side of its wrap).
+    /// Returns the count.
+    pub fn push_with(&mut self, n: usize, mut fill: impl FnMut(usize, &mut [u8])) -> usize {
+        let cap = self.buf.len();
+        let n = n.min(self.free());
+        if n == 0 {
+            return 0;
+        }
+        let start = wrap(self.head + self.len, cap);
+        let first = n.min(cap - start);
+        fill(0, &mut self.buf[start..start + first]);
+        if first < n {
+            fill(first, &mut self.buf[..n - first]);
+        }
+        self.len += n;
+        n
+    }
     /// Appends as much of `data` as fits; returns the count.
     pub fn push(&mut self, data: &[u8]) -> usize {
         let n = self.write_at(0, data);
@@ -225,6 +244,21 @@ impl Ring {
     pub fn read(&mut self, out: &mut [u8]) -> usize {
         let n = self.peek(0, out);
         self.consume(n)
+    }
+    /// Gives back all storage beyond the readable bytes: the ring keeps
+    /// exactly `len` bytes (none when empty; the old storage goes to the
+    /// pool) and can take no more. Bytes written beyond the readable ones
+    /// (out-of-order data) are dropped. For a connection nobody will read
+    /// or write again (an orphan): its buffers shrink to what is still
+    /// unacknowledged. One allocation and one copy of the readable bytes.
+    pub fn shrink_to_len(&mut self) {
+        if self.buf.len() == self.len {
+            return;
+        }
+        let mut b = vec![0u8; self.len].into_boxed_slice();
+        self.peek(0, &mut b);
+        recycle(std::mem::replace(&mut self.buf, b));
+        self.head = 0;
     }
 }
 

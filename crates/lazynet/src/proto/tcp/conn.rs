@@ -137,6 +137,11 @@ pub struct Config {
     pub keepalive_interval: u64,
     /// Unanswered keep-alive probes before giving up with `TimedOut`.
     pub keepalive_probes: u32,
+    /// How long an orphan ([`Connection::orphan`]) waits in FIN-WAIT-2
+    /// for the peer's FIN before it is dropped silently (Linux's
+    /// `tcp_fin_timeout`, 60 s): a peer that acknowledges our FIN and never
+    /// sends its own would otherwise hold the connection forever.
+    pub fin_timeout: u64,
     /// Congestion controller of connections made with
     /// [`Connection::connect`] / [`Connection::accept_syn`] (and so by the
     /// listener). Default CUBIC, as Linux; see [`CcAlgo`] for why.
@@ -168,6 +173,7 @@ impl Default for Config {
             keepalive: None,
             keepalive_interval: 75 * SEC,
             keepalive_probes: 9,
+            fin_timeout: 60 * SEC,
             cc: CcAlgo::Cubic,
             fast_path: true,
         }
@@ -208,6 +214,9 @@ pub enum ConnError {
     Reset,
     /// Too many retransmissions without progress.
     TimedOut,
+    /// The 4-tuple is another socket's: the NI (a daemon) refused to
+    /// deliver its segments ([`Connection::fail`]).
+    AddrInUse,
 }
 
 impl ConnError {
@@ -217,6 +226,7 @@ impl ConnError {
             ConnError::Refused => "connection refused",
             ConnError::Reset => "connection reset",
             ConnError::TimedOut => "connection timed out",
+            ConnError::AddrInUse => "address in use",
         }
     }
 }
@@ -324,6 +334,11 @@ pub struct TcpCounters {
     /// Segments whose text went straight to a reader's buffer
     /// ([`Connection::direct_commit`]; counted in `fast_path` too).
     pub direct: u64,
+    /// An orphan dropped after [`Config::fin_timeout`] in FIN-WAIT-2.
+    pub fin_timeouts: u64,
+    /// An orphan reset because new text arrived that nobody will read
+    /// (RFC 1122 §4.2.2.13).
+    pub data_after_close: u64,
 }
 
 impl TcpCounters {
@@ -428,6 +443,8 @@ pub struct Connection<C: CongestionControl = Cc> {
     challenge_start: u64,
     challenge_count: u32,
     rst_out: Option<TcpRepr>,
+    /// The application is gone ([`Connection::orphan`]): nobody reads.
+    orphaned: bool,
     counters: TcpCounters,
 }
 
@@ -639,6 +656,7 @@ impl<C: CongestionControl> Connection<C> {
             challenge_start: 0,
             challenge_count: 0,
             rst_out: None,
+            orphaned: false,
             counters: TcpCounters::default(),
             cfg,
         }
@@ -833,6 +851,17 @@ impl<C: CongestionControl> Connection<C> {
         self.tx.push(data)
     }
 
+    /// [`Connection::send`] of `n` bytes that `fill(at, dst)` writes into
+    /// the send buffer (see [`Ring::push_with`]): for bytes the caller may
+    /// not hold as a slice (another process's memory). Returns how many
+    /// fit.
+    pub fn send_with(&mut self, n: usize, fill: impl FnMut(usize, &mut [u8])) -> usize {
+        if !self.may_send() {
+            return 0;
+        }
+        self.tx.push_with(n, fill)
+    }
+
     /// Reads received in-order bytes (RFC 9293 §3.10.3). May schedule a
     /// window update (RFC 9293 §3.8.6.2.2).
     pub fn recv(&mut self, out: &mut [u8]) -> usize {
@@ -888,6 +917,57 @@ impl<C: CongestionControl> Connection<C> {
         self.enter_closed();
     }
 
+    /// The application released its handle after [`Connection::close`]
+    /// (or [`Connection::abort`]): nobody will read or write again. The
+    /// receive buffer goes at once (the advertised window is kept, so the
+    /// peer sees no shrinking), the send buffer shrinks to the bytes still
+    /// unacknowledged and goes when they are; new text from the peer
+    /// resets the connection (RFC 1122 §4.2.2.13: data that nobody will
+    /// read is lost, and the peer must learn it); and FIN-WAIT-2 lasts at
+    /// most [`Config::fin_timeout`] (RFC 9293 leaves FIN-WAIT-2 unbounded;
+    /// an orphan has nobody to wait for, so this bound is Linux's).
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
+    pub fn orphan(&mut self, now: u64) {
+        if self.orphaned {
+            return;
+        }
+        self.orphaned = true;
+        self.rx = Ring::new(0);
+        self.ooo = Intervals::default();
+        self.tx.shrink_to_len();
+        if self.state == State::FinWait2 {
+            self.arm_fin_timeout(now);
+        }
+    }
+
+    /// Ends the connection with `e` and sends nothing: for a connection
+    /// that is not ours to speak for (its 4-tuple belongs to another
+    /// socket, so a RST would answer for that one).
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
+    pub fn fail(&mut self, e: ConnError) {
+        self.error = Some(e);
+        self.rst_out = None;
+        self.enter_closed();
+    }
+
+    /// Whether [`Connection::orphan`] was called.
+    pub fn is_orphan(&self) -> bool {
+        self.orphaned
+    }
+
+    /// Storage held by the send and receive buffers, bytes.
+    pub fn buffer_bytes(&self) -> usize {
+        self.tx.capacity() + self.rx.capacity()
+    }
+
+    /// An orphan entering (or found in) FIN-WAIT-2: drop it silently after
+    /// the FIN timeout. The TIME-WAIT deadline field serves, since the two
+    /// states exclude each other; its expiry closes without a segment.
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
+    fn arm_fin_timeout(&mut self, now: u64) {
+        self.tw_deadline = Some(now.saturating_add(self.cfg.fin_timeout));
+    }
+
     // ---------------------------------------------------------------
     // Timers.
 
@@ -917,6 +997,10 @@ impl<C: CongestionControl> Connection<C> {
     pub fn handle_timeout(&mut self, now: u64) {
         if let Some(t) = self.tw_deadline {
             if now >= t {
+                // TIME-WAIT's 2·MSL, or an orphan's FIN timeout.
+                if self.state == State::FinWait2 {
+                    self.counters.fin_timeouts += 1;
+                }
                 self.enter_closed();
                 return;
             }
@@ -1213,6 +1297,11 @@ impl<C: CongestionControl> Connection<C> {
 
     /// The largest window the buffer allows (scaled units not applied).
     fn window_possible(&self) -> u32 {
+        if self.orphaned {
+            // No buffer behind it any more, and none needed: keep the edge
+            // (new text resets the connection).
+            return self.rcv_adv.diff(self.rcv_nxt).max(0) as u32;
+        }
         let cap = 65535u32 << self.rcv_wscale;
         (self.rx.free().min(u32::MAX as usize) as u32).min(cap)
     }
@@ -1660,7 +1749,12 @@ impl<C: CongestionControl> Connection<C> {
         }
         self.process_ack(now, seg, payload.len());
         match self.state {
-            State::FinWait1 if self.fin_acked() => self.state = State::FinWait2,
+            State::FinWait1 if self.fin_acked() => {
+                self.state = State::FinWait2;
+                if self.orphaned {
+                    self.arm_fin_timeout(now);
+                }
+            }
             State::Closing if self.fin_acked() => {
                 self.enter_time_wait(now);
             }
@@ -1671,6 +1765,12 @@ impl<C: CongestionControl> Connection<C> {
             _ => {}
         }
         // Seventh: segment text.
+        if self.orphaned && self.new_text(seg.seq, payload.len()) {
+            // RFC 1122 §4.2.2.13: nobody will read it; tell the peer.
+            self.counters.data_after_close += 1;
+            self.abort();
+            return Ok(());
+        }
         if !payload.is_empty() {
             if matches!(
                 self.state,
@@ -1713,6 +1813,11 @@ impl<C: CongestionControl> Connection<C> {
             }
             let data = (acked as usize).min(self.tx.len());
             self.tx.consume(data);
+            if self.orphaned && self.tx.is_empty() {
+                // Everything acknowledged: nothing of the send buffer is
+                // needed again.
+                self.tx.shrink_to_len();
+            }
             if acked as usize > data && self.fin_queued {
                 self.fin_was_acked = true;
             }
@@ -1894,6 +1999,12 @@ impl<C: CongestionControl> Connection<C> {
         self.rexmit_one = true;
         self.rtt_timing = None;
         self.counters.fast_retransmits += 1;
+    }
+
+    /// Whether `len` bytes of text at `seq` reach beyond RCV.NXT.
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
+    fn new_text(&self, seq: SeqNumber, len: usize) -> bool {
+        len > 0 && (seq + len as u32).diff(self.rcv_nxt) > 0
     }
 
     /// Seventh step: queue text in order, or out of order into the
@@ -2459,6 +2570,12 @@ impl<C: CongestionControl> Connection<C> {
         if self.state == State::FinWait2 && !self.fin_acked() {
             return Err("FIN-WAIT-2 with our FIN unacked");
         }
+        if self.state == State::FinWait2 && self.orphaned && self.tw_deadline.is_none() {
+            return Err("an orphan in FIN-WAIT-2 without its FIN timeout");
+        }
+        if self.orphaned && (!self.rx.is_empty() || !self.ooo.is_empty()) {
+            return Err("an orphan holds received text");
+        }
         if self.state != State::SynSent {
             let mut prev = self.rcv_nxt;
             for &(a, b) in self.ooo.as_slice() {
@@ -2470,7 +2587,9 @@ impl<C: CongestionControl> Connection<C> {
                 }
                 prev = b;
             }
-            if (self.rcv_adv.diff(self.rcv_nxt).max(0) as usize) > self.rx.free() {
+            // An orphan keeps its last edge without a buffer behind it.
+            if !self.orphaned && (self.rcv_adv.diff(self.rcv_nxt).max(0) as usize) > self.rx.free()
+            {
                 return Err("advertised window exceeds free buffer");
             }
         }

@@ -23,6 +23,7 @@ fn conn_error(e: ConnError) -> SocketError {
         ConnError::Refused => SocketError::ConnectionRefused,
         ConnError::Reset => SocketError::ConnectionReset,
         ConnError::TimedOut => SocketError::TimedOut,
+        ConnError::AddrInUse => SocketError::AddrInUse,
     }
 }
 
@@ -330,6 +331,29 @@ impl<N: Nic> Stack<N> {
         data: &[u8],
         now: u64,
     ) -> Result<usize, SocketError> {
+        self.tcp_send_by(h, data.len(), now, |c| c.send(data))
+    }
+
+    /// The body of `TcpConn::send_with`.
+    pub(crate) fn tcp_send_with(
+        &mut self,
+        h: TcpHandle,
+        n: usize,
+        now: u64,
+        fill: impl FnMut(usize, &mut [u8]),
+    ) -> Result<usize, SocketError> {
+        self.tcp_send_by(h, n, now, |c| c.send_with(n, fill))
+    }
+
+    /// A send of `n` bytes that `push` puts into the connection's buffer.
+    #[cfg_attr(lazynet_pin, inline(always))]
+    fn tcp_send_by(
+        &mut self,
+        h: TcpHandle,
+        len: usize,
+        now: u64,
+        push: impl FnOnce(&mut Connection) -> usize,
+    ) -> Result<usize, SocketError> {
         self.conn_catch_up(h, now)?;
         let s = self.tcp.conn_mut(h)?;
         if let Some(e) = s.conn.error() {
@@ -341,13 +365,13 @@ impl<N: Nic> Stack<N> {
                 _ => SocketError::NotConnected,
             });
         }
-        let n = s.conn.send(data);
+        let n = push(&mut s.conn);
         if n > 0 {
             self.conn_after(h.idx, now, false);
             self.iface.flush_release();
             self.iface.nic.flush();
             Ok(n)
-        } else if data.is_empty() {
+        } else if len == 0 {
             Ok(0)
         } else {
             Err(SocketError::WouldBlock)
@@ -380,20 +404,74 @@ impl<N: Nic> Stack<N> {
         Ok(())
     }
 
-    /// The body of `TcpConn::close`.
+    /// The body of `TcpConn::close`. Unread text aborts the connection
+    /// (RFC 1122 §4.2.2.13: the peer learns its data was lost); otherwise
+    /// our FIN follows the queued data and the connection becomes an
+    /// orphan, bounded by the stack's caps (`orphans`).
     pub(crate) fn tcp_close(&mut self, h: TcpHandle, now: u64) -> Result<(), SocketError> {
         self.conn_catch_up(h, now)?;
+        let tag = self.tcp.tag_of(self.tcp.conn(h)?.chan.0);
         let s = self.tcp.conn_mut(h)?;
         if s.conn.recv_queue() > 0 {
             s.conn.abort();
         } else {
             s.conn.close();
         }
+        s.conn.orphan(now);
         s.detached = true;
+        let closing = matches!(
+            s.conn.state(),
+            State::FinWait1 | State::FinWait2 | State::Closing | State::LastAck
+        );
+        if closing {
+            self.tcp.stats.orphaned += 1;
+            for (idx, why) in self.tcp.orphan_add(h.idx, tag).into_iter().flatten() {
+                self.orphan_reset(idx, why, now);
+            }
+        }
         self.conn_after(h.idx, now, false);
         self.iface.flush_release();
         self.iface.nic.flush();
         Ok(())
+    }
+
+    /// The NI refused the binding of channel `c` (attached: its 4-tuple is
+    /// another socket's): its connection fails with `AddrInUse`, sending
+    /// nothing.
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
+    pub(in crate::stack) fn fail_refused(&mut self, c: crate::demux::ChannelId, now: u64) {
+        let Owner::Conn(idx) = self.tcp.owner_of(c.0) else {
+            return;
+        };
+        if let Some(Some(s)) = self.tcp.conns.get_mut(idx as usize) {
+            s.conn.fail(ConnError::AddrInUse);
+            self.conn_after(idx, now, true);
+        }
+    }
+
+    /// Resets every orphan of owner tag `tag` (its owner is gone: a
+    /// daemon's MemNet client that exited): nothing it caused outlives it.
+    /// O(its orphans). Returns how many.
+    pub fn tcp_reset_orphans_of(&mut self, tag: u16, now: u64) -> usize {
+        let mut n = 0;
+        while let Some(idx) = self.tcp.oldest_orphan_of(tag) {
+            self.orphan_reset(idx, super::OrphanReset::OwnerGone, now);
+            n += 1;
+        }
+        self.iface.flush_release();
+        n
+    }
+
+    /// Resets orphan `idx` to keep a cap (RFC 9293 §3.10.5 ABORT: a RST
+    /// tells the peer); its slot is freed at once.
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
+    fn orphan_reset(&mut self, idx: u32, why: super::OrphanReset, now: u64) {
+        let Some(Some(s)) = self.tcp.conns.get_mut(idx as usize) else {
+            return;
+        };
+        s.conn.abort();
+        self.tcp.stats.orphans_reset[why as usize] += 1;
+        self.conn_after(idx, now, false);
     }
 
     /// The body of `TcpConn::abort`.

@@ -73,11 +73,13 @@ use crate::proto::tcp::{
 mod calls;
 mod direct;
 mod input;
+mod orphans;
 mod output;
 mod service;
 mod timers;
 
 pub use input::RX_AHEAD;
+pub use orphans::OrphanReset;
 pub(in crate::stack) use output::TxBatch;
 pub use output::{MAX_TX_PER_CALL, TX_PAYLOAD_AT};
 pub use service::SERVICE_PER_CHANNEL;
@@ -141,6 +143,8 @@ pub(in crate::stack) struct ConnSlot {
     pub(in crate::stack) armed: Option<u64>,
     pub(in crate::stack) in_events: bool,
     pub(in crate::stack) ip_ident: u16,
+    /// Its place on the orphan lists (`orphans`) once detached.
+    pub(in crate::stack) orphan: orphans::Links,
 }
 
 pub(in crate::stack) struct ListenSlot {
@@ -199,6 +203,17 @@ pub struct TcpStats {
     /// copied out, into the reader's buffer or the receive buffer
     /// (`handback`).
     pub frames_evicted: u64,
+    /// Connections whose handle was closed while they still closed
+    /// (orphans; see [`Stack::tcp_orphans`]).
+    pub orphaned: u64,
+    /// Orphans reset to keep a cap, by [`OrphanReset`] reason.
+    pub orphans_reset: [u64; OrphanReset::COUNT],
+    /// Orphans dropped after the FIN-WAIT-2 timeout
+    /// ([`Config::fin_timeout`]).
+    pub fin_timeouts: u64,
+    /// Orphans reset because text arrived that nobody would read
+    /// (RFC 1122 §4.2.2.13).
+    pub data_after_close: u64,
 }
 
 pub(in crate::stack) struct Tcp {
@@ -226,6 +241,7 @@ pub(in crate::stack) struct Tcp {
     /// `Connection` is freed when it enters TIME-WAIT after its handle was
     /// closed).
     pub(in crate::stack) tw: TimeWaitTable,
+    pub(in crate::stack) orphans: orphans::Orphans,
     pub(super) stats: TcpStats,
 }
 
@@ -237,17 +253,11 @@ impl Tcp {
         self.conns.len() > self.free_conns.len()
     }
 
-    pub(in crate::stack) fn new(
-        cfg: Config,
-        listen_cfg: ListenConfig,
-        chan_cap: usize,
-        rst_rate: (u32, u32),
-        tw_capacity: usize,
-        rng: &mut impl RngCore,
-    ) -> Self {
+    pub(in crate::stack) fn new(c: &super::StackConfig, rng: &mut impl RngCore) -> Self {
         let mut key = [0u8; 16];
         rng.fill_bytes(&mut key);
         let secret = Secret::new(key);
+        let (first, last) = c.ephemeral_ports;
         Tcp {
             conns: Vec::new(),
             conn_gen: Vec::new(),
@@ -258,22 +268,23 @@ impl Tcp {
             owner: Vec::new(),
             tags: Vec::new(),
             secret,
-            ports: EphemeralPorts::default(),
+            ports: EphemeralPorts::new(first, last, 64),
             timers: BinaryHeap::new(),
             ready: Vec::new(),
             events: Vec::new(),
-            cfg,
-            listen_cfg,
-            chan_cap: chan_cap.max(1),
-            rst_limit: RateLimiter::new(rst_rate.0, rst_rate.1, 0),
+            cfg: c.tcp,
+            listen_cfg: c.tcp_listen,
+            chan_cap: c.tcp_channel_cap.max(1),
+            rst_limit: RateLimiter::new(c.tcp_rst_rate.0, c.tcp_rst_rate.1, 0),
             tw: TimeWaitTable::new(
                 TimeWaitConfig {
-                    capacity: tw_capacity,
-                    time_wait: cfg.time_wait,
+                    capacity: c.tcp_time_wait_cap,
+                    time_wait: c.tcp.time_wait,
                     ..TimeWaitConfig::default()
                 },
                 &secret,
             ),
+            orphans: orphans::Orphans::new(c.max_orphans, c.max_orphans_per_tag),
             stats: TcpStats::default(),
         }
     }
@@ -393,6 +404,7 @@ impl<N: Nic> Stack<N> {
             armed: None,
             in_events: false,
             ip_ident: self.rng.next_u32() as u16,
+            orphan: orphans::Links::default(),
         });
         self.tcp.set_owner(chan, Owner::Conn(idx));
         Ok(TcpHandle { idx, gen })
@@ -400,9 +412,13 @@ impl<N: Nic> Stack<N> {
 
     /// Frees a connection slot, its channel and the frames still queued.
     pub(in crate::stack) fn free_conn(&mut self, idx: u32) {
+        self.tcp.orphan_remove(idx);
         let Some(slot) = self.tcp.conns.get_mut(idx as usize).and_then(|s| s.take()) else {
             return;
         };
+        let c = slot.conn.counters();
+        self.tcp.stats.fin_timeouts += c.fin_timeouts;
+        self.tcp.stats.data_after_close += c.data_after_close;
         if slot.in_events {
             // Keep the event list bounded by live slots.
             let dead = TcpEvent::Conn(TcpHandle { idx, gen: slot.gen });
@@ -472,6 +488,30 @@ impl<N: Nic> Stack<N> {
     /// Counters of the TCP part.
     pub fn tcp_stats(&self) -> &TcpStats {
         &self.tcp.stats
+    }
+
+    /// Orphans now: connections whose handle was closed and that still
+    /// close (bounded by [`StackConfig::max_orphans`](crate::stack::StackConfig::max_orphans)).
+    pub fn tcp_orphans(&self) -> usize {
+        self.tcp.orphans_len()
+    }
+
+    /// Orphans of owner tag `tag` now (bounded by
+    /// [`StackConfig::max_orphans_per_tag`](crate::stack::StackConfig::max_orphans_per_tag);
+    /// 0 for tag 0).
+    pub fn tcp_orphans_of(&self, tag: u16) -> usize {
+        self.tcp.orphans_of(tag)
+    }
+
+    /// Bytes of send and receive buffers held by connection slots in use
+    /// (orphans included), for reports and tests of their bounds.
+    pub fn tcp_buffer_bytes(&self) -> usize {
+        self.tcp
+            .conns
+            .iter()
+            .flatten()
+            .map(|s| s.conn.buffer_bytes())
+            .sum()
     }
 
     /// Connection slots in use (including detached ones still closing).
