@@ -39,6 +39,14 @@ cargo build --release -q -p lazynet-lab
 lab="${CARGO_TARGET_DIR:-target}/release/lazynet-lab"
 exp_out="$(mktemp -d)"
 trap 'rm -rf "$exp_out"' EXIT
+# Prints the verdict lines (pattern $2) of result file $1; a run whose file
+# has none judged nothing, and fails.
+verdicts() {
+  grep -E "$2" "$1" || {
+    echo "no verdicts in $1: the run judged nothing" >&2
+    exit 1
+  }
+}
 linux_flag=()
 if [ "$(id -u)" != 0 ]; then
   if [ "${CI:-}" = true ]; then
@@ -54,7 +62,7 @@ for e in livelock latency-under-load fairness syn-flood rtu-qos; do
     cat "$exp_out/$e.log"
     exit 1
   }
-  grep -E '^  (met|MISSED|not)' "$exp_out/$e/$e.txt" || true
+  verdicts "$exp_out/$e/$e.txt" '^  (met|MISSED|not judged)'
 done
 # The paths study: STD and the default build compiled from this tree,
 # counted with callgrind and cachegrind beside smoltcp, timed alternated
@@ -64,7 +72,7 @@ echo "lazynet-lab paths --quick"
   cat "$exp_out/paths.log"
   exit 1
 }
-grep -E '^  (instructions|L1I|one-thread)' "$exp_out/paths/paths.txt" || true
+verdicts "$exp_out/paths/paths.txt" '^  (instructions|L1I|one-thread)'
 # MemNet (offload placement): the API costs, the web servers and several
 # clients, each series a real program; Linux's series need root.
 if [ "$(id -u)" = 0 ]; then
@@ -74,7 +82,7 @@ if [ "$(id -u)" = 0 ]; then
     cat "$exp_out/memnet.log"
     exit 1
   }
-  grep -E '^  (met|MISSED)' "$exp_out/memnet/memnet.txt" || true
+  verdicts "$exp_out/memnet/memnet.txt" '^  (met|MISSED)'
   # The real NIC path: lazynet over AF_XDP and TAP against nginx, with
   # wrk, ab, curl and lazynet's load generator; UDP echo against Linux.
   echo "lazynet-lab web --quick"
@@ -82,7 +90,7 @@ if [ "$(id -u)" = 0 ]; then
     cat "$exp_out/web.log"
     exit 1
   }
-  grep -E '^  (met|MISSED)' "$exp_out/web/web.txt" || true
+  verdicts "$exp_out/web/web.txt" '^  (met|MISSED)'
 else
   echo "skipped: needs root (lazynet-lab memnet --quick, lazynet-lab web --quick)"
 fi

@@ -132,7 +132,17 @@ pub fn serve(a: &MediaArgs, net: &NetArgs) -> anyhow::Result<()> {
         PERIOD_NS as f64 / 1e6,
         class.batch as usize * BATCH
     );
-    let hcfg = HostConfig::for_mode(stack.mode()).sleeping();
+    let mut hcfg = HostConfig::for_mode(stack.mode()).sleeping();
+    // Admission assumes releases seen up to a wake-up late: as late as
+    // this machine's wake-ups measure (twice the worst of 100 half-period
+    // sleeps: a sample of 100 does not see the tail), not zero.
+    let overshoot = lazynet::host::wakeup_overshoot(stack.nic_mut(), 100, PERIOD_NS / 2);
+    hcfg.sched.release_jitter_ns = overshoot.saturating_mul(2);
+    eprintln!(
+        "release jitter assumed by admission: {:.0} us (wake-ups measured up to {:.0} us late)",
+        hcfg.sched.release_jitter_ns as f64 / 1e3,
+        overshoot as f64 / 1e3
+    );
     let app = MediaApp {
         streamer,
         repeat: a.repeat,

@@ -506,11 +506,26 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     report::set_verbose(cli.verbose);
     match cli.cmd {
-        Cmd::Livelock(a) => exp::livelock::run(&a.opts("livelock")),
-        Cmd::LatencyUnderLoad(a) => exp::latency::run(&a.opts("latency-under-load")),
-        Cmd::Fairness(a) => exp::fairness::run(&a.opts("fairness")),
-        Cmd::RtuQos(a) => exp::rtu::run(&a.opts("rtu-qos")),
-        Cmd::SynFlood(a) => exp::synflood::run(&a.exp.opts("syn-flood"), &a.syn_rates),
+        Cmd::Livelock(a) => {
+            let o = a.opts("livelock");
+            exp::rejudged(o.quick, || exp::livelock::run(&o))
+        }
+        Cmd::LatencyUnderLoad(a) => {
+            let o = a.opts("latency-under-load");
+            exp::rejudged(o.quick, || exp::latency::run(&o))
+        }
+        Cmd::Fairness(a) => {
+            let o = a.opts("fairness");
+            exp::rejudged(o.quick, || exp::fairness::run(&o))
+        }
+        Cmd::RtuQos(a) => {
+            let o = a.opts("rtu-qos");
+            exp::rejudged(o.quick, || exp::rtu::run(&o))
+        }
+        Cmd::SynFlood(a) => {
+            let o = a.exp.opts("syn-flood");
+            exp::rejudged(o.quick, || exp::synflood::run(&o, &a.syn_rates))
+        }
         Cmd::Nlf { quick, out } => nlf::exp(quick, &out),
         Cmd::Paths {
             quick,

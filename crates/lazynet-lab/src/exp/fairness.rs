@@ -278,12 +278,9 @@ pub fn run(opts: &ExpOpts) -> anyhow::Result<()> {
     // checks it leaves to the receiver, so the two are close).
     let third = 1.0 / 3.0;
     let quiet = |r: &ModeResult| r.host_cpu >= QUIET && r.load_cpu >= QUIET;
-    let mut judge = |checks: &mut Checks, rs: &[&ModeResult], ok: bool, what: String| {
-        if rs.iter().all(|r| quiet(r)) {
-            checks.check(ok, what);
-        } else {
-            res.note(format!("not judged (machine busy): {what}"));
-        }
+    let judge = |checks: &mut Checks, key: String, rs: &[&ModeResult], ok: bool, what: String| {
+        let quiet = rs.iter().all(|r| quiet(r));
+        checks.judge(key, quiet.then_some(ok), what, "machine busy");
     };
     let lazy_modes: &[ReceiveMode] = if opts.quick {
         &[ReceiveMode::NiLrp]
@@ -320,7 +317,7 @@ pub fn run(opts: &ExpOpts) -> anyhow::Result<()> {
                     ),
                 )
             };
-            judge(&mut checks, &[r], ok, what);
+            judge(&mut checks, format!("share {}", m.name()), &[r], ok, what);
         }
     }
     if let Some(e) = get(ReceiveMode::Eager) {
@@ -329,6 +326,7 @@ pub fn run(opts: &ExpOpts) -> anyhow::Result<()> {
             if let Some(l) = get(m) {
                 judge(
                     &mut checks,
+                    format!("eager below {}", m.name()),
                     &[e, l],
                     l.share > e.share + margin,
                     format!(
@@ -344,6 +342,7 @@ pub fn run(opts: &ExpOpts) -> anyhow::Result<()> {
             if let Some(s) = get(ReceiveMode::SoftLrp) {
                 judge(
                     &mut checks,
+                    "soft-lrp no worse than eager".into(),
                     &[e, s],
                     s.share >= e.share - 0.02,
                     format!(

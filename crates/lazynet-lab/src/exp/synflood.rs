@@ -289,19 +289,17 @@ pub fn run(opts: &ExpOpts, syn_rates: &[String]) -> anyhow::Result<()> {
                 (true, true) => 0.2,
                 (false, _) => 0.8,
             };
-            if quiet(first) && quiet(last) {
-                checks.check(
-                    kept >= need,
-                    format!(
-                        "{label}: keeps {:.0}% (>= {:.0}%) of its unloaded HTTP rate at {:.0} SYN/s",
-                        100.0 * kept,
-                        100.0 * need,
-                        last.syn_pps
-                    ),
-                );
-            } else {
-                res.note(format!("  not judged: {label} throughput (machine busy)"));
-            }
+            checks.judge(
+                format!("{label} keeps its rate"),
+                (quiet(first) && quiet(last)).then_some(kept >= need),
+                format!(
+                    "{label}: keeps {:.0}% (>= {:.0}%) of its unloaded HTTP rate at {:.0} SYN/s",
+                    100.0 * kept,
+                    100.0 * need,
+                    last.syn_pps
+                ),
+                "machine busy",
+            );
         }
     }
     // Eager collapses, LRP does not: compared at the top rate (full runs,
@@ -324,19 +322,15 @@ pub fn run(opts: &ExpOpts, syn_rates: &[String]) -> anyhow::Result<()> {
         }
         if let Some((e0, e1, eq)) = at_top(cookies) {
             let ek = if e0 > 0.0 { e1 / e0 } else { 0.0 };
-            if eq {
-                checks.check(
-                    ek < 0.2,
-                    format!(
-                        "eager{suffix} collapses: keeps {:.0}% (< 20%) of its unloaded HTTP rate at the top rate",
-                        100.0 * ek
-                    ),
-                );
-            } else {
-                res.note(format!(
-                    "not judged: eager{suffix}'s collapse (machine busy)"
-                ));
-            }
+            checks.judge(
+                format!("eager{suffix} collapses"),
+                eq.then_some(ek < 0.2),
+                format!(
+                    "eager{suffix} collapses: keeps {:.0}% (< 20%) of its unloaded HTTP rate at the top rate",
+                    100.0 * ek
+                ),
+                "machine busy",
+            );
         }
     }
     let lines: Vec<(String, Vec<(f64, f64)>)> = series

@@ -483,3 +483,80 @@ fn a_clients_orphans_in_the_daemon_are_capped_and_counted_against_it() {
         6
     );
 }
+
+#[test]
+fn jobs_queued_behind_a_failed_connect_fail_with_it_and_give_their_credits_back() {
+    let s = Setup::with("offload-connect-fails", Placement::Offload);
+    // (The peer is driven below, while the client waits.)
+    wait_for_socket(&s.path);
+    let path = s.path.clone();
+    let client = spawn(move || {
+        let mut m = MemNet::attach(&path).unwrap();
+        let h = m.register_mem(4096).unwrap();
+        // A client's first socket is slot 0 of generation 1: a raw client
+        // may post jobs on it before its connect completes.
+        let first = 1 << 16;
+        let connect = m
+            .post_raw(Req {
+                op: ReqOp::Connect as u32,
+                addr: u32::from(super::tests::PEER),
+                port: 9999, // nobody listens: the peer refuses
+                ..Req::default()
+            })
+            .unwrap();
+        let data = |op: ReqOp| Req {
+            op: op as u32,
+            sock: first,
+            handle: h.id(),
+            len: 100,
+            ..Req::default()
+        };
+        let send = m.post_raw(data(ReqOp::Send)).unwrap();
+        let recv = m.post_raw(data(ReqOp::Recv)).unwrap();
+        let t = Some(Duration::from_secs(5));
+        let r = [
+            m.job_wait(connect, t),
+            m.job_wait(send, t),
+            m.job_wait(recv, t),
+        ];
+        assert_eq!(m.in_flight(), 0, "every credit came back: {r:?}");
+        r
+    });
+    // The peer answers the SYN with a RST.
+    let mut s = s;
+    let t0 = Instant::now();
+    while !client.is_finished() && t0.elapsed() < Duration::from_secs(10) {
+        let t = s.peer.now() + 1_000_000;
+        wait_step(&mut s.peer, Some(t));
+    }
+    let r = client.join().unwrap();
+    let refused = Err(Error::Job(JobError::ConnectionRefused));
+    assert_eq!(r[0], refused);
+    // The send went into TCP's buffer while the SYN was out (RFC 9293
+    // §3.10.2 queues it); the receive waited behind the connect.
+    assert!(matches!(
+        r[1],
+        Ok(100) | Err(Error::Job(JobError::ConnectionRefused))
+    ));
+    assert_eq!(r[2], refused);
+    s.finish();
+}
+
+#[test]
+fn a_memnet_client_learns_that_its_daemon_is_gone() {
+    let s = Setup::with("offload-daemon-gone", Placement::Offload);
+    wait_for_socket(&s.path);
+    let mut m = MemNet::attach(&s.path).unwrap();
+    let l = m.listen(84, 4).unwrap();
+    // An accept that cannot complete, then the daemon stops.
+    let j = m.async_accept(l).unwrap();
+    let d = s.finish();
+    drop(d);
+    let t0 = Instant::now();
+    assert_eq!(m.job_wait(j, None), Err(Error::DaemonGone));
+    assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
+    // And a call that needs a credit does not wait for one for ever.
+    let t0 = Instant::now();
+    assert_eq!(m.nop(), Err(Error::DaemonGone));
+    assert!(t0.elapsed() < Duration::from_secs(1));
+}

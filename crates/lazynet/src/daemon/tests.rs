@@ -257,3 +257,112 @@ fn two_applications_serve_udp_and_tcp_through_one_daemon() {
     assert!(d.stack().stats().reassembled >= 5, "{}", d.stack().stats());
     assert!(st.refragmented >= 3, "{st:?}");
 }
+
+#[test]
+fn an_attached_stack_learns_at_once_that_its_daemon_is_gone() {
+    let s = Setup::new("daemon-gone");
+    wait_for_socket(&s.path);
+    let mut app = Stack::attach(&s.path, cfg(Ipv4Addr::UNSPECIFIED, 3)).unwrap();
+    UdpSocket::bind(&mut app, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7)).unwrap();
+    drop(s.finish());
+    // A bind waits for the daemon's answer: not for the two seconds a
+    // stopped daemon is given, but until the hang-up is seen.
+    let t0 = Instant::now();
+    let r = UdpSocket::bind(&mut app, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 8));
+    assert_eq!(r.err(), Some(SocketError::NotConnected));
+    assert!(
+        t0.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        t0.elapsed()
+    );
+}
+
+#[test]
+fn a_frame_larger_than_an_area_buffer_is_counted_too_big() {
+    let (a, b) = WirePair::new(WireConfig {
+        buf_size: 4096,
+        ..WireConfig::default()
+    })
+    .unwrap();
+    let dir = std::env::temp_dir().join(format!("lazynet-too-big-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("d.sock");
+    let mut d = Daemon::new(
+        a,
+        DaemonConfig {
+            socket: path.clone(),
+            socket_mode: 0o600,
+            max_apps: 2,
+            stack: cfg(US, 1),
+            ..DaemonConfig::default()
+        },
+    )
+    .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let st = stop.clone();
+    let p2 = path.clone();
+    let app = std::thread::spawn(move || {
+        let mut s = Stack::attach(&p2, cfg(Ipv4Addr::UNSPECIFIED, 3)).unwrap();
+        UdpSocket::bind(&mut s, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7)).unwrap();
+        while !st.load(Ordering::Acquire) {
+            wait_step(&mut s, None);
+        }
+        s.nic().area().published().counter(AppCounter::DropTooBig)
+    });
+    // Serve the attach and the bind.
+    let t0 = Instant::now();
+    while d.attached() == 0 || t0.elapsed() < Duration::from_millis(300) {
+        d.step();
+        assert!(t0.elapsed() < Duration::from_secs(5));
+    }
+    // A 3,000-byte frame (the wire's buffers are 4 KiB, the area's 2).
+    let mut peer = b;
+    let f = crate::daemon::tests::udp_frame_to(d.stack().mac(), 7, 3000 - 42);
+    let mut buf = [0u32];
+    assert_eq!(peer.alloc(&mut buf), 1);
+    peer.buffers_mut().buf_mut(buf[0]).unwrap()[..f.len()].copy_from_slice(&f);
+    assert_eq!(
+        peer.send(&[crate::mem::Desc::new(buf[0], f.len() as u16)]),
+        1
+    );
+    for _ in 0..100 {
+        d.step();
+    }
+    d.poke();
+    d.step();
+    stop.store(true, Ordering::Release);
+    assert_eq!(app.join().unwrap(), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An Ethernet, IPv4 and UDP frame from the peer to our `port` with
+/// `len` bytes of payload (UDP checksum 0: none).
+pub(super) fn udp_frame_to(mac: [u8; 6], port: u16, len: usize) -> Vec<u8> {
+    use crate::wire::ethernet::{EthernetAddress, EthernetRepr};
+    use crate::wire::ipv4::{Ipv4Repr, PROTO_UDP};
+    let mut f = vec![0u8; 42 + len];
+    EthernetRepr {
+        src: EthernetAddress([2, 0, 0, 0, 0, 9]),
+        dst: EthernetAddress(mac),
+        ethertype: crate::wire::ethernet::ETHERTYPE_IPV4,
+    }
+    .emit(&mut f)
+    .unwrap();
+    Ipv4Repr {
+        src: PEER,
+        dst: US,
+        protocol: PROTO_UDP,
+        ttl: 64,
+        ident: 1,
+        dont_frag: true,
+        more_frags: false,
+        frag_offset: 0,
+        payload_len: 8 + len,
+    }
+    .emit(&mut f[14..])
+    .unwrap();
+    f[34..36].copy_from_slice(&5000u16.to_be_bytes());
+    f[36..38].copy_from_slice(&port.to_be_bytes());
+    f[38..40].copy_from_slice(&((8 + len) as u16).to_be_bytes());
+    f
+}

@@ -588,6 +588,21 @@ impl Classifier {
         self.ready_in = Some(ring);
     }
 
+    /// Host side of `ni-lrp`: a probe of the ready ring (see
+    /// [`crate::mem::RingProbe`]), if there is one.
+    pub fn ready_probe(&self) -> Option<crate::mem::RingProbe> {
+        self.ready_in.as_ref().map(Consumer::probe)
+    }
+
+    /// Host side of `ni-lrp`: a probe of channel `c`'s inbound ring, if it
+    /// has one.
+    pub fn channel_probe(&self, c: ChannelId) -> Option<crate::mem::RingProbe> {
+        match self.channel(c)?.link.as_deref()? {
+            Link::Inbound { ring, .. } => Some(ring.probe()),
+            Link::Outbound { .. } => None,
+        }
+    }
+
     /// Moves the links of channels freed since the last call to `out` (the
     /// host must retire an inbound ring only once the NI has stopped
     /// using it).

@@ -83,12 +83,16 @@ mod sleep_tests;
 #[cfg(test)]
 mod tests;
 
+use std::cell::RefCell;
 use std::net::SocketAddrV4;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
 use crate::demux::{CONTROL, FRAGMENT};
-use crate::mem::Doorbell;
+use crate::mem::{Doorbell, RingProbe};
 use crate::nic::Nic;
 use crate::sched::{
     Charge, Class, Clock, Cx, Executor, OwnerId, OwnerUsage, RemoteWaker, SchedConfig, SchedError,
@@ -261,6 +265,9 @@ struct Registry {
     /// §3.5's proxy daemons), owned by `net`.
     control: Option<TaskId>,
     eager: bool,
+    /// `ni-lrp`: probes of the registered UDP sockets' inbound rings, which
+    /// the control task's interrupt line looks at (shared with it).
+    ni_udp: Rc<RefCell<Vec<(UdpHandle, RingProbe)>>>,
 }
 
 /// What every task of a host gets: the stack, the applications' state, and
@@ -289,6 +296,11 @@ impl<N: Nic, A> HostState<N, A> {
     pub fn register_udp(&mut self, h: UdpHandle, owner: OwnerId, task: TaskId) {
         self.reg.udp.retain(|r| r.h != h);
         self.reg.udp.push(UdpReg { h, owner, task });
+        if let Some(p) = self.stack.udp_rx_probe(h) {
+            let mut v = self.reg.ni_udp.borrow_mut();
+            v.retain(|(x, _)| *x != h);
+            v.push((h, p));
+        }
     }
 
     /// Registers a TCP connection: its input runs in `owner`'s protocol
@@ -355,6 +367,7 @@ impl<N: Nic, A> HostState<N, A> {
     /// Forgets a UDP socket (call before closing it).
     pub fn unregister_udp(&mut self, h: UdpHandle) {
         self.reg.udp.retain(|r| r.h != h);
+        self.reg.ni_udp.borrow_mut().retain(|(x, _)| *x != h);
     }
 
     /// Forgets a TCP connection.
@@ -399,6 +412,30 @@ impl<N: Nic, A> HostState<N, A> {
         }
     }
 
+    /// `ni-lrp`: wakes the tasks whose channels the NI core filled — the
+    /// registered UDP sockets with datagrams (skipping tasks `queued` says
+    /// run anyway: a channel's length is a line the NI core keeps writing)
+    /// and the handlers of owners with TCP channels on the ready ring.
+    fn wake_ni_channels(&mut self, w: &mut impl Wakes) {
+        let mut any = false;
+        for r in &self.reg.udp {
+            if w.is_queued(r.task) {
+                continue;
+            }
+            if self.stack.udp(r.h).pending().unwrap_or(0) > 0 {
+                w.wake_task(r.task);
+                any = true;
+            }
+        }
+        if let (true, Some(t)) = (any, self.reg.idle) {
+            w.wake_task(t);
+        }
+        let mask = self.stack.tcp_ready_tags();
+        if mask != 0 {
+            self.wake_tags(mask, &mut |t| w.wake_task(t));
+        }
+    }
+
     /// Wakes the handlers of the tags in `mask` (bit 0: untagged → the idle
     /// task in lazy modes).
     fn wake_tags(&self, mask: u64, wake: &mut impl FnMut(TaskId)) {
@@ -431,6 +468,32 @@ impl<N: Nic, A> HostState<N, A> {
             }
         }
         self.reg.events = ev;
+    }
+}
+
+/// Who wakes tasks: the executor between runs, an iteration's `Cx` inside
+/// one.
+trait Wakes {
+    /// Whether `t` is queued already (then its channels need no look).
+    fn is_queued(&self, t: TaskId) -> bool;
+    fn wake_task(&mut self, t: TaskId);
+}
+
+impl<S> Wakes for Executor<S> {
+    fn is_queued(&self, t: TaskId) -> bool {
+        self.task_state(t) == Some(TaskState::Queued)
+    }
+    fn wake_task(&mut self, t: TaskId) {
+        self.wake(t);
+    }
+}
+
+impl Wakes for Cx<'_> {
+    fn is_queued(&self, _t: TaskId) -> bool {
+        false
+    }
+    fn wake_task(&mut self, t: TaskId) {
+        self.wake(t);
     }
 }
 
@@ -498,6 +561,9 @@ pub struct Host<N: Nic, A> {
     /// and when they were last refilled.
     rx_tokens: i64,
     rx_refilled: u64,
+    /// Whether the receive task's interrupt line may wake it (the receive
+    /// budget has tokens), read by the line at iteration boundaries.
+    rx_allowed: Arc<AtomicBool>,
     stats: HostReport,
 }
 
@@ -530,21 +596,39 @@ impl<N: Nic + 'static, A: 'static> Host<N, A> {
             ..Registry::default()
         };
         reg.handlers.push(None);
+        let rx_allowed = Arc::new(AtomicBool::new(true));
         if cfg.receive_task {
             // An interrupt in every mode: charged to whoever it interrupted
             // (LRP §2.1); in soft-lrp it only demultiplexes, so it is small.
-            reg.rx = Some(exec.spawn_with(net, Charge::Interrupted, receive_task::<N, A>)?);
+            let rx = exec.spawn_with(net, Charge::Interrupted, receive_task::<N, A>)?;
+            reg.rx = Some(rx);
+            // A frame arriving while another owner's handler runs wakes
+            // the receive task at that handler's next iteration boundary
+            // (within the receive budget), not at the end of its run.
+            if let Some(probe) = stack.nic().rx_probe() {
+                let allowed = rx_allowed.clone();
+                exec.add_line(rx, move || allowed.load(Ordering::Relaxed) && probe())?;
+            }
         } else {
             // ni-lrp: the NI queues ARP, ICMP and fragments on their
             // channels; the host serves them (and the timers) in a task of
-            // its own, woken when they hold frames and on the tick.
-            reg.control = Some(
-                exec.spawn(net, |_cx: &mut Cx<'_>, st: &mut HostState<N, A>| {
-                    let now = st.stack.now();
-                    st.stack.poll(now);
-                    Status::Wait
-                })?,
-            );
+            // its own, woken when they hold frames and on the tick; it also
+            // wakes the owners whose channels the NI filled, when its
+            // interrupt line (the ready ring, the UDP sockets' rings) saw
+            // them fill during another owner's run.
+            let control = exec.spawn(net, |cx: &mut Cx<'_>, st: &mut HostState<N, A>| {
+                let now = st.stack.now();
+                st.stack.poll(now);
+                st.wake_ni_channels(cx);
+                Status::Wait
+            })?;
+            reg.control = Some(control);
+            let ready = stack.ni_ready_probe();
+            let udp = reg.ni_udp.clone();
+            exec.add_line(control, move || {
+                ready.as_ref().is_some_and(RingProbe::nonempty)
+                    || udp.borrow().iter().any(|(_, p)| p.nonempty())
+            })?;
         }
         let mut idle_owner = None;
         if cfg.idle_drain {
@@ -570,6 +654,7 @@ impl<N: Nic + 'static, A: 'static> Host<N, A> {
             idle_last: true,
             rx_tokens: cfg.rx_budget.map_or(0, |b| b.burst_ns as i64),
             rx_refilled: 0,
+            rx_allowed,
             stats: HostReport::default(),
         })
     }
@@ -751,6 +836,7 @@ impl<N: Nic + 'static, A: 'static> Host<N, A> {
                         self.rx_tokens > 0
                     }
                 };
+                self.rx_allowed.store(allowed, Ordering::Relaxed);
                 // (A queued receive task runs next anyway: no need to
                 // touch the ring's index, a line the sender keeps writing.)
                 if look
@@ -781,23 +867,7 @@ impl<N: Nic + 'static, A: 'static> Host<N, A> {
                             exec.wake(c);
                         }
                     }
-                    let mut any = false;
-                    for r in &st.reg.udp {
-                        if exec.task_state(r.task) == Some(TaskState::Queued) {
-                            continue;
-                        }
-                        if st.stack.udp(r.h).pending().unwrap_or(0) > 0 {
-                            exec.wake(r.task);
-                            any = true;
-                        }
-                    }
-                    if let (true, Some(t)) = (any, st.reg.idle) {
-                        exec.wake(t);
-                    }
-                    let mask = st.stack.tcp_ready_tags();
-                    if mask != 0 {
-                        st.wake_tags(mask, &mut |t| exec.wake(t));
-                    }
+                    st.wake_ni_channels(exec);
                 }
             }
         }
@@ -995,6 +1065,36 @@ impl<N: Nic + 'static, A: 'static> Host<N, A> {
             slept_ns: s.slept_ns - b.slept_ns,
         }
     }
+}
+
+/// How late a sleeping host wakes on `nic`: the longest overshoot of
+/// `samples` sleeps of `sleep_ns` each, slept as [`Host`] sleeps (on the
+/// NIC's doorbell, or in [`Nic::wait`]). A periodic owner's release is seen
+/// up to this late, which admission must assume
+/// ([`SchedConfig::release_jitter_ns`]): measured on the machine that runs,
+/// not guessed. A sleep that a frame ends early is not counted (and the
+/// frame is left where it is). Blocks for about `samples × sleep_ns`.
+pub fn wakeup_overshoot<N: Nic>(nic: &mut N, samples: u32, sleep_ns: u64) -> u64 {
+    let clock = crate::sched::clock::mono_ns;
+    let mut worst = 0;
+    for _ in 0..samples {
+        if nic.rx_ready() {
+            continue;
+        }
+        let t0 = clock();
+        match nic.doorbell() {
+            Some(bell) => {
+                bell.arm();
+                bell.sleep(Some(sleep_ns), || !nic.rx_ready());
+            }
+            None => nic.wait(Some(sleep_ns)),
+        }
+        let slept = clock().saturating_sub(t0);
+        if slept >= sleep_ns {
+            worst = worst.max(slept - sleep_ns);
+        }
+    }
+    worst
 }
 
 /// Frames the host's classifier has seen, and dropped, so far.

@@ -287,3 +287,25 @@ fn the_loop_charges_its_own_time_to_the_system() {
         h.report()
     );
 }
+
+#[test]
+fn wakeup_overshoot_measures_real_sleeps_and_leaves_waiting_frames_alone() {
+    let (mut a, mut b) = stacks();
+    // Idle: every sleep is slept, and wakes late by something.
+    let t0 = Instant::now();
+    let o = wakeup_overshoot(b.nic_mut(), 20, MS);
+    assert!(t0.elapsed() >= Duration::from_millis(20));
+    assert!(o > 0 && o < 200 * MS, "{o}");
+    // A frame waits: no sleep is taken, and the frame is still there.
+    let s = a
+        .udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0), None)
+        .unwrap();
+    a.udp_mut(s)
+        .send_to(b"x", SocketAddrV4::new(B, 9), 0)
+        .unwrap();
+    a.poll(0);
+    let t0 = Instant::now();
+    assert_eq!(wakeup_overshoot(b.nic_mut(), 20, 100 * MS), 0);
+    assert!(t0.elapsed() < Duration::from_millis(100));
+    assert!(b.nic_mut().rx_ready());
+}

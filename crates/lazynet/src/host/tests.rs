@@ -818,3 +818,167 @@ fn periodic_tcp_senders_keep_their_rate_beside_best_effort_work() {
         );
     }
 }
+
+// ---- frames preempt at the next iteration boundary (RTU §III-C) ----
+
+/// What the mid-batch tests record: the periodic handler's iterations so
+/// far, and the iteration during which the reactive handler got its
+/// datagram.
+struct Mid<C> {
+    clock: StepClock,
+    client: Option<C>,
+    iterations: u64,
+    reacted_at: Option<u64>,
+}
+
+impl<C> Mid<C> {
+    fn new(clock: StepClock, client: C) -> Self {
+        Mid {
+            clock,
+            client: Some(client),
+            iterations: 0,
+            reacted_at: None,
+        }
+    }
+}
+
+/// A periodic owner whose one long run is a batch of 40 iterations of
+/// 10 µs; during its fifth, a datagram for a reactive owner leaves the
+/// client (`send`: a real frame onto the wire, and whatever else must run
+/// for it to reach the host's channels). Returns the periodic iteration
+/// after which the reactive owner read the datagram.
+fn mid_batch<N: Nic + 'static, C: 'static>(
+    mut host: Host<N, Mid<C>>,
+    send: impl Fn(&mut C) + 'static,
+) -> (u64, u64) {
+    let per = host
+        .add_owner(
+            "stream",
+            Class::Periodic(crate::sched::Periodic {
+                period_ns: 20_000_000,
+                batch: 40,
+                iteration_ns: 20_000,
+            }),
+        )
+        .unwrap();
+    let bucket = crate::sched::Bucket {
+        share_ppm: 100_000,
+        burst_ns: 1_000_000,
+    };
+    let echo = host.add_owner("echo", Class::Reactive(bucket)).unwrap();
+    let h = host
+        .state_mut()
+        .stack
+        .udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7000), None)
+        .unwrap();
+    let t = host
+        .spawn(
+            echo,
+            move |_cx: &mut Cx<'_>, st: &mut HostState<N, Mid<C>>| {
+                if st.stack.udp_mut(h).recv_with(|_, _| ()).is_ok() {
+                    st.app.reacted_at = Some(st.app.iterations);
+                }
+                Status::Wait
+            },
+        )
+        .unwrap();
+    host.state_mut().register_udp(h, echo, t);
+    host.spawn(
+        per,
+        move |cx: &mut Cx<'_>, st: &mut HostState<N, Mid<C>>| {
+            for _ in 0..64 {
+                st.app.iterations += 1;
+                st.app.clock.0.fetch_add(10_000, Ordering::Relaxed);
+                if st.app.iterations == 5 {
+                    if let Some(c) = st.app.client.as_mut() {
+                        send(c);
+                    }
+                }
+                if !cx.iteration_done() {
+                    break;
+                }
+            }
+            if st.app.iterations >= 40 {
+                Status::Wait
+            } else {
+                Status::Ready
+            }
+        },
+    )
+    .unwrap();
+    for _ in 0..10_000 {
+        host.step();
+        if host.app().reacted_at.is_some() && host.app().iterations >= 40 {
+            break;
+        }
+    }
+    let line_wakes = host.executor().stats().line_wakes;
+    (
+        host.app().reacted_at.expect("the datagram was read"),
+        line_wakes,
+    )
+}
+
+#[test]
+fn a_frame_for_a_reactive_handler_preempts_a_periodic_batch_at_the_next_boundary() {
+    let (mut client, host) = setup(ReceiveMode::SoftLrp);
+    let s = client
+        .udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0), None)
+        .unwrap();
+    let clock = StepClock::default();
+    let (stack, _) = host.into_parts();
+    let host = Host::new(
+        stack,
+        Mid::new(clock.clone(), (client, s)),
+        clock,
+        HostConfig::for_mode(ReceiveMode::SoftLrp),
+    )
+    .unwrap();
+    let (at, wakes) = mid_batch(host, |(c, s): &mut (Stack<WireEnd>, UdpHandle)| {
+        c.udp_mut(*s)
+            .send_to(b"now", SocketAddrV4::new(B, 7000), 0)
+            .unwrap();
+        c.poll(0);
+    });
+    // Sent during iteration 5: the receive task ran at its end (the NIC's
+    // ring seen through the interrupt line), then the reactive handler,
+    // before the periodic handler's sixth iteration — not after its
+    // batch of 40.
+    assert_eq!(at, 5, "read after periodic iteration {at}");
+    assert!(wakes >= 1);
+}
+
+#[test]
+fn in_ni_lrp_a_frame_on_a_reactive_handlers_channel_preempts_at_the_next_boundary() {
+    let (a, b) = WirePair::new(WireConfig::default()).unwrap();
+    let mut client = Stack::new(a, cfg(A, ReceiveMode::SoftLrp));
+    let (server, engine) = Stack::new_ni_lrp(b, cfg(B, ReceiveMode::NiLrp));
+    client.set_neighbor(B, server.mac());
+    let s = client
+        .udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0), None)
+        .unwrap();
+    let clock = StepClock::default();
+    let host = Host::new(
+        server,
+        Mid::new(clock.clone(), (client, s, engine)),
+        clock,
+        HostConfig::for_mode(ReceiveMode::NiLrp),
+    )
+    .unwrap();
+    // The NI core's part happens at once, inside iteration 5: the frame
+    // is on the socket's channel while the periodic batch runs.
+    let (at, wakes) = mid_batch(
+        host,
+        |(c, s, e): &mut (Stack<WireEnd>, UdpHandle, crate::stack::NiEngine<WireEnd>)| {
+            c.udp_mut(*s)
+                .send_to(b"now", SocketAddrV4::new(B, 7000), 0)
+                .unwrap();
+            c.poll(0);
+            for _ in 0..4 {
+                e.step();
+            }
+        },
+    );
+    assert_eq!(at, 5, "read after periodic iteration {at}");
+    assert!(wakes >= 1);
+}

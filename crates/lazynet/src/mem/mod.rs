@@ -27,7 +27,7 @@ pub use doorbell::Doorbell;
 pub use file::MappedFile;
 pub use notify::{Applied, FlagRef, ReadyFlag};
 pub use region::{prefetch, BufArea, Region};
-pub use ring::{Consumer, Pod, Producer, Ring, RingError};
+pub use ring::{Consumer, Pod, Producer, Ring, RingError, RingProbe};
 
 /// A packet descriptor: a byte range inside one buffer of a [`BufArea`].
 ///

@@ -231,6 +231,7 @@ unsafe fn write_header<T: Pod>(hdr: *mut Header, capacity: u32, start: u32) {
 }
 
 /// What keeps a ring's memory alive.
+#[derive(Clone)]
 enum Backing {
     Region(#[allow(dead_code)] Arc<Region>),
     Heap(#[allow(dead_code)] Arc<HeapBlock>),
@@ -726,7 +727,52 @@ impl<T: Pod> Producer<T> {
     }
 }
 
+/// A look at whether a ring holds entries, from outside both of its
+/// handles: its producer index against its consumer's, both as published
+/// in the ring. For code on the consumer's thread that cannot reach the
+/// consumer (an executor checking, between two iterations of another
+/// task, whether frames wait for the task that owns the consumer). One
+/// load of each index; no claim, no effect on the ring.
+#[derive(Clone)]
+pub struct RingProbe {
+    hdr: *const Header,
+    _backing: Backing,
+}
+
+// SAFETY: the header it points to is kept alive by the backing it holds,
+// and it is only read through atomics.
+unsafe impl Send for RingProbe {}
+
+impl fmt::Debug for RingProbe {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RingProbe")
+            .field("nonempty", &self.nonempty())
+            .finish()
+    }
+}
+
+impl RingProbe {
+    /// Whether entries wait: the producer has published more than the
+    /// consumer has taken (a corrupt pair of indices reads as entries: a
+    /// false `true` costs its reader one empty look).
+    #[inline]
+    pub fn nonempty(&self) -> bool {
+        // SAFETY: validated when the consumer that made it attached; the
+        // backing keeps the memory alive.
+        let h = unsafe { &*self.hdr };
+        h.prod.index.load(Acquire) != h.cons.index.load(Relaxed)
+    }
+}
+
 impl<T: Pod> Consumer<T> {
+    /// A [`RingProbe`] of this ring.
+    pub fn probe(&self) -> RingProbe {
+        RingProbe {
+            hdr: self.ring.hdr,
+            _backing: self.ring._backing.clone(),
+        }
+    }
+
     fn new(ring: RingRef<T>) -> Self {
         let tail = ring.cons().load(Relaxed);
         let cached_prod = ring.prod().load(Acquire);

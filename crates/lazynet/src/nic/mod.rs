@@ -72,6 +72,9 @@ pub fn linearize(area: &mut BufArea, ext: Option<&[u8]>, frame: (Desc, ExtRef)) 
     Some(Desc { len, ..h })
 }
 
+/// See [`Nic::rx_probe`]: true while received frames wait.
+pub type RxProbe = Box<dyn Fn() -> bool + Send>;
+
 /// A network interface that moves Ethernet frames in batches.
 pub trait Nic {
     /// The interface's MAC address.
@@ -139,6 +142,16 @@ pub trait Nic {
     /// another thread can ring ([`crate::mem::Doorbell::wake`]) to end the
     /// wait early: how a remote wake reaches a sleeping host.
     fn doorbell(&self) -> Option<crate::mem::Doorbell> {
+        None
+    }
+
+    /// A check, callable without the NIC (from an executor's iteration
+    /// boundary, while a task holds the stack), that frames wait on the
+    /// receive ring: one load of shared memory, no system call. `None`
+    /// where the driver cannot tell that way (TAP must ask the kernel; a
+    /// fault injector holds frames of its own); its host then looks at the
+    /// NIC only between runs.
+    fn rx_probe(&self) -> Option<RxProbe> {
         None
     }
 
@@ -262,6 +275,9 @@ impl<T: Nic + ?Sized> Nic for Box<T> {
     }
     fn doorbell(&self) -> Option<crate::mem::Doorbell> {
         (**self).doorbell()
+    }
+    fn rx_probe(&self) -> Option<RxProbe> {
+        (**self).rx_probe()
     }
     fn remote_waker(&self) -> Option<std::sync::Arc<crate::sys::EventFd>> {
         (**self).remote_waker()

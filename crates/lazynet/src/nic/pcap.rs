@@ -402,6 +402,10 @@ impl<N: Nic, W: Write> Nic for PcapNic<N, W> {
         self.inner.doorbell()
     }
 
+    fn rx_probe(&self) -> Option<super::RxProbe> {
+        self.inner.rx_probe()
+    }
+
     fn remote_waker(&self) -> Option<std::sync::Arc<crate::sys::EventFd>> {
         self.inner.remote_waker()
     }

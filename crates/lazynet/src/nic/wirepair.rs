@@ -763,6 +763,11 @@ impl Nic for WireEnd {
         !self.rx.is_empty()
     }
 
+    fn rx_probe(&self) -> Option<super::RxProbe> {
+        let p = self.rx.probe();
+        Some(Box::new(move || p.nonempty()))
+    }
+
     fn alloc(&mut self, out: &mut [u32]) -> usize {
         if self.free.len() < out.len() {
             self.refill();

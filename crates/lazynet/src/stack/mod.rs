@@ -243,6 +243,12 @@ impl<N: Nic> Stack<N> {
         self.iface.addr
     }
 
+    /// `ni-lrp` (or attached): a probe of the ring on which the NI announces
+    /// TCP channels that received frames, for a host's interrupt line.
+    pub fn ni_ready_probe(&self) -> Option<crate::mem::RingProbe> {
+        self.demux.ready_probe()
+    }
+
     /// The next IPv4 identification for a datagram of `protocol` from our
     /// address to `dst`, from the generator the stack's own datagrams use
     /// (a daemon gives applications' fragmented datagrams theirs, so no

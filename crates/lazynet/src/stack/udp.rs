@@ -228,6 +228,14 @@ impl<N: Nic> Stack<N> {
         Ok(self.demux.queued(s.chan))
     }
 
+    /// `ni-lrp` (or attached): a probe of the ring the NI queues this
+    /// socket's frames on, for a host's interrupt line; `None` where frames
+    /// are demultiplexed in this thread.
+    pub fn udp_rx_probe(&self, h: UdpHandle) -> Option<crate::mem::RingProbe> {
+        let s = self.sock(h).ok()?;
+        self.demux.channel_probe(s.chan)
+    }
+
     /// The body of `UdpSock::close`.
     pub(crate) fn udp_close(&mut self, h: UdpHandle) -> Result<(), SocketError> {
         let s = self.sock(h)?;
