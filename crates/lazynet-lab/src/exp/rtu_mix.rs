@@ -523,6 +523,17 @@ enum Client {
     Udp(SocketAddrV4),
 }
 
+/// What the host thread of a lazynet run hands back: per stream its
+/// accounting, the analysis at admission and of the run's own costs; and
+/// the run's premise (ms stolen, the latest release).
+struct HostOut {
+    usage: Vec<OwnerUsage>,
+    bounds: Vec<u64>,
+    run_bounds: Vec<u64>,
+    stolen_ms: u64,
+    late_ns: u64,
+}
+
 fn lazynet_run(plan: &Plan, periodics: &[Periodic], streams: bool) -> anyhow::Result<Run> {
     let (mut client, mut server) = stacks()?;
     let echo = server.udp_bind(SocketAddrV4::new(HOST, ECHO_PORT), Some(64))?;
@@ -553,7 +564,7 @@ fn lazynet_run(plan: &Plan, periodics: &[Periodic], streams: bool) -> anyhow::Re
         std::thread::Builder::new()
             .name("rtu-mix-host".into())
             .spawn(
-                move || -> anyhow::Result<(Vec<OwnerUsage>, Vec<u64>, Vec<u64>, u64, u64)> {
+                move || -> anyhow::Result<HostOut> {
                     super::pin_host();
                     set_sched_class(SchedClass::Fifo(10)).context("SCHED_FIFO for the host")?;
                     let mut h = Host::new(
@@ -618,7 +629,13 @@ fn lazynet_run(plan: &Plan, periodics: &[Periodic], streams: bool) -> anyhow::Re
                         b.push(of(&bounds));
                         rb.push(of(&observed));
                     }
-                    Ok((usage, b, rb, stolen, late))
+                    Ok(HostOut {
+                        usage,
+                        bounds: b,
+                        run_bounds: rb,
+                        stolen_ms: stolen,
+                        late_ns: late,
+                    })
                 },
             )?
     };
@@ -659,14 +676,14 @@ fn lazynet_run(plan: &Plan, periodics: &[Periodic], streams: bool) -> anyhow::Re
     };
     let mut run = drive(plan, &consumed, &mut c);
     stop.store(true, Ordering::Relaxed);
-    let (usage, b, rb, stolen, late) = host
+    let out = host
         .join()
         .map_err(|_| anyhow::anyhow!("host thread panicked"))??;
-    run.usage = usage;
-    run.bound_ns = b;
-    run.run_bound_ns = rb;
-    run.stolen_ms = stolen;
-    run.late_ns = late;
+    run.usage = out.usage;
+    run.bound_ns = out.bounds;
+    run.run_bound_ns = out.run_bounds;
+    run.stolen_ms = out.stolen_ms;
+    run.late_ns = out.late_ns;
     Ok(run)
 }
 
