@@ -563,81 +563,75 @@ fn lazynet_run(plan: &Plan, periodics: &[Periodic], streams: bool) -> anyhow::Re
         let (consumed, stop) = (consumed.clone(), stop.clone());
         std::thread::Builder::new()
             .name("rtu-mix-host".into())
-            .spawn(
-                move || -> anyhow::Result<HostOut> {
-                    super::pin_host();
-                    set_sched_class(SchedClass::Fifo(10)).context("SCHED_FIFO for the host")?;
-                    let mut h = Host::new(
-                        server,
-                        super::rtu::App::default(),
-                        TscClock::new(),
-                        host_config(),
+            .spawn(move || -> anyhow::Result<HostOut> {
+                super::pin_host();
+                set_sched_class(SchedClass::Fifo(10)).context("SCHED_FIFO for the host")?;
+                let mut h = Host::new(
+                    server,
+                    super::rtu::App::default(),
+                    TscClock::new(),
+                    host_config(),
+                )
+                .map_err(|e| anyhow::anyhow!("host: {e}"))?;
+                let (o, t) = h
+                    .add_owner_with_handler(
+                        "echo",
+                        Class::Reactive(ECHO_BUCKET),
+                        echo_handler(echo),
                     )
-                    .map_err(|e| anyhow::anyhow!("host: {e}"))?;
-                    let (o, t) = h
-                        .add_owner_with_handler(
-                            "echo",
-                            Class::Reactive(ECHO_BUCKET),
-                            echo_handler(echo),
-                        )
-                        .map_err(|e| anyhow::anyhow!("echo: {e}"))?;
-                    h.state_mut().register_udp(echo, o, t);
-                    let mut owners = Vec::new();
-                    for (i, sock) in socks.into_iter().enumerate() {
-                        let class = Class::Periodic(periodics[i]);
-                        let name = MIX[i].name;
-                        let c = consumed[i].clone();
-                        let added = match sock {
-                            Sock::Tcp(l) => h
-                                .add_owner_with_handler(name, class, stream_handler(l, c, iters[i]))
-                                .map(|(o, t)| {
-                                    h.state_mut().register_listener(l, o, t);
-                                    o
-                                }),
-                            Sock::Udp(u) => h
-                                .add_owner_with_handler(
-                                    name,
-                                    class,
-                                    udp_stream_handler(u, c, iters[i]),
-                                )
-                                .map(|(o, t)| {
-                                    h.state_mut().register_udp(u, o, t);
-                                    o
-                                }),
-                        };
-                        owners.push(added.map_err(|e| anyhow::anyhow!("{name}: {e}"))?);
-                    }
-                    let bounds = h.executor().analysis();
-                    let steal0 = super::rtu::steal_ms(super::HOST_CPU);
-                    let t0 = Instant::now();
-                    while !stop.load(Ordering::Relaxed) && t0.elapsed() < max {
-                        h.run_for(2_000_000);
-                    }
-                    let stolen = super::rtu::steal_ms(super::HOST_CPU).saturating_sub(steal0);
-                    let late = h.executor().stats().max_release_late_ns;
-                    let _ = set_sched_class(SchedClass::Normal);
-                    let observed = h.executor().observed_analysis();
-                    let (mut usage, mut b, mut rb) = (Vec::new(), Vec::new(), Vec::new());
-                    for &o in &owners {
-                        usage.push(h.usage(o));
-                        let name = h.executor().owner_info(o).map_or("", |x| x.0);
-                        let of = |v: &[Verdict]| {
-                            v.iter()
-                                .find(|v| v.name == name)
-                                .map_or(u64::MAX, |v| v.response_ns)
-                        };
-                        b.push(of(&bounds));
-                        rb.push(of(&observed));
-                    }
-                    Ok(HostOut {
-                        usage,
-                        bounds: b,
-                        run_bounds: rb,
-                        stolen_ms: stolen,
-                        late_ns: late,
-                    })
-                },
-            )?
+                    .map_err(|e| anyhow::anyhow!("echo: {e}"))?;
+                h.state_mut().register_udp(echo, o, t);
+                let mut owners = Vec::new();
+                for (i, sock) in socks.into_iter().enumerate() {
+                    let class = Class::Periodic(periodics[i]);
+                    let name = MIX[i].name;
+                    let c = consumed[i].clone();
+                    let added = match sock {
+                        Sock::Tcp(l) => h
+                            .add_owner_with_handler(name, class, stream_handler(l, c, iters[i]))
+                            .map(|(o, t)| {
+                                h.state_mut().register_listener(l, o, t);
+                                o
+                            }),
+                        Sock::Udp(u) => h
+                            .add_owner_with_handler(name, class, udp_stream_handler(u, c, iters[i]))
+                            .map(|(o, t)| {
+                                h.state_mut().register_udp(u, o, t);
+                                o
+                            }),
+                    };
+                    owners.push(added.map_err(|e| anyhow::anyhow!("{name}: {e}"))?);
+                }
+                let bounds = h.executor().analysis();
+                let steal0 = super::rtu::steal_ms(super::HOST_CPU);
+                let t0 = Instant::now();
+                while !stop.load(Ordering::Relaxed) && t0.elapsed() < max {
+                    h.run_for(2_000_000);
+                }
+                let stolen = super::rtu::steal_ms(super::HOST_CPU).saturating_sub(steal0);
+                let late = h.executor().stats().max_release_late_ns;
+                let _ = set_sched_class(SchedClass::Normal);
+                let observed = h.executor().observed_analysis();
+                let (mut usage, mut b, mut rb) = (Vec::new(), Vec::new(), Vec::new());
+                for &o in &owners {
+                    usage.push(h.usage(o));
+                    let name = h.executor().owner_info(o).map_or("", |x| x.0);
+                    let of = |v: &[Verdict]| {
+                        v.iter()
+                            .find(|v| v.name == name)
+                            .map_or(u64::MAX, |v| v.response_ns)
+                    };
+                    b.push(of(&bounds));
+                    rb.push(of(&observed));
+                }
+                Ok(HostOut {
+                    usage,
+                    bounds: b,
+                    run_bounds: rb,
+                    stolen_ms: stolen,
+                    late_ns: late,
+                })
+            })?
     };
     // The client, on the load core.
     super::pin_load();
