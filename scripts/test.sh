@@ -30,6 +30,29 @@ LAZYNET_LAYOUT=std cargo test -q -p lazynet --test tcp --test stack
 # caught) and the ni-lrp channel notification (it also proves that a
 # weakened disarm strands a frame).
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p lazynet --release --test loom
+# The examples, run as a user runs them (each checks every byte and exits
+# 0 only if all came back): on the in-memory wire, and as root with the
+# kernel as the peer over TAP and AF_XDP.
+cargo build --release -q -p lazynet -p lazynet-tokio --examples
+examples="${CARGO_TARGET_DIR:-target}/release/examples"
+for ex in udp_echo tcp_echo hyper_server async_client; do
+  echo "example $ex"
+  "$examples/$ex"
+done
+if [ "$(id -u)" = 0 ]; then
+  for nic in tap xdp; do
+    echo "examples --nic $nic"
+    "$examples/udp_echo" --nic "$nic" --count 2000
+    "$examples/tcp_echo" --nic "$nic" --bytes 1000000
+    "$examples/hyper_server" --nic "$nic" --requests 50
+    "$examples/async_client" --nic "$nic" --messages 200
+  done
+elif [ "${CI:-}" = true ]; then
+  echo "the examples on TAP and AF_XDP need root under CI=true" >&2
+  exit 1
+else
+  echo "skipped: needs root (the examples on --nic tap|xdp)"
+fi
 # The quick experiments of the lab, optimized as they are run, one after the
 # other (each pins a thread to each core): each fails if its qualitative
 # shape (LRP flat, eager collapsing, guaranteed streams keeping their rate,

@@ -283,7 +283,13 @@ fn main() -> anyhow::Result<()> {
                     syn_queue,
                     net,
                 },
-        } => tcp_cmd::serve("TCP echo", port, syn_queue, &net, tcp_cmd::EchoApp::default),
+        } => tcp_cmd::serve(
+            "TCP echo",
+            port,
+            syn_queue,
+            &net,
+            lazynet::server::EchoApp::default,
+        ),
         Cmd::Serve {
             what: ServeCmd::UdpEcho { port, net },
         } => serve::udp_echo(port, &net),

@@ -1,16 +1,10 @@
 //! TCP programs: `serve tcp-echo`, `serve http`, `get`, and the TCP part of
 //! `demo`.
 //!
-//! Servers share one event loop ([`serve_conns`]): one stack, one
-//! listener, one [`ConnApp`] per connection. Each turn receives and
-//! demultiplexes frames, runs the TCP protocol handler for the connections
-//! that got segments ([`Stack::tcp_service`]), then drives the apps
-//! named by the stack's events — and only those, plus apps that stopped
-//! at their per-turn bound. Every app has bounded staging buffers: a
-//! app that cannot send stops reading, so TCP flow control pushes back
-//! on its peer.
+//! Servers run on the library's loop ([`lazynet::server::Server`]): one
+//! stack, one listener, one [`ConnApp`] per connection, driven by
+//! readiness.
 
-use std::collections::HashMap;
 use std::io::Write;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,252 +14,12 @@ use lazynet::nic::netns::Ownership;
 use lazynet::nic::wirepair::{WireConfig, WirePair};
 use lazynet::nic::Nic;
 use lazynet::proto::tcp::ListenConfig;
+use lazynet::server::{ConnApp, Server, ServerConfig};
 use lazynet::socket::{SocketError, TcpListener, TcpStream};
-use lazynet::stack::{Stack, StackConfig, TcpEvent, TcpHandle};
+use lazynet::stack::{Stack, StackConfig};
 
 use crate::args::NetArgs;
 use crate::http::pattern_byte;
-
-/// Staging buffer sizes of an app (input and output).
-const STAGE: usize = 64 * 1024;
-/// Staging buffers of closed connections kept for new ones (16 MiB).
-const SPARE_STAGES: usize = 256;
-
-/// A staging buffer: a spare one, else a new one.
-fn stage(spare: &mut Vec<Box<[u8]>>) -> Box<[u8]> {
-    spare
-        .pop()
-        .unwrap_or_else(|| vec![0; STAGE].into_boxed_slice())
-}
-/// Read/write rounds one app gets per loop turn.
-const ROUNDS: usize = 16;
-
-/// The application half of one connection, sans-IO: bytes in, bytes out.
-pub trait ConnApp {
-    /// Offers received bytes; returns how many were consumed (the rest is
-    /// offered again with more appended).
-    fn on_data(&mut self, data: &[u8]) -> usize;
-    /// Writes output bytes into `out`; returns how many (0: nothing now).
-    fn poll_output(&mut self, out: &mut [u8]) -> usize;
-    /// The peer finished sending.
-    fn on_eof(&mut self) {}
-    /// Close once all output is sent.
-    fn wants_close(&self) -> bool;
-}
-
-/// TCP echo: what comes in goes back out, up to a bounded backlog.
-#[derive(Default)]
-pub struct EchoApp {
-    q: std::collections::VecDeque<u8>,
-    eof: bool,
-}
-
-impl ConnApp for EchoApp {
-    fn on_data(&mut self, data: &[u8]) -> usize {
-        let n = data.len().min(STAGE - self.q.len());
-        self.q.extend(&data[..n]);
-        n
-    }
-    fn poll_output(&mut self, out: &mut [u8]) -> usize {
-        let n = out.len().min(self.q.len());
-        for (o, b) in out.iter_mut().zip(self.q.drain(..n)) {
-            *o = b;
-        }
-        n
-    }
-    fn on_eof(&mut self) {
-        self.eof = true;
-    }
-    fn wants_close(&self) -> bool {
-        self.eof && self.q.is_empty()
-    }
-}
-
-struct Conn<S> {
-    stream: TcpStream,
-    sess: S,
-    inb: Box<[u8]>,
-    in_len: usize,
-    out: Box<[u8]>,
-    out_pos: usize,
-    out_len: usize,
-    eof: bool,
-}
-
-/// What driving an app did.
-enum Drive {
-    /// Waiting for the network (an event will come).
-    Idle,
-    /// Stopped at its per-turn bound; drive again next turn.
-    Busy,
-    /// Closed or failed; forget it.
-    Done,
-}
-
-fn drive<N: Nic, S: ConnApp>(stack: &mut Stack<N>, c: &mut Conn<S>) -> Drive {
-    for _ in 0..ROUNDS {
-        let mut progress = false;
-        // Output first: sending frees the app to take more input.
-        if c.out_pos == c.out_len {
-            c.out_pos = 0;
-            c.out_len = c.sess.poll_output(&mut c.out);
-        }
-        if c.out_pos < c.out_len {
-            match c.stream.write(stack, &c.out[c.out_pos..c.out_len]) {
-                Ok(n) => {
-                    c.out_pos += n;
-                    progress |= n > 0;
-                }
-                Err(SocketError::WouldBlock) => {}
-                Err(_) => return Drive::Done,
-            }
-        }
-        if !c.eof && c.in_len < c.inb.len() {
-            match c.stream.read(stack, &mut c.inb[c.in_len..]) {
-                Ok(0) => {
-                    c.eof = true;
-                    progress = true;
-                }
-                Ok(n) => {
-                    c.in_len += n;
-                    progress = true;
-                }
-                Err(SocketError::WouldBlock) => {}
-                Err(_) => return Drive::Done,
-            }
-        }
-        if c.in_len > 0 {
-            let used = c.sess.on_data(&c.inb[..c.in_len]);
-            if used > 0 {
-                c.inb.copy_within(used..c.in_len, 0);
-                c.in_len -= used;
-                progress = true;
-            }
-        }
-        if c.eof && c.in_len == 0 {
-            c.sess.on_eof();
-        }
-        if c.out_pos == c.out_len && c.sess.wants_close() {
-            return Drive::Done;
-        }
-        if !progress {
-            return Drive::Idle;
-        }
-    }
-    Drive::Busy
-}
-
-/// After `stop`, how long connections in progress get to finish (no new
-/// ones are accepted): a response's last segments or the peer's FIN may
-/// need a retransmission or two (RTO at least 200 ms).
-const DRAIN_NS: u64 = 2_000_000_000;
-
-/// Serves `listener` until `stop`, one app from `make` per connection,
-/// polling the NIC for `spin_ns` after the last work before sleeping on it,
-/// then lets the open ones finish for up to [`DRAIN_NS`]. Returns the
-/// number of connections served and of those still open after that (they
-/// are reset).
-pub fn serve_conns<N: Nic, S: ConnApp>(
-    stack: &mut Stack<N>,
-    listener: &TcpListener,
-    mut make: impl FnMut() -> S,
-    stop: &AtomicBool,
-    status: &AtomicBool,
-    spin_ns: u64,
-) -> (u64, usize) {
-    let mut conns: HashMap<TcpHandle, Conn<S>> = HashMap::new();
-    let mut events = Vec::new();
-    let mut again: Vec<TcpHandle> = Vec::new();
-    let mut next: Vec<TcpHandle> = Vec::new();
-    let mut served = 0u64;
-    let mut drain_end: Option<u64> = None;
-    let mut idle_since: Option<u64> = None;
-    let mut spare: Vec<Box<[u8]>> = Vec::new();
-    loop {
-        let now = stack.now();
-        if stop.load(Ordering::Relaxed) {
-            let end = *drain_end.get_or_insert(now.saturating_add(DRAIN_NS));
-            if conns.is_empty() || now >= end {
-                break;
-            }
-        }
-        if status.swap(false, Ordering::Relaxed) {
-            print_status(stack, conns.len());
-        }
-        let rx = stack.poll(now).received;
-        let work = stack.tcp_service(now, 1024);
-        stack.tcp_take_events(&mut events);
-        let had_events = !events.is_empty();
-        for e in events.drain(..) {
-            match e {
-                TcpEvent::Listener(_) if drain_end.is_none() => {
-                    // Bounded: at most a backlog's worth per turn.
-                    for _ in 0..1024 {
-                        let Ok(s) = listener.accept(stack) else { break };
-                        let _ = s.set_nodelay(stack, true);
-                        served += 1;
-                        let h = s.handle();
-                        again.push(h);
-                        conns.insert(
-                            h,
-                            Conn {
-                                stream: s,
-                                sess: make(),
-                                inb: stage(&mut spare),
-                                in_len: 0,
-                                out: stage(&mut spare),
-                                out_pos: 0,
-                                out_len: 0,
-                                eof: false,
-                            },
-                        );
-                    }
-                }
-                TcpEvent::Conn(h) => again.push(h),
-                // Draining: new connections wait in the accept queue and
-                // are reset when the listener closes.
-                TcpEvent::Listener(_) => {}
-            }
-        }
-        for h in again.drain(..) {
-            let Some(c) = conns.get_mut(&h) else { continue };
-            match drive(stack, c) {
-                Drive::Idle => {}
-                Drive::Busy => next.push(h),
-                Drive::Done => {
-                    if let Some(c) = conns.remove(&h) {
-                        let _ = c.stream.close(stack);
-                        // Staging buffers go to the next connection: new
-                        // 64 KiB allocations would be zeroed (and
-                        // page-faulted) for every connection.
-                        if spare.len() < SPARE_STAGES {
-                            spare.push(c.inb);
-                            spare.push(c.out);
-                        }
-                    }
-                }
-            }
-        }
-        std::mem::swap(&mut again, &mut next);
-        if rx != 0 || work != 0 || had_events || !again.is_empty() {
-            idle_since = None;
-        } else {
-            let since = *idle_since.get_or_insert(now);
-            if now.saturating_sub(since) < spin_ns {
-                continue;
-            }
-            let wake = stack.tcp_next_timeout().map(|t| t.saturating_sub(now));
-            stack
-                .nic_mut()
-                .wait(Some(wake.unwrap_or(1_000_000).min(1_000_000)));
-        }
-    }
-    let open = conns.len();
-    for (_, c) in conns.drain() {
-        let _ = c.stream.abort(stack);
-    }
-    (served, open)
-}
 
 /// The status line of a running server (SIGUSR1): connections it serves,
 /// all TCP connection slots in use, orphans among them, the bytes their
@@ -329,14 +83,18 @@ pub fn serve<S: ConnApp>(
             eprintln!("serving {what} on {addr}:{port} ({})", stack.mode().name());
             println!("ready");
             std::io::stdout().flush()?;
-            let (served, open) = serve_conns(
-                stack,
-                &listener,
-                self.make,
-                self.stop,
-                self.status,
-                self.spin_ns,
-            );
+            let scfg = ServerConfig {
+                spin_ns: self.spin_ns,
+                ..ServerConfig::default()
+            };
+            let mut server = Server::new(stack, listener.handle(), self.make, scfg)?;
+            let status = self.status;
+            let r = server.run(stack, self.stop, |stack, server| {
+                if status.swap(false, Ordering::Relaxed) {
+                    print_status(stack, server.serving());
+                }
+            });
+            let (served, open) = (r.served, r.open_at_exit);
             println!("connections: {served}, open at exit: {open}");
             if let Ok(c) = stack.listener(listener.handle()).counters() {
                 println!(

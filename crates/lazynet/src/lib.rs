@@ -18,6 +18,7 @@
 //! | [`proto`]  | sans-IO protocol state (ARP, IPv4, ICMP, UDP) |
 //! | [`stack`]  | wiring: decides *when* protocol code runs |
 //! | [`socket`] | the application API; lazy work happens inside its calls |
+//! | [`server`] | the server loop: one listener, a sans-IO app per connection, driven by readiness |
 //! | [`nlf`]    | network level framing: prebuilt-packet meta files, the prebuilder, the send paths |
 //!
 //! # Example
@@ -86,6 +87,7 @@ pub mod nic;
 pub mod nlf;
 pub mod proto;
 pub mod sched;
+pub mod server;
 pub mod socket;
 pub mod stack;
 #[allow(unsafe_code)]

@@ -47,6 +47,12 @@ use super::Region;
 /// a multiple of this.
 pub const DOORBELL_BYTES: usize = 64;
 
+/// Values of the sleeping word: a consumer asleep on the futex, or in
+/// `poll`/`epoll` on an eventfd the producer's handle signals
+/// ([`Doorbell::with_eventfd`]).
+const SLEEP_FUTEX: u32 = 1;
+const SLEEP_FD: u32 = 2;
+
 #[repr(C, align(64))]
 struct Words {
     seq: AtomicU32,
@@ -171,8 +177,10 @@ impl Doorbell {
         }
     }
 
-    /// This bell, its wake going to `waker` (the consumer polls the
-    /// eventfd) instead of the futex.
+    /// This bell, waking a consumer that sleeps in `poll`/`epoll`
+    /// ([`Doorbell::begin_sleep`]) through `waker`, the eventfd it polls; a
+    /// consumer asleep on the futex ([`Doorbell::sleep`]) is still woken
+    /// there. For the producer's handle.
     pub fn with_eventfd(mut self, waker: Arc<crate::sys::EventFd>) -> Doorbell {
         self.waker = Some(waker);
         self
@@ -187,7 +195,7 @@ impl Doorbell {
     pub fn begin_sleep(&self) {
         let w = self.words();
         w.armed.store(1, Ordering::Relaxed);
-        w.sleeping.store(1, Ordering::Relaxed);
+        w.sleeping.store(SLEEP_FD, Ordering::Relaxed);
     }
 
     /// Ends a sleep begun with [`Doorbell::begin_sleep`].
@@ -249,13 +257,14 @@ impl Doorbell {
     #[cfg_attr(lazynet_outline, cold, inline(never))]
     fn wake_if_sleeping(&self, w: &Words) -> bool {
         fence(Ordering::SeqCst);
-        if w.sleeping.load(Ordering::Relaxed) == 0 {
+        let how = w.sleeping.load(Ordering::Relaxed);
+        if how == 0 {
             return false;
         }
         w.seq.fetch_add(1, Ordering::Release);
         match &self.waker {
-            Some(e) => e.signal(),
-            None => self.wake_all(w),
+            Some(e) if how == SLEEP_FD => e.signal(),
+            _ => self.wake_all(w),
         }
         true
     }
@@ -266,7 +275,7 @@ impl Doorbell {
     pub fn sleep(&self, timeout_ns: Option<u64>, idle: impl FnOnce() -> bool) -> bool {
         let w = self.words();
         let seq = w.seq.load(Ordering::Acquire);
-        w.sleeping.store(1, Ordering::Relaxed);
+        w.sleeping.store(SLEEP_FUTEX, Ordering::Relaxed);
         fence(Ordering::SeqCst);
         let slept = idle() && self.wait_seq(w, seq, timeout_ns);
         w.sleeping.store(0, Ordering::Relaxed);

@@ -155,6 +155,26 @@ pub trait Nic {
         None
     }
 
+    /// A descriptor for a caller that sleeps in a `poll`/`epoll` of its
+    /// own (an async reactor, an `epoll` beside other descriptors): it
+    /// becomes readable when frames may have arrived, between
+    /// [`Nic::wait_begin`] and [`Nic::wait_end`]. `None` where the driver
+    /// can sleep only in [`Nic::wait`].
+    fn wait_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        None
+    }
+
+    /// Announces that the caller is about to sleep on [`Nic::wait_fd`];
+    /// false (do not sleep) if frames already wait. The caller then checks
+    /// its own work once more, sleeps, and calls [`Nic::wait_end`].
+    fn wait_begin(&mut self) -> bool {
+        true
+    }
+
+    /// Ends a sleep begun with [`Nic::wait_begin`] (and drains what made
+    /// the descriptor readable).
+    fn wait_end(&mut self) {}
+
     /// For drivers that sleep in `poll(2)` on a device rather than on a
     /// doorbell: an eventfd that [`Nic::wait`] polls beside the device, so
     /// that another thread can end the wait ([`crate::sys::EventFd::signal`]).
@@ -278,6 +298,15 @@ impl<T: Nic + ?Sized> Nic for Box<T> {
     }
     fn rx_probe(&self) -> Option<RxProbe> {
         (**self).rx_probe()
+    }
+    fn wait_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        (**self).wait_fd()
+    }
+    fn wait_begin(&mut self) -> bool {
+        (**self).wait_begin()
+    }
+    fn wait_end(&mut self) {
+        (**self).wait_end()
     }
     fn remote_waker(&self) -> Option<std::sync::Arc<crate::sys::EventFd>> {
         (**self).remote_waker()

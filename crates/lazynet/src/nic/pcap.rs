@@ -406,6 +406,19 @@ impl<N: Nic, W: Write> Nic for PcapNic<N, W> {
         self.inner.rx_probe()
     }
 
+    fn wait_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.inner.wait_fd()
+    }
+
+    fn wait_begin(&mut self) -> bool {
+        self.flush_out();
+        self.inner.wait_begin()
+    }
+
+    fn wait_end(&mut self) {
+        self.inner.wait_end()
+    }
+
     fn remote_waker(&self) -> Option<std::sync::Arc<crate::sys::EventFd>> {
         self.inner.remote_waker()
     }

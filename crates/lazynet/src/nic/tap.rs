@@ -865,6 +865,16 @@ impl Nic for TapNic {
         self.cut.is_some() || self.wait_readable(Some(Duration::ZERO)).unwrap_or(true)
     }
 
+    /// The device itself: readable when the kernel has a frame for us.
+    fn wait_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        Some(std::os::fd::AsFd::as_fd(&self.fd))
+    }
+
+    /// Segments of a GSO frame already cut wait here, not in the kernel.
+    fn wait_begin(&mut self) -> bool {
+        self.cut.is_none()
+    }
+
     fn driver_stats(&self) -> Option<String> {
         Some(format!(
             "{:?} (segmentation offload {})",

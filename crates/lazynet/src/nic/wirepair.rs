@@ -310,8 +310,18 @@ impl WirePair {
     /// Both ends in this process (for threads).
     #[allow(clippy::new_ret_no_self)]
     pub fn new(cfg: WireConfig) -> io::Result<(WireEnd, WireEnd)> {
-        let (a, region) = Self::create(cfg)?;
-        let b = WireEnd::from_region(region, Side::B)?;
+        let (mut a, region) = Self::create(cfg)?;
+        let mut b = WireEnd::from_region(region, Side::B)?;
+        // One process: each end can also sleep in a poll of its own, on an
+        // eventfd the other end's ring signals.
+        let (ea, eb) = (
+            Arc::new(crate::sys::EventFd::new()?),
+            Arc::new(crate::sys::EventFd::new()?),
+        );
+        a.bell_tx = a.bell_tx.with_eventfd(eb.clone());
+        b.bell_tx = b.bell_tx.with_eventfd(ea.clone());
+        a.wake_fd = Some(ea);
+        b.wake_fd = Some(eb);
         Ok((a, b))
     }
 
@@ -460,6 +470,9 @@ pub struct WireEnd {
     bell_rx: Doorbell,
     /// The peer's: rung after we send.
     bell_tx: Doorbell,
+    /// Both ends in one process ([`WirePair::new`]): the eventfd the peer
+    /// signals when we sleep in a `poll` of our own ([`Nic::wait_fd`]).
+    wake_fd: Option<Arc<crate::sys::EventFd>>,
 }
 
 impl std::fmt::Debug for WireEnd {
@@ -560,6 +573,7 @@ impl WireEnd {
             pending: None,
             bell_rx,
             bell_tx,
+            wake_fd: None,
         })
     }
 
@@ -766,6 +780,31 @@ impl Nic for WireEnd {
     fn rx_probe(&self) -> Option<super::RxProbe> {
         let p = self.rx.probe();
         Some(Box::new(move || p.nonempty()))
+    }
+
+    fn wait_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.wake_fd.as_deref().map(crate::sys::EventFd::fd)
+    }
+
+    fn wait_begin(&mut self) -> bool {
+        if self.wake_fd.is_none() || self.pending.is_some() {
+            return self.pending.is_none();
+        }
+        self.bell_rx.begin_sleep();
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        if self.rx.is_empty() {
+            true
+        } else {
+            self.bell_rx.end_sleep();
+            false
+        }
+    }
+
+    fn wait_end(&mut self) {
+        self.bell_rx.end_sleep();
+        if let Some(e) = &self.wake_fd {
+            e.drain();
+        }
     }
 
     fn alloc(&mut self, out: &mut [u32]) -> usize {

@@ -721,6 +721,17 @@ impl Nic for XdpNic {
         self.rx.available() > 0
     }
 
+    /// The socket: readable when the kernel has filled a receive entry.
+    fn wait_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        Some(std::os::fd::AsFd::as_fd(&self.fd))
+    }
+
+    /// Gives the kernel fill entries and transmit kicks first.
+    fn wait_begin(&mut self) -> bool {
+        self.flush();
+        self.rx.available() == 0
+    }
+
     fn wait(&mut self, timeout_ns: Option<u64>) {
         self.flush();
         if self.rx.available() > 0 {

@@ -71,6 +71,7 @@ pub(crate) use control::frag_needed_quote;
 pub mod handback;
 mod iface;
 mod ni;
+pub mod ready;
 mod remote;
 mod stats;
 mod tcp;
@@ -143,6 +144,8 @@ pub struct Stack<N: Nic> {
     /// Channels whose bind an attached stack's daemon refused, being
     /// failed (reused).
     refused: Vec<u32>,
+    /// Readiness registrations (`ready`).
+    registry: ready::Registry,
 }
 
 impl<N: Nic> Stack<N> {
@@ -229,6 +232,7 @@ impl<N: Nic> Stack<N> {
             stats: StackStats::default(),
             ni: None,
             refused: Vec::new(),
+            registry: ready::Registry::default(),
         }
     }
 

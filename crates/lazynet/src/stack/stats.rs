@@ -188,6 +188,27 @@ impl std::fmt::Display for SocketError {
 
 impl std::error::Error for SocketError {}
 
+/// The `std::io` kind a POSIX program would see (`EAGAIN`, `ECONNRESET`,
+/// `EADDRNOTAVAIL` for a full ephemeral range, `EBADF` as invalid input).
+impl From<SocketError> for std::io::Error {
+    fn from(e: SocketError) -> Self {
+        use std::io::ErrorKind as K;
+        let kind = match e {
+            SocketError::WouldBlock | SocketError::NoBuffers => K::WouldBlock,
+            SocketError::TimedOut => K::TimedOut,
+            SocketError::AddrInUse => K::AddrInUse,
+            SocketError::AddrNotAvailable | SocketError::NoPorts => K::AddrNotAvailable,
+            SocketError::BadHandle | SocketError::TooBig => K::InvalidInput,
+            SocketError::NotConnected => K::NotConnected,
+            SocketError::NoRoute => K::HostUnreachable,
+            SocketError::Dropped => K::Other,
+            SocketError::ConnectionRefused => K::ConnectionRefused,
+            SocketError::ConnectionReset => K::ConnectionReset,
+        };
+        std::io::Error::new(kind, e)
+    }
+}
+
 /// Counters of a [`Stack`](crate::stack::Stack), readable through [`Stack::stats`](crate::stack::Stack::stats).
 #[derive(Clone, Debug, Default)]
 pub struct StackStats {

@@ -239,6 +239,7 @@ impl<N: Nic> Stack<N> {
     /// The body of `UdpSock::close`.
     pub(crate) fn udp_close(&mut self, h: UdpHandle) -> Result<(), SocketError> {
         let s = self.sock(h)?;
+        self.registry.forget(super::ready::SocketId::Udp(h));
         let mut left = Vec::new();
         let _ = self
             .demux

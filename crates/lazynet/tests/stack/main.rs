@@ -4,6 +4,8 @@
 mod bad_input;
 mod netsim;
 mod ni_lrp;
+mod ready;
+mod server;
 mod tcp;
 mod tcp_bad_input;
 mod tcp_burst;

@@ -810,6 +810,11 @@ impl<C: CongestionControl> Connection<C> {
     pub fn ooo_intervals(&self) -> &[(SeqNumber, SeqNumber)] {
         self.ooo.as_slice()
     }
+    /// The peer's FIN arrived (in order): no more text will come.
+    pub fn fin_received(&self) -> bool {
+        self.fin_rcvd
+    }
+
     /// The peer sent FIN and everything before it was read: end of stream.
     pub fn recv_finished(&self) -> bool {
         self.fin_rcvd && self.rx.is_empty()

@@ -183,6 +183,8 @@ impl<N: Nic> Stack<N> {
         let Some(mut s) = self.tcp.listeners[h.idx as usize].take() else {
             return Err(SocketError::BadHandle);
         };
+        self.registry
+            .forget(crate::stack::ready::SocketId::Listener(h));
         let mut left = Vec::new();
         let _ = self
             .demux
@@ -255,7 +257,7 @@ impl<N: Nic> Stack<N> {
         let queued = self.demux.queued(chan);
         if queued > 0 {
             self.conn_input(h.idx, now, queued.min(MAX_BATCH));
-            self.conn_after(h.idx, now, false);
+            self.conn_after(h.idx, now, true);
         }
         Ok(())
     }

@@ -97,6 +97,7 @@ impl<N: Nic> Stack<N> {
             }
             if k > 0 {
                 self.tcp.stats.segments_in += k as u64;
+                self.note_conn_event(idx);
                 if self.tcp.conns[idx as usize]
                     .as_ref()
                     .is_some_and(|s| s.conn.wants_output(now))

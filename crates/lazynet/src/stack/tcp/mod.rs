@@ -416,6 +416,10 @@ impl<N: Nic> Stack<N> {
         let Some(slot) = self.tcp.conns.get_mut(idx as usize).and_then(|s| s.take()) else {
             return;
         };
+        self.registry.forget(super::ready::SocketId::Tcp(TcpHandle {
+            idx,
+            gen: slot.gen,
+        }));
         let c = slot.conn.counters();
         self.tcp.stats.fin_timeouts += c.fin_timeouts;
         self.tcp.stats.data_after_close += c.data_after_close;

@@ -59,7 +59,21 @@ impl<N: Nic> Stack<N> {
             (a, b) => a.or(b),
         };
         Tcp::arm(&mut self.tcp.timers, &mut s.armed, t, idx, s.gen);
-        if event && !s.detached && !s.in_events {
+        if event {
+            self.note_conn_event(idx);
+        }
+    }
+
+    /// Notes that something happened to connection `idx` (input processed,
+    /// a timer): [`Stack::tcp_take_events`] names it next, once. Also after
+    /// input an application call processed itself (LRP §3.4): an ACK in it
+    /// may have freed send room the application waits for.
+    #[inline]
+    pub(in crate::stack) fn note_conn_event(&mut self, idx: u32) {
+        let Some(Some(s)) = self.tcp.conns.get_mut(idx as usize) else {
+            return;
+        };
+        if !s.detached && !s.in_events {
             s.in_events = true;
             self.tcp
                 .events
