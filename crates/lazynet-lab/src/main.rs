@@ -15,6 +15,7 @@
 //! [`sys`].
 #![deny(unsafe_code)]
 
+mod async_bench;
 mod exp;
 mod httpload;
 mod instructions;
@@ -305,6 +306,32 @@ enum ReportCmd {
 
 #[derive(Subcommand)]
 enum BenchCmd {
+    /// The async sockets (lazynet-tokio): hyper keep-alive requests/s on
+    /// them over the wire beside hyper on tokio over Linux loopback, and a
+    /// TCP echo's round trip on them beside the native socket API's.
+    Async {
+        /// Seconds per hyper measure (after a 300 ms warm-up).
+        #[arg(long, default_value_t = 2.0)]
+        seconds: f64,
+        /// hyper runs (the two series alternating; medians judged).
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        /// hyper client connections.
+        #[arg(long, default_value_t = 8)]
+        conns: usize,
+        /// Echo message bytes.
+        #[arg(long, default_value_t = 64)]
+        size: usize,
+        /// Echo rounds (the four series each, in rotating order).
+        #[arg(long, default_value_t = 15)]
+        echo_rounds: usize,
+        /// Seconds per echo measure (after a 300 ms warm-up).
+        #[arg(long, default_value_t = 0.5)]
+        echo_seconds: f64,
+        /// Directory for async.csv, async.txt and async.png.
+        #[arg(long, default_value = "results/async")]
+        out: PathBuf,
+    },
     /// Wake-up latency of a sleeping receiver: a lazynet host sleeping on
     /// the in-memory wire, the same host polling, a Linux thread blocked on
     /// a UDP socket over loopback, and a bare futex wake.
@@ -680,6 +707,18 @@ fn main() -> anyhow::Result<()> {
                 .collect::<anyhow::Result<Vec<(u64, u32)>>>()?;
             lrp_share::bench(seconds, runs, &pts, &out)
         }
+        Cmd::Bench {
+            what:
+                BenchCmd::Async {
+                    seconds,
+                    runs,
+                    conns,
+                    size,
+                    echo_rounds,
+                    echo_seconds,
+                    out,
+                },
+        } => async_bench::bench(seconds, runs, conns, size, echo_rounds, echo_seconds, &out),
         Cmd::Bench {
             what:
                 BenchCmd::UdpEcho {

@@ -95,8 +95,8 @@ impl<N: Nic> Inner<N> {
     }
 
     /// One driver turn: receive, TCP service, the ready set and the wakes
-    /// it calls for. Returns whether anything happened.
-    pub(crate) fn turn(&mut self, budget: usize) -> bool {
+    /// it calls for. Returns whether anything happened, and the time.
+    pub(crate) fn turn(&mut self, budget: usize) -> (bool, u64) {
         let now = self.stack.now();
         let rx = self.stack.poll(now).received;
         let work = self.stack.tcp_service(now, budget);
@@ -125,7 +125,7 @@ impl<N: Nic> Inner<N> {
         for w in self.udp_blocked.drain(..) {
             w.wake();
         }
-        rx != 0 || work != 0 || n != 0 || blocked
+        (rx != 0 || work != 0 || n != 0 || blocked, now)
     }
 
     pub(crate) fn sleep_begin(&mut self) -> Sleep {
@@ -141,18 +141,12 @@ impl<N: Nic> Inner<N> {
         self.stack.sleep_end();
     }
 
-    /// After a call that may have armed an earlier timer: wakes a
-    /// sleeping driver whose deadline is later.
-    fn kick_if_earlier(&mut self) {
-        let Some(until) = self.sleeping else { return };
-        let next = self.stack.next_deadline();
-        let earlier = match (next, until) {
-            (Some(n), Some(u)) => n < u,
-            (Some(_), None) => true,
-            (None, _) => false,
-        };
-        if earlier {
-            self.sleeping = None;
+    /// After a task's call into the stack: a sleeping driver is woken for
+    /// a turn (the call may have queued output, armed an earlier timer, or
+    /// processed input — an ACK in it frees room a writer on another task
+    /// waits for — which only a turn's ready set reports).
+    fn touch(&mut self) {
+        if self.sleeping.take().is_some() {
             self.kick.notify_one();
         }
     }
@@ -177,6 +171,8 @@ impl<N: Nic> Inner<N> {
             read: None,
             write: None,
         };
+        // The registration is reported by the next turn's ready set.
+        self.touch();
         Ok(Sock(i))
     }
 
@@ -243,12 +239,13 @@ impl<N: Nic> Core for Inner<N> {
         if s.is_err() {
             let _ = self.stack.tcp_mut(h).abort(now);
         }
-        self.kick_if_earlier();
+        self.touch();
         s
     }
 
     fn poll_connected(&mut self, s: Sock, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let h = self.tcp(s)?;
+        self.touch();
         let now = self.stack.now();
         if let Some(e) = self.stack.tcp(h).error()? {
             return Poll::Ready(Err(e.into()));
@@ -265,6 +262,7 @@ impl<N: Nic> Core for Inner<N> {
 
     fn poll_accept(&mut self, s: Sock, cx: &mut Context<'_>) -> Poll<io::Result<Sock>> {
         let l = self.listener(s)?;
+        self.touch();
         let now = self.stack.now();
         match self.stack.listener_mut(l).accept(now) {
             Ok(h) => Poll::Ready(match self.add(SocketId::Tcp(h), Interest::BOTH) {
@@ -291,8 +289,7 @@ impl<N: Nic> Core for Inner<N> {
         let h = self.tcp(s)?;
         let now = self.stack.now();
         let r = self.stack.tcp_mut(h).recv(buf, now);
-        // A read may send a window update and arm a timer.
-        self.kick_if_earlier();
+        self.touch();
         match r {
             Ok(n) => Poll::Ready(Ok(n)),
             Err(SocketError::WouldBlock) => {
@@ -312,7 +309,7 @@ impl<N: Nic> Core for Inner<N> {
         let h = self.tcp(s)?;
         let now = self.stack.now();
         let r = self.stack.tcp_mut(h).send(data, now);
-        self.kick_if_earlier();
+        self.touch();
         match r {
             Ok(n) => Poll::Ready(Ok(n)),
             Err(SocketError::WouldBlock) => {
@@ -327,7 +324,7 @@ impl<N: Nic> Core for Inner<N> {
         let h = self.tcp(s)?;
         let now = self.stack.now();
         let r = self.stack.tcp_mut(h).shutdown(now);
-        self.kick_if_earlier();
+        self.touch();
         Ok(r?)
     }
 
@@ -357,10 +354,8 @@ impl<N: Nic> Core for Inner<N> {
         let r = self.stack.udp_mut(h).send_to(data, dst, now);
         // The datagram waits in the NIC's transmit batch, which the
         // driver's next turn hands over (a batch per turn, not a doorbell
-        // per datagram): wake a sleeping driver.
-        if self.sleeping.take().is_some() {
-            self.kick.notify_one();
-        }
+        // per datagram).
+        self.touch();
         match r {
             Ok(n) => Poll::Ready(Ok(n)),
             Err(SocketError::NoBuffers) => {
@@ -425,6 +420,6 @@ impl<N: Nic> Core for Inner<N> {
             slot.socket = None;
         }
         self.free.push(s.0);
-        self.kick_if_earlier();
+        self.touch();
     }
 }

@@ -79,9 +79,12 @@ use crate::core::{Core, Inner};
 #[derive(Clone, Copy, Debug)]
 pub struct DriverConfig {
     /// Keep turning for this long after the last work before sleeping on
-    /// the stack's descriptor (ns; 0: sleep at once). Spinning trades CPU
-    /// for the wake-up's latency, as a busy-polling socket option does.
-    pub spin_ns: u64,
+    /// the stack's descriptor (ns; 0: sleep at once; `None`: as long as
+    /// the NIC's own wait would, [`Nic::idle_spin_ns`]: the cost of a
+    /// wake-up on the in-memory wire, nothing on TAP or AF_XDP). Spinning
+    /// trades CPU for the wake-up's latency, as a busy-polling socket
+    /// option does.
+    pub spin_ns: Option<u64>,
     /// TCP work units ([`Stack::tcp_service`]) per turn.
     pub service_budget: usize,
     /// Ready sockets taken per turn (the rest wait for the next).
@@ -91,7 +94,7 @@ pub struct DriverConfig {
 impl Default for DriverConfig {
     fn default() -> Self {
         DriverConfig {
-            spin_ns: 0,
+            spin_ns: None,
             service_budget: 1024,
             events_per_turn: 1024,
         }
@@ -117,6 +120,7 @@ pub struct Driver<N: Nic> {
     inner: Rc<RefCell<Inner<N>>>,
     fd: AsyncFd<OwnedFd>,
     cfg: DriverConfig,
+    spin_ns: u64,
 }
 
 impl<N: Nic> std::fmt::Debug for Driver<N> {
@@ -150,9 +154,18 @@ pub fn with_config<N: Nic + 'static>(
         })?
         .try_clone_to_owned()?;
     let fd = sys::register(fd)?;
+    let spin_ns = cfg.spin_ns.unwrap_or_else(|| stack.nic().idle_spin_ns());
     let inner = Rc::new(RefCell::new(Inner::new(stack, cfg.events_per_turn)));
     let core: Rc<RefCell<dyn Core>> = inner.clone();
-    Ok((Net { core }, Driver { inner, fd, cfg }))
+    Ok((
+        Net { core },
+        Driver {
+            inner,
+            fd,
+            cfg,
+            spin_ns,
+        },
+    ))
 }
 
 impl<N: Nic> Driver<N> {
@@ -161,18 +174,14 @@ impl<N: Nic> Driver<N> {
     pub async fn run(&self) -> io::Result<()> {
         let mut idle_since: Option<u64> = None;
         loop {
-            let (worked, now) = {
-                let mut g = self.inner.borrow_mut();
-                let worked = g.turn(self.cfg.service_budget);
-                (worked, g.stack.now())
-            };
+            let (worked, now) = self.inner.borrow_mut().turn(self.cfg.service_budget);
             if worked {
                 idle_since = None;
                 YieldNow(false).await;
                 continue;
             }
             let since = *idle_since.get_or_insert(now);
-            if now.saturating_sub(since) < self.cfg.spin_ns {
+            if now.saturating_sub(since) < self.spin_ns {
                 YieldNow(false).await;
                 continue;
             }

@@ -32,6 +32,15 @@ where
     F: FnOnce(Net, Net) -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
+    with_pair_cfg(secs, lazynet_tokio::DriverConfig::default(), f)
+}
+
+/// [`with_pair`] with drivers configured by `cfg`.
+fn with_pair_cfg<F, Fut>(secs: u64, cfg: lazynet_tokio::DriverConfig, f: F)
+where
+    F: FnOnce(Net, Net) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -43,8 +52,8 @@ where
             ..WireConfig::default()
         })
         .unwrap();
-        let (na, da) = lazynet_tokio::new(stack(a, A, 1)).unwrap();
-        let (nb, db) = lazynet_tokio::new(stack(b, B, 2)).unwrap();
+        let (na, da) = lazynet_tokio::with_config(stack(a, A, 1), cfg).unwrap();
+        let (nb, db) = lazynet_tokio::with_config(stack(b, B, 2), cfg).unwrap();
         let run =
             |d: Driver<WireEnd>| tokio::task::spawn_local(async move { d.run().await.unwrap() });
         let (ta, tb) = (run(da), run(db));
@@ -125,6 +134,28 @@ mod tcp {
             let l = TcpListener::bind(&nb, addr(Ipv4Addr::UNSPECIFIED, 7)).unwrap();
             let server = tokio::task::spawn_local(echo_server(l, 1));
             echo_client(&na, 1 << 20, 0).await;
+            server.await.unwrap();
+        });
+    }
+
+    /// Drivers that sleep as soon as they are idle: the reading half's
+    /// reads process the ACKs the writing half (another task) waits for,
+    /// and only a turn of the sleeping driver reports them.
+    #[test]
+    fn echo_with_drivers_that_sleep_at_once() {
+        let cfg = lazynet_tokio::DriverConfig {
+            spin_ns: Some(0),
+            ..lazynet_tokio::DriverConfig::default()
+        };
+        with_pair_cfg(30, cfg, |na, nb| async move {
+            let l = TcpListener::bind(&nb, addr(Ipv4Addr::UNSPECIFIED, 7)).unwrap();
+            let server = tokio::task::spawn_local(echo_server(l, 2));
+            let c = tokio::task::spawn_local({
+                let na = na.clone();
+                async move { echo_client(&na, 1 << 20, 1).await }
+            });
+            echo_client(&na, 1 << 20, 2).await;
+            c.await.unwrap();
             server.await.unwrap();
         });
     }

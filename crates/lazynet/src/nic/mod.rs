@@ -175,6 +175,15 @@ pub trait Nic {
     /// the descriptor readable).
     fn wait_end(&mut self) {}
 
+    /// How long a caller that sleeps on [`Nic::wait_fd`] should keep
+    /// polling first, as [`Nic::wait`] itself does: where the wake-up costs
+    /// more than a peer's answer takes (the in-memory wire's doorbell),
+    /// spinning for that cost first is the 2-competitive choice. 0 where
+    /// `wait` sleeps at once.
+    fn idle_spin_ns(&self) -> u64 {
+        0
+    }
+
     /// For drivers that sleep in `poll(2)` on a device rather than on a
     /// doorbell: an eventfd that [`Nic::wait`] polls beside the device, so
     /// that another thread can end the wait ([`crate::sys::EventFd::signal`]).
@@ -307,6 +316,9 @@ impl<T: Nic + ?Sized> Nic for Box<T> {
     }
     fn wait_end(&mut self) {
         (**self).wait_end()
+    }
+    fn idle_spin_ns(&self) -> u64 {
+        (**self).idle_spin_ns()
     }
     fn remote_waker(&self) -> Option<std::sync::Arc<crate::sys::EventFd>> {
         (**self).remote_waker()

@@ -419,6 +419,10 @@ impl<N: Nic, W: Write> Nic for PcapNic<N, W> {
         self.inner.wait_end()
     }
 
+    fn idle_spin_ns(&self) -> u64 {
+        self.inner.idle_spin_ns()
+    }
+
     fn remote_waker(&self) -> Option<std::sync::Arc<crate::sys::EventFd>> {
         self.inner.remote_waker()
     }

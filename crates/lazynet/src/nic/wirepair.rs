@@ -786,6 +786,10 @@ impl Nic for WireEnd {
         self.wake_fd.as_deref().map(crate::sys::EventFd::fd)
     }
 
+    fn idle_spin_ns(&self) -> u64 {
+        SPIN_BEFORE_SLEEP_NS
+    }
+
     fn wait_begin(&mut self) -> bool {
         if self.wake_fd.is_none() || self.pending.is_some() {
             return self.pending.is_none();
