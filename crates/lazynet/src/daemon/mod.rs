@@ -643,7 +643,7 @@ impl<N: Nic> Daemon<N> {
             }
         }
         work += self.receive();
-        work += self.stack.poll_queued(now);
+        work += self.stack.daemon_port().after_batch(now);
         work += self.reassembled();
         if self.cfg.placement == Placement::Offload {
             work += self.offload.step(&mut self.stack, &mut self.ports, now);
@@ -1056,7 +1056,7 @@ impl<N: Nic> Daemon<N> {
             if let Some((b, c)) = a.bound[s].take() {
                 self.unbind(k, b, c);
                 if let Binding::Conn(l, r) = b {
-                    self.stack.tcp_probe_dead(l, r, now);
+                    self.stack.daemon_port().probe_dead(l, r, now);
                 }
             }
         }
@@ -1068,7 +1068,7 @@ impl<N: Nic> Daemon<N> {
     /// Removes one binding from the classifier and the port tables.
     fn unbind(&mut self, k: usize, b: Binding, c: ChannelId) {
         let mut left = Vec::new();
-        let d = self.stack.demux_mut();
+        let d = self.stack.daemon_port().classifier();
         let _ = match b {
             Binding::Udp(a, p) => d.unbind_udp(a, p, &mut left),
             Binding::Listen(a, p) => d.unbind_tcp_listen(a, p, &mut left),
@@ -1092,7 +1092,7 @@ impl<N: Nic> Daemon<N> {
     /// queued there) are the stack's to free: give them back through it.
     fn release_queued(&mut self, left: &[Desc]) {
         for &d in left {
-            self.stack.release_queued(d);
+            self.stack.daemon_port().release(d);
         }
     }
 
@@ -1172,7 +1172,7 @@ impl<N: Nic> Daemon<N> {
         let (ch, notify) = match binding {
             Binding::Udp(addr, p) => {
                 self.ports.claim(false, p, me)?;
-                let d = self.stack.demux_mut();
+                let d = self.stack.daemon_port().classifier();
                 let Ok(ch) = d.bind_udp(addr, p, DAEMON_CHAN_CAP) else {
                     self.ports.release(false, p, me);
                     return Err(Refusal::InUse);
@@ -1184,10 +1184,11 @@ impl<N: Nic> Daemon<N> {
             }
             Binding::Listen(addr, p) => {
                 self.ports.claim(true, p, me)?;
-                let Ok(ch) = self
-                    .stack
-                    .demux_mut()
-                    .bind_tcp_listen(addr, p, DAEMON_CHAN_CAP)
+                let Ok(ch) =
+                    self.stack
+                        .daemon_port()
+                        .classifier()
+                        .bind_tcp_listen(addr, p, DAEMON_CHAN_CAP)
                 else {
                     self.ports.release(true, p, me);
                     return Err(Refusal::InUse);
@@ -1202,7 +1203,8 @@ impl<N: Nic> Daemon<N> {
                 // repeats its own) is refused, and the refusal answered.
                 let ch = self
                     .stack
-                    .demux_mut()
+                    .daemon_port()
+                    .classifier()
                     .bind_tcp_conn(l, r, DAEMON_CHAN_CAP)
                     .map_err(|_| Refusal::InUse)?;
                 (ch, true)
@@ -1231,19 +1233,26 @@ impl<N: Nic> Daemon<N> {
     /// any other frame. Bounded by the channels' capacities.
     fn reassembled(&mut self) -> usize {
         self.ready_ids.clear();
-        self.stack.demux_mut().take_ready(&mut self.ready_ids);
+        self.stack
+            .daemon_port()
+            .classifier()
+            .take_ready(&mut self.ready_ids);
         let mut work = 0;
         for i in 0..self.ready_ids.len() {
             let c = ChannelId(self.ready_ids[i]);
             let Some(Some(o)) = self.chans.get(c.0 as usize).copied() else {
                 // The daemon's own sockets (offload): TCP's service finds
                 // the channel on the ready list.
-                self.stack.demux_mut().mark_ready(c);
+                self.stack.daemon_port().classifier().mark_ready(c);
                 continue;
             };
             let mac = self.stack.mac();
             for _ in 0..DAEMON_CHAN_CAP {
-                let Some((n, src, dst)) = self.stack.pop_reassembled(c, &mut self.scratch) else {
+                let Some((n, src, dst)) = self
+                    .stack
+                    .daemon_port()
+                    .pop_reassembled(c, &mut self.scratch)
+                else {
                     break;
                 };
                 work += 1;
@@ -1308,7 +1317,13 @@ impl<N: Nic> Daemon<N> {
                     }
                 }
             }
-            if self.stack.demux_mut().deliver_classified(d, v).is_err() {
+            if self
+                .stack
+                .daemon_port()
+                .classifier()
+                .deliver_classified(d, v)
+                .is_err()
+            {
                 self.rel.push(d);
             }
         }

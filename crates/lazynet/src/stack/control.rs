@@ -16,7 +16,6 @@
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 
-use super::tcp::Owner;
 use super::{Stack, StackDrop, REASM_TAG};
 use crate::mem::Desc;
 use crate::nic::Nic;
@@ -126,12 +125,6 @@ impl<N: Nic> Stack<N> {
         let Some(q) = quoted else {
             return self.rx_fail(d, StackDrop::IcmpNoConnection);
         };
-        let chan = self.demux.lookup_tcp_conn(q.local, q.remote);
-        let Some(Owner::Conn(idx)) = chan.map(|c| self.tcp.owner_of(c.0)) else {
-            return self.rx_fail(d, StackDrop::IcmpNoConnection);
-        };
-        self.iface.release(d);
-        self.stats.icmp_frag_needed += 1;
         // RFC 1191 §5: a router that does not say guesses from the quoted
         // packet's length, the next plateau below it (§7).
         let mtu = if mtu == 0 {
@@ -139,13 +132,11 @@ impl<N: Nic> Stack<N> {
         } else {
             mtu
         };
-        let taken = match self.tcp.conns.get_mut(idx as usize) {
-            Some(Some(s)) => s.conn.path_mtu_reduced(mtu, q.seq, now),
-            _ => false,
-        };
-        if taken {
-            self.conn_after(idx, now, false);
+        if !self.tcp_path_mtu(q.local, q.remote, mtu, q.seq, now) {
+            return self.rx_fail(d, StackDrop::IcmpNoConnection);
         }
+        self.iface.release(d);
+        self.stats.icmp_frag_needed += 1;
     }
 
     /// ARP, ICMP and UDP to unbound ports (LRP §3.5: work no socket owns).

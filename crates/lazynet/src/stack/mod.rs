@@ -71,6 +71,7 @@ pub(crate) use control::frag_needed_quote;
 pub mod handback;
 mod iface;
 mod ni;
+mod port;
 pub mod ready;
 mod remote;
 mod stats;
@@ -211,7 +212,7 @@ impl<N: Nic> Stack<N> {
                 release: Vec::with_capacity(MAX_BATCH),
                 spare: None,
                 warm_spare,
-                batch: tcp::TxBatch::new(),
+                batch: iface::TxBatch::new(),
                 handback: handback::Handback::new(handback_mode, settle_bytes),
                 stats: IfaceStats::default(),
             },
@@ -301,7 +302,7 @@ impl<N: Nic> Stack<N> {
         }
         s.arp = self.iface.arp.counters();
         s.reasm = self.reasm.counters();
-        s.tcp = self.tcp.stats.clone();
+        s.tcp = self.tcp.sh.stats.clone();
         s.handback_switches = self.iface.handback.switches();
         self.ni_merge(&mut s);
         s
@@ -454,7 +455,7 @@ impl<N: Nic> Stack<N> {
 
     /// The daemon's step after it received and classified a batch itself:
     /// control, fragments and timers, then releases and the NIC's flush.
-    pub(crate) fn poll_queued(&mut self, now: u64) -> usize {
+    pub(in crate::stack) fn poll_queued(&mut self, now: u64) -> usize {
         let n = self.serve_control(now);
         self.iface.flush_release();
         self.iface.nic.flush();
@@ -463,7 +464,7 @@ impl<N: Nic> Stack<N> {
 
     /// Frees one entry the daemon took off a channel of this stack's
     /// classifier (counted as the socket's close).
-    pub(crate) fn release_queued(&mut self, d: Desc) {
+    pub(in crate::stack) fn release_queued(&mut self, d: Desc) {
         self.drop_queued(d);
         self.iface.flush_release();
     }
@@ -473,7 +474,7 @@ impl<N: Nic> Stack<N> {
     /// copies the whole UDP datagram into `out`. Returns its length (0 if
     /// it did not fit `out`: dropped) and addresses; `None` when the
     /// channel is empty. Anything else queued there is released.
-    pub(crate) fn pop_reassembled(
+    pub(in crate::stack) fn pop_reassembled(
         &mut self,
         c: crate::demux::ChannelId,
         out: &mut [u8],
@@ -501,12 +502,6 @@ impl<N: Nic> Stack<N> {
             }
         }
         None
-    }
-
-    /// The classifier, for the daemon that binds other processes' sockets
-    /// in it.
-    pub(crate) fn demux_mut(&mut self) -> &mut Classifier {
-        &mut self.demux
     }
 
     /// `eager` and `early-demux`: demultiplexes `d` and, for a UDP socket,

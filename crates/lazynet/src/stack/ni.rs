@@ -277,19 +277,43 @@ pub(super) struct NiHost {
 }
 
 /// Where the NI is: a thread of this process, or a daemon this process is
-/// attached to ([`super::remote`]).
+/// attached to ([`RemoteNi`]).
 pub(super) enum NiTo {
     Thread {
         cmds: Sender<Cmd>,
         shared: Arc<Shared>,
     },
-    Daemon(Box<super::remote::DaemonLink>),
+    Daemon(Box<dyn RemoteNi>),
+}
+
+/// An NI in another process (the daemon an attached stack talks to,
+/// `remote`): what the host's side of `ni-lrp` asks of it. A trait, so
+/// that this module does not name the attached placement's types (and
+/// the two do not import each other).
+pub(super) trait RemoteNi: Send {
+    /// Commands sent so far (their sequence numbers run up to this).
+    fn sent(&self) -> u64;
+    /// The sequence number of the last command the daemon applied.
+    fn applied(&self) -> u64;
+    /// Binds host channel `chan` there; its inbound link, or the refusal.
+    fn bind(&mut self, chan: ChannelId, kind: &BindKind)
+        -> Result<Link, crate::stack::SocketError>;
+    /// Mirrors an unbind.
+    fn unbind(&mut self, kind: &BindKind);
+    /// The slot of the shared area channel `c`'s ring is in.
+    fn slot_of(&mut self, c: ChannelId) -> Option<u32>;
+    /// Gives slot `s` back (its ring drained and detached).
+    fn free_slot(&mut self, s: u32);
+    /// Moves the channels whose bind was refused to `out`.
+    fn take_refused(&mut self, out: &mut Vec<u32>);
+    /// The NI's published counters.
+    fn snapshot(&self) -> NiStats;
 }
 
 impl NiHost {
-    pub(super) fn remote(link: super::remote::DaemonLink) -> NiHost {
+    pub(super) fn remote(link: Box<dyn RemoteNi>) -> NiHost {
         NiHost {
-            to: NiTo::Daemon(Box::new(link)),
+            to: NiTo::Daemon(link),
             sent: 0,
             retired: Vec::new(),
             detached: Vec::new(),
@@ -350,7 +374,7 @@ impl<N: Nic> Stack<N> {
         chan: ChannelId,
         cap: usize,
         kind: BindKind,
-    ) -> Result<(), crate::socket::SocketError> {
+    ) -> Result<(), crate::stack::SocketError> {
         let Some(ni) = self.ni.as_deref_mut() else {
             return Ok(());
         };

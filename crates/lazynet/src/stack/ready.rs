@@ -23,7 +23,7 @@
 
 use super::{ListenHandle, Stack, TcpEvent, TcpHandle, UdpHandle};
 use crate::nic::Nic;
-use crate::socket::SocketError;
+use crate::stack::SocketError;
 
 /// A socket of a stack, whatever its kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

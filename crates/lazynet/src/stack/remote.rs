@@ -33,14 +33,14 @@ use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::ni::{BindKind, NiHost, NiStats};
+use super::ni::{BindKind, NiHost, NiStats, RemoteNi};
 use super::{ReceiveMode, Stack, StackConfig};
 use crate::ctl::{self, Msg, Welcome};
 use crate::demux::{ChannelId, DemuxStats, DropReason, Link, CONTROL, FRAGMENT};
 use crate::mem::area::{AppCounter, Cmd, Op, Refusal, Reply};
 use crate::mem::{AppArea, BufArea, Consumer, Desc, Doorbell, Producer};
 use crate::nic::Nic;
-use crate::socket::SocketError;
+use crate::stack::SocketError;
 use crate::sys::EventFd;
 
 /// How long a command waits for room on the `cmd` ring or for its reply
@@ -227,11 +227,11 @@ pub(super) struct DaemonLink {
 }
 
 impl DaemonLink {
-    pub(super) fn sent(&self) -> u64 {
+    fn sent(&self) -> u64 {
         self.sent
     }
 
-    pub(super) fn applied(&self) -> u64 {
+    fn applied(&self) -> u64 {
         self.area.published().applied()
     }
 
@@ -297,7 +297,7 @@ impl DaemonLink {
 
     /// Moves the channels whose connection bind the daemon refused to
     /// `out` (replies waiting on the ring included; bounded by it).
-    pub(super) fn take_refused(&mut self, out: &mut Vec<u32>) {
+    fn take_refused(&mut self, out: &mut Vec<u32>) {
         for _ in 0..self.reply.capacity() {
             let Some(r) = self.reply.pop_one() else { break };
             self.note_refusal(r);
@@ -305,7 +305,7 @@ impl DaemonLink {
         out.append(&mut self.refused);
     }
 
-    pub(super) fn bind(&mut self, chan: ChannelId, kind: &BindKind) -> Result<Link, SocketError> {
+    fn bind(&mut self, chan: ChannelId, kind: &BindKind) -> Result<Link, SocketError> {
         let slot = self.free_slots.pop().ok_or(SocketError::NoBuffers)?;
         let r = self.bind_slot(chan, slot, kind);
         match &r {
@@ -346,22 +346,22 @@ impl DaemonLink {
         Ok(Link::Inbound { ring, flag })
     }
 
-    pub(super) fn unbind(&mut self, kind: &BindKind) {
+    fn unbind(&mut self, kind: &BindKind) {
         // A daemon that is gone no longer delivers anything: nothing to
         // retire against, and the slot's ring is drained locally anyway.
         let _ = self.push(cmd_for(kind, true));
     }
 
     /// The slot of channel `c`, forgotten (it is being retired).
-    pub(super) fn slot_of(&mut self, c: ChannelId) -> Option<u32> {
+    fn slot_of(&mut self, c: ChannelId) -> Option<u32> {
         self.slots.remove(&c.0).map(|(s, _)| s)
     }
 
-    pub(super) fn free_slot(&mut self, s: u32) {
+    fn free_slot(&mut self, s: u32) {
         self.free_slots.push(s);
     }
 
-    pub(super) fn snapshot(&self) -> NiStats {
+    fn snapshot(&self) -> NiStats {
         let p = self.area.published();
         let c = |x| p.counter(x);
         let delivered = c(AppCounter::Delivered);
@@ -383,6 +383,34 @@ impl DaemonLink {
             commands_applied: p.applied(),
             command_errors: c(AppCounter::CmdRefused),
         }
+    }
+}
+
+/// The daemon as the host side of `ni-lrp` sees it (the calls above).
+impl RemoteNi for DaemonLink {
+    fn sent(&self) -> u64 {
+        DaemonLink::sent(self)
+    }
+    fn applied(&self) -> u64 {
+        DaemonLink::applied(self)
+    }
+    fn bind(&mut self, chan: ChannelId, kind: &BindKind) -> Result<Link, SocketError> {
+        DaemonLink::bind(self, chan, kind)
+    }
+    fn unbind(&mut self, kind: &BindKind) {
+        DaemonLink::unbind(self, kind)
+    }
+    fn slot_of(&mut self, c: ChannelId) -> Option<u32> {
+        DaemonLink::slot_of(self, c)
+    }
+    fn free_slot(&mut self, s: u32) {
+        DaemonLink::free_slot(self, s)
+    }
+    fn take_refused(&mut self, out: &mut Vec<u32>) {
+        DaemonLink::take_refused(self, out)
+    }
+    fn snapshot(&self) -> NiStats {
+        DaemonLink::snapshot(self)
     }
 }
 
@@ -523,7 +551,7 @@ impl<N: Nic> Stack<N> {
         stack
             .demux
             .set_ready_inbound(Consumer::attach(&region, l.ready)?);
-        stack.ni = Some(Box::new(NiHost::remote(link)));
+        stack.ni = Some(Box::new(NiHost::remote(Box::new(link))));
         Ok(stack)
     }
 }

@@ -1093,7 +1093,7 @@ fn client_server(
 ) -> (Stack<WireEnd>, Stack<WireEnd>, crate::stack::ListenHandle) {
     let (mut sa, mut sb) = stacks();
     if let Some(p) = port {
-        sa.tcp.ports = crate::proto::tcp::EphemeralPorts::new(p, p, 4);
+        sa.tcp.sh.ports = crate::proto::tcp::EphemeralPorts::new(p, p, 4);
     }
     let l = sb
         .tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), None, None)
@@ -1282,14 +1282,14 @@ fn a_reopened_time_wait_gets_an_iss_above_the_old_connection() {
         2_000 * MS,
     );
     assert_eq!(got, N);
-    assert_eq!(sb.tcp.tw.len(), 1);
+    assert_eq!(sb.tcp.sh.tw.len(), 1);
     // The old connection's last sequence number: its FIN.
     let old_fin = iss1 + (N as u32 + 1);
     let ticks = (now - MS) / 4_000;
     assert!(ticks < N as u64, "the ISN clock moved {ticks}: no test");
     let (_, s2) = tcp_open(&mut sa, &mut sb, l, &mut now);
     let iss2 = iss(&sb, s2);
-    assert_eq!(sb.tcp.tw.len(), 0, "the entry was reopened");
+    assert_eq!(sb.tcp.sh.tw.len(), 0, "the entry was reopened");
     assert!(
         iss2.diff(old_fin) > 0,
         "new ISS {iss2:?} not above the old FIN {old_fin:?}"
@@ -1329,7 +1329,7 @@ fn a_reused_port_gets_through_the_servers_time_wait_at_once() {
             "round {round}: {:?}",
             sa.tcp_states()
         );
-        assert_eq!(sb.tcp.tw.len(), 1, "round {round}");
+        assert_eq!(sb.tcp.sh.tw.len(), 1, "round {round}");
         now += 50 * MS;
     }
 }

@@ -12,7 +12,8 @@
 
 use std::net::SocketAddrV4;
 
-use super::{listener_stalled, ListenHandle, ListenSlot, Owner, TcpHandle};
+use super::service::After;
+use super::{listener_stalled, ConnSlot, Cx, ListenHandle, ListenSlot, Owner, TcpHandle};
 use crate::nic::Nic;
 use crate::proto::tcp::{Config, ConnError, Connection, ListenConfig, Listener, State, TwKey};
 use crate::stack::{SocketError, Stack, StackDrop, MAX_BATCH};
@@ -27,10 +28,39 @@ fn conn_error(e: ConnError) -> SocketError {
     }
 }
 
+impl<N: Nic> Cx<'_, N> {
+    /// Processes slot `s`'s queued segments (bounded by what is queued at
+    /// entry and [`MAX_BATCH`]) in the caller's context; the slot has a
+    /// live handle (the caller's), so it stays.
+    #[cfg_attr(lazynet_pin, inline(always))]
+    pub(in crate::stack) fn catch_up(&mut self, s: &mut ConnSlot, idx: u32, now: u64) {
+        let queued = self.demux.queued(s.chan);
+        if queued > 0 {
+            self.conn_input(s, now, queued.min(MAX_BATCH));
+            self.conn_after_live(s, idx, now, true);
+        }
+    }
+
+    /// [`Cx::conn_after`] on a slot whose handle the caller holds: it is
+    /// not detached, so it stays.
+    #[cfg_attr(lazynet_pin, inline(always))]
+    pub(in crate::stack) fn conn_after_live(
+        &mut self,
+        s: &mut ConnSlot,
+        idx: u32,
+        now: u64,
+        event: bool,
+    ) {
+        debug_assert!(!s.detached);
+        let after = self.conn_after(s, idx, now, event);
+        debug_assert!(matches!(after, After::Keep));
+    }
+}
+
 impl<N: Nic> Stack<N> {
     /// The default connection configuration, with the MSS fitted to the MTU.
     pub fn tcp_config(&self) -> Config {
-        self.tcp.cfg
+        self.tcp.sh.cfg
     }
 
     pub(in crate::stack) fn fit(&self, mut cfg: Config) -> Config {
@@ -45,7 +75,7 @@ impl<N: Nic> Stack<N> {
 
     /// The listener configuration [`Stack::tcp_listen`] uses by default.
     pub fn tcp_listen_config(&self) -> ListenConfig {
-        self.tcp.listen_cfg
+        self.tcp.sh.listen_cfg
     }
 
     /// Listens on `local` (address `0.0.0.0` for ours; port must not be 0).
@@ -63,9 +93,9 @@ impl<N: Nic> Stack<N> {
         if local.port() == 0 {
             return Err(SocketError::AddrNotAvailable);
         }
-        let lcfg = lcfg.unwrap_or(self.tcp.listen_cfg);
+        let lcfg = lcfg.unwrap_or(self.tcp.sh.listen_cfg);
         // The channel holds at least a backlog's worth of handshakes.
-        let cap = self.tcp.chan_cap.max(lcfg.backlog.min(1 << 16));
+        let cap = self.tcp.sh.chan_cap.max(lcfg.backlog.min(1 << 16));
         let chan = self
             .demux
             .bind_tcp_listen(addr, local.port(), cap)
@@ -75,13 +105,13 @@ impl<N: Nic> Stack<N> {
             cap,
             crate::stack::ni::BindKind::Listen(addr, local.port()),
         )?;
-        let cfg = cfg.unwrap_or(self.tcp.cfg);
+        let cfg = cfg.unwrap_or(self.tcp.sh.cfg);
         let mut cfg = self.fit(cfg);
         // The listener gives each passive connection its own TSval offset
         // (`Secret::ts_offset` of the 4-tuple) from its SYN-ACK on.
         cfg.ts_offset = 0;
         let me = SocketAddrV4::new(self.iface.addr, local.port());
-        let l = Listener::new(lcfg, cfg, me, &self.tcp.secret);
+        let l = Listener::new(lcfg, cfg, me, &self.tcp.sh.secret);
         let idx = match self.tcp.free_listeners.pop() {
             Some(i) => i,
             None => {
@@ -126,7 +156,7 @@ impl<N: Nic> Stack<N> {
         if let Some(Some(s)) = self.tcp.conns.get(c.idx as usize) {
             self.tcp.tags[s.chan.0 as usize] = tag;
         }
-        self.tcp.stats.accepted += 1;
+        self.tcp.sh.stats.accepted += 1;
         // Room in the accept queue again: resume the listener.
         self.demux.mark_ready(chan);
         self.conn_after(c.idx, now, false);
@@ -200,9 +230,9 @@ impl<N: Nic> Stack<N> {
             self.iface.release(d);
         }
         let (sent, unsent) = self.iface.listen_close_output(&mut s.l, now);
-        self.tcp.stats.resets_sent += sent as u64;
-        self.tcp.stats.segments_out += sent as u64;
-        self.tcp.stats.close_resets_unsent += unsent as u64;
+        self.tcp.sh.stats.resets_sent += sent as u64;
+        self.tcp.sh.stats.segments_out += sent as u64;
+        self.tcp.sh.stats.close_resets_unsent += unsent as u64;
         self.tcp.listen_gen[h.idx as usize] = self.tcp.listen_gen[h.idx as usize].wrapping_add(1);
         self.tcp.free_listeners.push(h.idx);
         self.iface.flush_release();
@@ -225,11 +255,12 @@ impl<N: Nic> Stack<N> {
             .ok_or(SocketError::NoRoute)?;
         let me = self.iface.addr;
         let demux = &self.demux;
-        let tw = &self.tcp.tw;
+        let tw = &self.tcp.sh.tw;
         let port = self
             .tcp
+            .sh
             .ports
-            .allocate(&self.tcp.secret, me, remote, |p| {
+            .allocate(&self.tcp.sh.secret, me, remote, |p| {
                 let local = SocketAddrV4::new(me, p);
                 demux.tcp_conn_used(local, remote)
                     || demux.tcp_listen_used(me, p)
@@ -237,13 +268,13 @@ impl<N: Nic> Stack<N> {
             })
             .ok_or(SocketError::NoPorts)?;
         let local = SocketAddrV4::new(me, port);
-        let mut cfg = self.fit(cfg.unwrap_or(self.tcp.cfg));
+        let mut cfg = self.fit(cfg.unwrap_or(self.tcp.sh.cfg));
         // RFC 7323 §5.4: the TSval offset of this 4-tuple.
-        cfg.ts_offset = self.tcp.secret.ts_offset(local, remote);
-        let iss = self.tcp.secret.isn(local, remote, now);
+        cfg.ts_offset = self.tcp.sh.secret.ts_offset(local, remote);
+        let iss = self.tcp.sh.secret.isn(local, remote, now);
         let conn = Connection::connect(cfg, local, remote, iss, now);
         let h = self.install_conn(conn)?;
-        self.tcp.stats.connects += 1;
+        self.tcp.sh.stats.connects += 1;
         self.conn_after(h.idx, now, false);
         self.iface.flush_release();
         self.iface.nic.flush();
@@ -253,12 +284,8 @@ impl<N: Nic> Stack<N> {
     /// Processes the connection's queued segments (bounded by what is
     /// queued at entry and [`MAX_BATCH`]) in the caller's context.
     fn conn_catch_up(&mut self, h: TcpHandle, now: u64) -> Result<(), SocketError> {
-        let chan = self.tcp.conn(h)?.chan;
-        let queued = self.demux.queued(chan);
-        if queued > 0 {
-            self.conn_input(h.idx, now, queued.min(MAX_BATCH));
-            self.conn_after(h.idx, now, true);
-        }
+        let (mut cx, s) = self.conn_split_handle(h)?;
+        cx.catch_up(s, h.idx, now);
         Ok(())
     }
 
@@ -266,7 +293,7 @@ impl<N: Nic> Stack<N> {
     /// caller's context (LRP §3.4), in-order text going straight into `buf`
     /// where it can (direct placement). Once `buf` is full, segments
     /// still queued wait for the next read or for the connection's
-    /// protocol handler ([`Stack::tcp_service`]).
+    /// protocol handler ([`Stack::tcp_service`]). One lookup of the slot.
     #[cfg_attr(lazynet_pin, inline(always))]
     pub(crate) fn tcp_recv(
         &mut self,
@@ -274,29 +301,27 @@ impl<N: Nic> Stack<N> {
         buf: &mut [u8],
         now: u64,
     ) -> Result<usize, SocketError> {
-        let s = self.tcp.conn(h)?;
+        let (mut cx, s) = self.conn_split_handle(h)?;
         let mut n = 0;
-        if !buf.is_empty() && self.demux.queued(s.chan) > 0 {
+        if !buf.is_empty() && cx.demux.queued(s.chan) > 0 {
             let mut empty = s.conn.recv_queue() == 0;
             if !empty {
                 // Bytes in the receive buffer come first (often the tail
                 // of a segment the last read placed in part); once it is
                 // empty, what is queued may still go straight to `buf`.
-                let s = self.tcp.conn_mut(h)?;
                 n = s.conn.recv(buf);
                 empty = s.conn.recv_queue() == 0;
             }
             if empty && n < buf.len() {
-                n += self.conn_direct(h.idx, &mut buf[n..], now);
+                n += cx.conn_direct(s, h.idx, &mut buf[n..], now);
             }
         }
         if n < buf.len() {
-            self.conn_catch_up(h, now)?;
+            cx.catch_up(s, h.idx, now);
         }
         // Else `buf` is full: what is still queued waits for the next read
         // (or `tcp_service`), which may place it directly; catching up now
         // would move it all through the receive buffer.
-        let s = self.tcp.conn_mut(h)?;
         n += s.conn.recv(&mut buf[n..]);
         if n > 0 {
             // A window update may be due (RFC 9293 §3.8.6.2.2). If not,
@@ -304,10 +329,10 @@ impl<N: Nic> Stack<N> {
             // (the last `conn_after` already ran after the last change), so
             // `conn_after` would send nothing and re-arm the same deadline.
             if s.conn.wants_output(now) {
-                self.conn_after(h.idx, now, false);
+                cx.conn_after_live(s, h.idx, now, false);
             }
-            self.iface.flush_release();
-            self.iface.nic.flush();
+            cx.iface.flush_release();
+            cx.iface.nic.flush();
             return Ok(n);
         }
         if buf.is_empty() {
@@ -356,8 +381,8 @@ impl<N: Nic> Stack<N> {
         now: u64,
         push: impl FnOnce(&mut Connection) -> usize,
     ) -> Result<usize, SocketError> {
-        self.conn_catch_up(h, now)?;
-        let s = self.tcp.conn_mut(h)?;
+        let (mut cx, s) = self.conn_split_handle(h)?;
+        cx.catch_up(s, h.idx, now);
         if let Some(e) = s.conn.error() {
             return Err(conn_error(e));
         }
@@ -369,9 +394,9 @@ impl<N: Nic> Stack<N> {
         }
         let n = push(&mut s.conn);
         if n > 0 {
-            self.conn_after(h.idx, now, false);
-            self.iface.flush_release();
-            self.iface.nic.flush();
+            cx.conn_after_live(s, h.idx, now, false);
+            cx.iface.flush_release();
+            cx.iface.nic.flush();
             Ok(n)
         } else if len == 0 {
             Ok(0)
@@ -426,7 +451,7 @@ impl<N: Nic> Stack<N> {
             State::FinWait1 | State::FinWait2 | State::Closing | State::LastAck
         );
         if closing {
-            self.tcp.stats.orphaned += 1;
+            self.tcp.sh.stats.orphaned += 1;
             for (idx, why) in self.tcp.orphan_add(h.idx, tag).into_iter().flatten() {
                 self.orphan_reset(idx, why, now);
             }
@@ -472,7 +497,7 @@ impl<N: Nic> Stack<N> {
             return;
         };
         s.conn.abort();
-        self.tcp.stats.orphans_reset[why as usize] += 1;
+        self.tcp.sh.stats.orphans_reset[why as usize] += 1;
         self.conn_after(idx, now, false);
     }
 

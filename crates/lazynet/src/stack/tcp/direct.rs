@@ -1,7 +1,7 @@
 //! Direct placement: in-order text from the NIC's buffers straight into
 //! the reader's buffer (LRP §3.4; one copy instead of two).
 //!
-//! **Owns:** the rounds of [`Stack::conn_direct`]: protocol work of each
+//! **Owns:** the rounds of `Cx::conn_direct`: protocol work of each
 //! predicted segment (checksum, `Connection::direct_commit`), then the ACK,
 //! then the copies.
 //!
@@ -10,14 +10,16 @@
 
 use crate::mem::Desc;
 use crate::nic::Nic;
-use crate::stack::{Stack, StackDrop, MAX_BATCH};
+use crate::stack::{StackDrop, MAX_BATCH};
 
 use super::input::{parse_tcp_frame, pop_ahead};
+use super::service::note_conn_event;
+use super::{ConnSlot, Cx};
 
-/// Segments per round of direct placement (`Stack::conn_direct`).
+/// Segments per round of direct placement (`Cx::conn_direct`).
 const DIRECT_ROUND: usize = 32;
 
-impl<N: Nic> Stack<N> {
+impl<N: Nic> Cx<'_, N> {
     /// Direct placement (`Connection::direct_ok`, LRP §3.4): while the
     /// receive buffer is empty and the next queued segments are predicted
     /// in-order text, their text goes from the NIC buffers straight into
@@ -34,7 +36,13 @@ impl<N: Nic> Stack<N> {
     /// that does not qualify, which it processes the ordinary way after the
     /// copies, at a full `buf`, or after [`MAX_BATCH`] frames. Returns the
     /// bytes placed.
-    pub(in crate::stack) fn conn_direct(&mut self, idx: u32, buf: &mut [u8], now: u64) -> usize {
+    pub(in crate::stack) fn conn_direct(
+        &mut self,
+        s: &mut ConnSlot,
+        idx: u32,
+        buf: &mut [u8],
+        now: u64,
+    ) -> usize {
         let mut n = 0;
         let mut done = 0;
         let mut stop = false;
@@ -45,12 +53,8 @@ impl<N: Nic> Stack<N> {
             let mut other = None;
             let mut at = n;
             while k < DIRECT_ROUND && done < MAX_BATCH && at < buf.len() {
-                let Some(Some(s)) = self.tcp.conns.get_mut(idx as usize) else {
-                    stop = true;
-                    break;
-                };
                 let bufs = self.iface.nic.buffers();
-                let Some(d) = pop_ahead(&mut self.demux, bufs, s.chan, done == 0) else {
+                let Some(d) = pop_ahead(self.demux, bufs, s.chan, done == 0) else {
                     stop = true;
                     break;
                 };
@@ -97,12 +101,9 @@ impl<N: Nic> Stack<N> {
             }
             if k > 0 {
                 self.tcp.stats.segments_in += k as u64;
-                self.note_conn_event(idx);
-                if self.tcp.conns[idx as usize]
-                    .as_ref()
-                    .is_some_and(|s| s.conn.wants_output(now))
-                {
-                    self.conn_after(idx, now, false);
+                note_conn_event(&mut self.tcp.events, s, idx);
+                if s.conn.wants_output(now) {
+                    self.conn_after_live(s, idx, now, false);
                     self.iface.nic.flush();
                 }
                 let evict = self.iface.handback.evict();
@@ -123,7 +124,7 @@ impl<N: Nic> Stack<N> {
                 n = at;
             }
             if let Some((d, parsed)) = other {
-                self.conn_input_parsed(idx, d, parsed, now);
+                self.conn_input_parsed(s, d, parsed, now);
             }
         }
         n

@@ -17,7 +17,7 @@
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 
-use super::listener_stalled;
+use super::{listener_stalled, ConnSlot, Cx};
 use crate::demux::{ChannelId, Classifier};
 use crate::mem::{BufArea, Desc};
 use crate::nic::Nic;
@@ -96,50 +96,38 @@ pub(in crate::stack) fn parse_tcp_frame(frame: &[u8]) -> Result<Seg, StackDrop> 
     })
 }
 
-impl<N: Nic> Stack<N> {
-    /// Processes at most `max` queued segments of connection `idx` (LRP:
-    /// in the context of whoever calls). Returns the frames consumed.
+impl<N: Nic> Cx<'_, N> {
+    /// Processes at most `max` queued segments of connection slot `s`
+    /// (LRP: in the context of whoever calls). Returns the frames consumed.
     #[cfg_attr(lazynet_pin, inline(always))]
-    pub(in crate::stack) fn conn_input(&mut self, idx: u32, now: u64, max: usize) -> usize {
+    pub(in crate::stack) fn conn_input(&mut self, s: &mut ConnSlot, now: u64, max: usize) -> usize {
         let mut done = 0;
         while done < max {
-            let Some(Some(s)) = self.tcp.conns.get_mut(idx as usize) else {
-                break;
-            };
             let bufs = self.iface.nic.buffers();
-            let Some(d) = pop_ahead(&mut self.demux, bufs, s.chan, done == 0) else {
+            let Some(d) = pop_ahead(self.demux, bufs, s.chan, done == 0) else {
                 break;
             };
             done += 1;
-            self.conn_input_frame(idx, d, now);
+            let Some(frame) = self.iface.nic.buffers().frame(d) else {
+                self.drop_rx(StackDrop::BadDescriptor);
+                continue;
+            };
+            let parsed = parse_tcp_frame(frame);
+            self.conn_input_parsed(s, d, parsed, now);
         }
         done
     }
 
-    /// Processes frame `d`, just taken from connection `idx`'s channel.
-    fn conn_input_frame(&mut self, idx: u32, d: Desc, now: u64) {
-        let Some(frame) = self.iface.nic.buffers().frame(d) else {
-            self.drop_rx(StackDrop::BadDescriptor);
-            return;
-        };
-        let parsed = parse_tcp_frame(frame);
-        self.conn_input_parsed(idx, d, parsed, now);
-    }
-
-    /// [`Stack::conn_input_frame`] for a frame already parsed (and its
-    /// checksums verified) by the caller.
+    /// Processes frame `d` of slot `s`, parsed (and its checksums
+    /// verified) once, by the caller.
     #[cfg_attr(lazynet_pin, inline(always))]
     pub(in crate::stack) fn conn_input_parsed(
         &mut self,
-        idx: u32,
+        s: &mut ConnSlot,
         d: Desc,
         parsed: Result<Seg, StackDrop>,
         now: u64,
     ) {
-        let Some(Some(s)) = self.tcp.conns.get_mut(idx as usize) else {
-            self.rx_fail(d, StackDrop::SocketClosed);
-            return;
-        };
         let Some(frame) = self.iface.nic.buffers().frame(d) else {
             self.drop_rx(StackDrop::BadDescriptor);
             return;
@@ -173,7 +161,9 @@ impl<N: Nic> Stack<N> {
             Err(e) => self.rx_fail(d, e),
         }
     }
+}
 
+impl<N: Nic> Stack<N> {
     /// Processes at most `max` queued segments of listener `idx`, unless
     /// it is stalled ([`listener_stalled`]; `force`: the timer path, which
     /// reads a stalled-by-SYN-queue listener's channel anyway so that
@@ -211,7 +201,7 @@ impl<N: Nic> Stack<N> {
                     let remote = SocketAddrV4::new(seg.src, seg.repr.src_port);
                     if let Some(ch) = self.demux.lookup_tcp_conn(local, remote) {
                         if self.demux.enqueue(ch, d).is_ok() {
-                            self.tcp.stats.redirected += 1;
+                            self.tcp.sh.stats.redirected += 1;
                         } else {
                             self.rx_fail(d, StackDrop::TcpRedirectFull);
                         }
@@ -221,12 +211,12 @@ impl<N: Nic> Stack<N> {
                     // RFC 6191: an acceptable SYN for a 4-tuple in
                     // TIME-WAIT opens a new connection, with an ISS above
                     // the old one's (`Listener::handle_reopening_syn`).
-                    let reopening = match self.tcp.tw.handle_segment(now, &key, &seg.repr) {
+                    let reopening = match self.tcp.sh.tw.handle_segment(now, &key, &seg.repr) {
                         TwAction::NoEntry => None,
                         TwAction::AllowSyn { snd_nxt } => Some(snd_nxt),
                         other => {
-                            self.tcp.stats.segments_in += 1;
-                            self.tcp.stats.time_wait_segments += 1;
+                            self.tcp.sh.stats.segments_in += 1;
+                            self.tcp.sh.stats.time_wait_segments += 1;
                             self.iface.release(d);
                             self.tw_reply(&key, other, now);
                             continue;
@@ -237,20 +227,49 @@ impl<N: Nic> Stack<N> {
                         break;
                     };
                     let payload = &frame[seg.payload.0..seg.payload.1];
-                    let secret = &self.tcp.secret;
+                    let secret = &self.tcp.sh.secret;
                     match reopening {
                         Some(old) => {
                             s.l.handle_reopening_syn(now, remote, &seg.repr, payload, secret, old)
                         }
                         None => s.l.handle_segment(now, remote, &seg.repr, payload, secret),
                     };
-                    self.tcp.stats.segments_in += 1;
+                    self.tcp.sh.stats.segments_in += 1;
                     self.iface.release(d);
                 }
                 Err(e) => self.rx_fail(d, e),
             }
         }
         done
+    }
+
+    /// RFC 1191 §6.3 for our connection `local`–`remote`: the next hop's
+    /// MTU is `mtu`, learned from an ICMP error quoting a segment with
+    /// sequence number `seq`; the connection shrinks its segments (if
+    /// `seq` is one it has in flight: `Connection::path_mtu_reduced`) and
+    /// sends the unacknowledged data again at once. False if there is no
+    /// such connection.
+    #[cfg_attr(lazynet_outline, cold, inline(never))]
+    pub(in crate::stack) fn tcp_path_mtu(
+        &mut self,
+        local: SocketAddrV4,
+        remote: SocketAddrV4,
+        mtu: u16,
+        seq: crate::wire::tcp::SeqNumber,
+        now: u64,
+    ) -> bool {
+        let chan = self.demux.lookup_tcp_conn(local, remote);
+        let Some(super::Owner::Conn(idx)) = chan.map(|c| self.tcp.owner_of(c.0)) else {
+            return false;
+        };
+        let taken = match self.tcp.conns.get_mut(idx as usize) {
+            Some(Some(s)) => s.conn.path_mtu_reduced(mtu, seq, now),
+            _ => false,
+        };
+        if taken {
+            self.conn_after(idx, now, false);
+        }
+        true
     }
 
     /// The daemon, for a connection whose application died: a bare ACK
@@ -261,7 +280,12 @@ impl<N: Nic> Stack<N> {
     /// peer accepts. So a killed application's connections are reset
     /// within a round trip, as a killed Linux process's are.
     #[cfg_attr(lazynet_outline, cold, inline(never))]
-    pub(crate) fn tcp_probe_dead(&mut self, local: SocketAddrV4, remote: SocketAddrV4, now: u64) {
+    pub(in crate::stack) fn tcp_probe_dead(
+        &mut self,
+        local: SocketAddrV4,
+        remote: SocketAddrV4,
+        now: u64,
+    ) {
         use crate::wire::tcp::SeqNumber;
         use crate::wire::tcp::TcpFlags;
         use rand::RngCore;
@@ -298,13 +322,13 @@ impl<N: Nic> Stack<N> {
             local: SocketAddrV4::new(seg.dst, seg.repr.dst_port),
             remote: SocketAddrV4::new(seg.src, seg.repr.src_port),
         };
-        match self.tcp.tw.handle_segment(now, &key, &seg.repr) {
+        match self.tcp.sh.tw.handle_segment(now, &key, &seg.repr) {
             // No listener here, so an acceptable new SYN is answered as in
             // CLOSED (a RST).
             TwAction::NoEntry | TwAction::AllowSyn { .. } => {}
             other => {
-                self.tcp.stats.segments_in += 1;
-                self.tcp.stats.time_wait_segments += 1;
+                self.tcp.sh.stats.segments_in += 1;
+                self.tcp.sh.stats.time_wait_segments += 1;
                 self.iface.release(d);
                 self.tw_reply(&key, other, now);
                 return;
@@ -313,8 +337,8 @@ impl<N: Nic> Stack<N> {
         let reply = reset_for(&seg.repr);
         self.rx_fail(d, StackDrop::TcpNoSocket);
         let Some(r) = reply else { return };
-        if !self.tcp.rst_limit.allow(now) {
-            self.tcp.stats.resets_suppressed += 1;
+        if !self.tcp.sh.rst_limit.allow(now) {
+            self.tcp.sh.stats.resets_suppressed += 1;
             return;
         }
         let Some(b) = self.iface.take_tx_buf() else {
@@ -326,7 +350,7 @@ impl<N: Nic> Stack<N> {
             .tcp_emit(b, seg.dst, seg.src, &r, None, 0, now, false)
             .is_ok()
         {
-            self.tcp.stats.resets_sent += 1;
+            self.tcp.sh.stats.resets_sent += 1;
         }
     }
 
@@ -352,7 +376,7 @@ impl<N: Nic> Stack<N> {
                 )
                 .is_ok()
             {
-                self.tcp.stats.segments_out += 1;
+                self.tcp.sh.stats.segments_out += 1;
             }
         }
     }

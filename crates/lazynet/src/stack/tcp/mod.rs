@@ -61,8 +61,10 @@ use std::net::SocketAddrV4;
 
 use rand::RngCore;
 
-use super::{SocketError, Stack, StackDrop, REASM_TAG};
-use crate::demux::{BindError, ChannelId};
+use super::iface::Iface;
+use super::{SocketError, Stack, StackDrop, StackStats, REASM_TAG};
+use crate::demux::{BindError, ChannelId, Classifier};
+use crate::mem::Desc;
 use crate::nic::Nic;
 use crate::proto::icmp::RateLimiter;
 use crate::proto::tcp::{
@@ -80,7 +82,6 @@ mod timers;
 
 pub use input::RX_AHEAD;
 pub use orphans::OrphanReset;
-pub(in crate::stack) use output::TxBatch;
 pub use output::{MAX_TX_PER_CALL, TX_PAYLOAD_AT};
 pub use service::SERVICE_PER_CHANNEL;
 
@@ -216,6 +217,10 @@ pub struct TcpStats {
     pub data_after_close: u64,
 }
 
+/// The TCP part of a stack: the table of slots, and what code working on
+/// one slot shares with the others ([`Shared`]), apart so that such code
+/// borrows its slot and the rest at once (`Stack::conn_split`) instead of
+/// looking the slot up again after each step.
 pub(in crate::stack) struct Tcp {
     pub(in crate::stack) conns: Vec<Option<ConnSlot>>,
     pub(in crate::stack) conn_gen: Vec<u32>,
@@ -227,6 +232,14 @@ pub(in crate::stack) struct Tcp {
     /// Owner tag per channel (0: untagged), for per-owner servicing
     /// ([`Stack::tcp_service_tag`]). Indexed like `owner`.
     pub(in crate::stack) tags: Vec<u16>,
+    pub(in crate::stack) orphans: orphans::Orphans,
+    pub(in crate::stack) sh: Shared,
+}
+
+/// What the TCP code of one slot shares with the others: secrets and
+/// ports, the timer heap and event list, the TIME-WAIT table, defaults,
+/// limits and counters.
+pub(in crate::stack) struct Shared {
     pub(in crate::stack) secret: Secret,
     pub(in crate::stack) ports: EphemeralPorts,
     /// (deadline, slot id: bit 31 set for listeners, generation).
@@ -241,8 +254,7 @@ pub(in crate::stack) struct Tcp {
     /// `Connection` is freed when it enters TIME-WAIT after its handle was
     /// closed).
     pub(in crate::stack) tw: TimeWaitTable,
-    pub(in crate::stack) orphans: orphans::Orphans,
-    pub(super) stats: TcpStats,
+    pub(in crate::stack) stats: TcpStats,
 }
 
 pub(in crate::stack) const LISTENER_BIT: u32 = 1 << 31;
@@ -267,31 +279,33 @@ impl Tcp {
             free_listeners: Vec::new(),
             owner: Vec::new(),
             tags: Vec::new(),
-            secret,
-            ports: EphemeralPorts::new(first, last, 64),
-            timers: BinaryHeap::new(),
-            ready: Vec::new(),
-            events: Vec::new(),
-            cfg: c.tcp,
-            listen_cfg: c.tcp_listen,
-            chan_cap: c.tcp_channel_cap.max(1),
-            rst_limit: RateLimiter::new(c.tcp_rst_rate.0, c.tcp_rst_rate.1, 0),
-            tw: TimeWaitTable::new(
-                TimeWaitConfig {
-                    capacity: c.tcp_time_wait_cap,
-                    time_wait: c.tcp.time_wait,
-                    ..TimeWaitConfig::default()
-                },
-                &secret,
-            ),
             orphans: orphans::Orphans::new(c.max_orphans, c.max_orphans_per_tag),
-            stats: TcpStats::default(),
+            sh: Shared {
+                secret,
+                ports: EphemeralPorts::new(first, last, 64),
+                timers: BinaryHeap::new(),
+                ready: Vec::new(),
+                events: Vec::new(),
+                cfg: c.tcp,
+                listen_cfg: c.tcp_listen,
+                chan_cap: c.tcp_channel_cap.max(1),
+                rst_limit: RateLimiter::new(c.tcp_rst_rate.0, c.tcp_rst_rate.1, 0),
+                tw: TimeWaitTable::new(
+                    TimeWaitConfig {
+                        capacity: c.tcp_time_wait_cap,
+                        time_wait: c.tcp.time_wait,
+                        ..TimeWaitConfig::default()
+                    },
+                    &secret,
+                ),
+                stats: TcpStats::default(),
+            },
         }
     }
 
     /// The key of the classifier's hash tables, derived from the secret.
     pub(in crate::stack) fn demux_key(&self) -> [u64; 2] {
-        self.secret.table_key(Secret::TABLE_DEMUX)
+        self.sh.secret.table_key(Secret::TABLE_DEMUX)
     }
 
     pub(in crate::stack) fn set_owner(&mut self, c: ChannelId, o: Owner) {
@@ -372,7 +386,63 @@ impl Tcp {
     }
 }
 
+/// What code working on one connection slot may use besides the slot:
+/// the link, the classifier, the TCP part's shared state and the stack's
+/// counters. Split borrows of the stack (smoltcp's `InterfaceInner`),
+/// taken together with the slot once per call, per channel serviced or per
+/// timer ([`Stack::conn_split`]): the slot is not looked up again after
+/// each step.
+pub(in crate::stack) struct Cx<'a, N: Nic> {
+    pub(in crate::stack) iface: &'a mut Iface<N>,
+    pub(in crate::stack) demux: &'a mut Classifier,
+    pub(in crate::stack) tcp: &'a mut Shared,
+    pub(in crate::stack) stats: &'a mut StackStats,
+}
+
+impl<N: Nic> Cx<'_, N> {
+    /// Counts a received frame dropped for `r` (nothing to release).
+    pub(in crate::stack) fn drop_rx(&mut self, r: StackDrop) {
+        self.stats.drops[r as usize] += 1;
+        self.stats.rx_frame_drops += 1;
+    }
+
+    /// Releases received frame `d`, dropped for `r`, and counts it.
+    pub(in crate::stack) fn rx_fail(&mut self, d: Desc, r: StackDrop) {
+        self.iface.release(d);
+        self.drop_rx(r);
+    }
+}
+
 impl<N: Nic> Stack<N> {
+    /// Connection slot `idx` and the rest of the stack its code uses
+    /// ([`Cx`]), in one lookup; `None` if the slot is free.
+    #[cfg_attr(lazynet_pin, inline(always))]
+    pub(in crate::stack) fn conn_split(&mut self, idx: u32) -> Option<(Cx<'_, N>, &mut ConnSlot)> {
+        let s = self.tcp.conns.get_mut(idx as usize)?.as_mut()?;
+        Some((
+            Cx {
+                iface: &mut self.iface,
+                demux: &mut self.demux,
+                tcp: &mut self.tcp.sh,
+                stats: &mut self.stats,
+            },
+            s,
+        ))
+    }
+
+    /// [`Stack::conn_split`] for the application's handle `h`: its
+    /// generation and that its handle is not closed checked once.
+    #[cfg_attr(lazynet_pin, inline(always))]
+    pub(in crate::stack) fn conn_split_handle(
+        &mut self,
+        h: TcpHandle,
+    ) -> Result<(Cx<'_, N>, &mut ConnSlot), SocketError> {
+        match self.conn_split(h.idx) {
+            Some((cx, s)) if s.gen == h.gen && !s.detached => Ok((cx, s)),
+            _ => Err(SocketError::BadHandle),
+        }
+    }
+
     pub(in crate::stack) fn install_conn(
         &mut self,
         conn: Connection,
@@ -380,12 +450,12 @@ impl<N: Nic> Stack<N> {
         let (local, remote) = (conn.local(), conn.remote());
         let chan = self
             .demux
-            .bind_tcp_conn(local, remote, self.tcp.chan_cap)
+            .bind_tcp_conn(local, remote, self.tcp.sh.chan_cap)
             .map_err(|e| match e {
                 BindError::AddrInUse => SocketError::AddrInUse,
                 BindError::NoChannel => SocketError::BadHandle,
             })?;
-        let cap = self.tcp.chan_cap;
+        let cap = self.tcp.sh.chan_cap;
         self.ni_bind(chan, cap, super::ni::BindKind::Conn(local, remote))?;
         let idx = match self.tcp.free_conns.pop() {
             Some(i) => i,
@@ -421,12 +491,12 @@ impl<N: Nic> Stack<N> {
             gen: slot.gen,
         }));
         let c = slot.conn.counters();
-        self.tcp.stats.fin_timeouts += c.fin_timeouts;
-        self.tcp.stats.data_after_close += c.data_after_close;
+        self.tcp.sh.stats.fin_timeouts += c.fin_timeouts;
+        self.tcp.sh.stats.data_after_close += c.data_after_close;
         if slot.in_events {
             // Keep the event list bounded by live slots.
             let dead = TcpEvent::Conn(TcpHandle { idx, gen: slot.gen });
-            self.tcp.events.retain(|e| *e != dead);
+            self.tcp.sh.events.retain(|e| *e != dead);
         }
         let mut left = Vec::new();
         let _ = self
@@ -446,17 +516,17 @@ impl<N: Nic> Stack<N> {
         }
         self.tcp.conn_gen[idx as usize] = self.tcp.conn_gen[idx as usize].wrapping_add(1);
         self.tcp.free_conns.push(idx);
-        self.tcp.stats.closed += 1;
+        self.tcp.sh.stats.closed += 1;
     }
 
     /// Entries in the TIME-WAIT table.
     pub fn tcp_time_wait_len(&self) -> usize {
-        self.tcp.tw.len()
+        self.tcp.sh.tw.len()
     }
 
     /// The TIME-WAIT table's counters.
     pub fn tcp_time_wait_counters(&self) -> crate::proto::tcp::TwCounters {
-        *self.tcp.tw.counters()
+        *self.tcp.sh.tw.counters()
     }
 
     /// Moves the connections and listeners that had something happen since
@@ -465,7 +535,7 @@ impl<N: Nic> Stack<N> {
         let tcp = &mut self.tcp;
         let (conns, listeners) = (&mut tcp.conns, &mut tcp.listeners);
         // Events of handles freed meanwhile are dropped here.
-        tcp.events.retain(|e| match *e {
+        tcp.sh.events.retain(|e| match *e {
             TcpEvent::Conn(h) => match conns.get_mut(h.idx as usize) {
                 Some(Some(s)) if s.gen == h.gen => {
                     s.in_events = false;
@@ -481,7 +551,7 @@ impl<N: Nic> Stack<N> {
                 _ => false,
             },
         });
-        out.append(&mut tcp.events);
+        out.append(&mut tcp.sh.events);
     }
 
     /// True if channel `c` belongs to a TCP connection or listener.
@@ -491,7 +561,7 @@ impl<N: Nic> Stack<N> {
 
     /// Counters of the TCP part.
     pub fn tcp_stats(&self) -> &TcpStats {
-        &self.tcp.stats
+        &self.tcp.sh.stats
     }
 
     /// Orphans now: connections whose handle was closed and that still

@@ -489,25 +489,3 @@ impl Ahead {
         Some(b)
     }
 }
-
-/// Segments of one output call, sent to the NIC together (in groups of
-/// [`TX_BATCH`]).
-pub(in crate::stack) struct TxBatch {
-    pub(in crate::stack) d: [Desc; TX_BATCH],
-    pub(in crate::stack) n: usize,
-}
-
-/// Segments handed to the NIC per call on the output path.
-const TX_BATCH: usize = 16;
-
-impl TxBatch {
-    /// An empty batch. `Iface` keeps one and reuses it: building one per
-    /// output call cost ~40 instructions (callgrind), most calls on
-    /// request/response traffic sending one segment or none.
-    pub(in crate::stack) fn new() -> Self {
-        TxBatch {
-            d: [Desc::default(); TX_BATCH],
-            n: 0,
-        }
-    }
-}

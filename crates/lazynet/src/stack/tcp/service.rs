@@ -11,7 +11,9 @@
 
 use std::cmp::Reverse;
 
-use super::{listener_stalled, ListenHandle, Owner, Tcp, TcpEvent, TcpHandle, LISTENER_BIT};
+use super::{
+    listener_stalled, ConnSlot, Cx, ListenHandle, Owner, Tcp, TcpEvent, TcpHandle, LISTENER_BIT,
+};
 use crate::demux::ChannelId;
 use crate::nic::Nic;
 use crate::proto::tcp::State;
@@ -25,19 +27,33 @@ pub const SERVICE_PER_CHANNEL: usize = 32;
 /// tried again after this long (buffers come back as the NIC sends).
 const TX_RETRY_NS: u64 = 1_000_000;
 
-impl<N: Nic> Stack<N> {
-    /// After input, a timer or an application call on connection `idx`:
-    /// send, re-arm its timer, note an event, free it if it is finished.
+/// What is left after [`Cx::conn_after`], to do once the slot's borrow
+/// ends.
+#[must_use]
+pub(in crate::stack) enum After {
+    /// The slot stays.
+    Keep,
+    /// The connection is finished (closed, or its TIME-WAIT entry made):
+    /// free the slot ([`Stack::free_conn`]).
+    Free,
+}
+
+impl<N: Nic> Cx<'_, N> {
+    /// After input, a timer or an application call on slot `s` (index
+    /// `idx`): send, re-arm its timer, note an event if `event`, and say
+    /// whether it is finished.
     #[cfg_attr(lazynet_pin, inline(always))]
-    pub(in crate::stack) fn conn_after(&mut self, idx: u32, now: u64, event: bool) {
-        let Some(Some(s)) = self.tcp.conns.get_mut(idx as usize) else {
-            return;
-        };
+    pub(in crate::stack) fn conn_after(
+        &mut self,
+        s: &mut ConnSlot,
+        idx: u32,
+        now: u64,
+        event: bool,
+    ) -> After {
         let (sent, starved) = self.iface.conn_output(&mut s.conn, &mut s.ip_ident, now);
         self.tcp.stats.segments_out += sent as u64;
         if s.detached && s.conn.state() == State::Closed {
-            self.free_conn(idx);
-            return;
+            return After::Free;
         }
         if s.detached && s.conn.state() == State::TimeWait {
             // Its last ACK went out above; a compact entry answers from
@@ -47,8 +63,7 @@ impl<N: Nic> Stack<N> {
                     self.tcp.stats.time_wait_evicted += 1;
                 }
                 self.tcp.stats.time_wait_entered += 1;
-                self.free_conn(idx);
-                return;
+                return After::Free;
             }
         }
         // Out of transmit buffers with output pending (a window update or
@@ -60,24 +75,33 @@ impl<N: Nic> Stack<N> {
         };
         Tcp::arm(&mut self.tcp.timers, &mut s.armed, t, idx, s.gen);
         if event {
-            self.note_conn_event(idx);
+            note_conn_event(&mut self.tcp.events, s, idx);
         }
+        After::Keep
     }
+}
 
-    /// Notes that something happened to connection `idx` (input processed,
-    /// a timer): [`Stack::tcp_take_events`] names it next, once. Also after
-    /// input an application call processed itself (LRP §3.4): an ACK in it
-    /// may have freed send room the application waits for.
-    #[inline]
-    pub(in crate::stack) fn note_conn_event(&mut self, idx: u32) {
-        let Some(Some(s)) = self.tcp.conns.get_mut(idx as usize) else {
+/// Notes that something happened to slot `s` (index `idx`; input
+/// processed, a timer): [`Stack::tcp_take_events`] names it next, once.
+/// Also after input an application call processed itself (LRP §3.4): an
+/// ACK in it may have freed send room the application waits for.
+#[inline]
+pub(in crate::stack) fn note_conn_event(events: &mut Vec<TcpEvent>, s: &mut ConnSlot, idx: u32) {
+    if !s.detached && !s.in_events {
+        s.in_events = true;
+        events.push(TcpEvent::Conn(TcpHandle { idx, gen: s.gen }));
+    }
+}
+
+impl<N: Nic> Stack<N> {
+    /// [`Cx::conn_after`] for slot `idx`, then what it asks for: for the
+    /// cold callers that hold no split of their own.
+    pub(in crate::stack) fn conn_after(&mut self, idx: u32, now: u64, event: bool) {
+        let Some((mut cx, s)) = self.conn_split(idx) else {
             return;
         };
-        if !s.detached && !s.in_events {
-            s.in_events = true;
-            self.tcp
-                .events
-                .push(TcpEvent::Conn(TcpHandle { idx, gen: s.gen }));
+        if let After::Free = cx.conn_after(s, idx, now, event) {
+            self.free_conn(idx);
         }
     }
 
@@ -86,9 +110,9 @@ impl<N: Nic> Stack<N> {
             return;
         };
         let sent = self.iface.listen_output(&mut s.l, now);
-        self.tcp.stats.segments_out += sent as u64;
+        self.tcp.sh.stats.segments_out += sent as u64;
         Tcp::arm(
-            &mut self.tcp.timers,
+            &mut self.tcp.sh.timers,
             &mut s.armed,
             s.l.poll_timeout(),
             idx | LISTENER_BIT,
@@ -97,6 +121,7 @@ impl<N: Nic> Stack<N> {
         if s.l.accept_queue_len() > 0 && !s.in_events {
             s.in_events = true;
             self.tcp
+                .sh
                 .events
                 .push(TcpEvent::Listener(ListenHandle { idx, gen: s.gen }));
         }
@@ -142,7 +167,7 @@ impl<N: Nic> Stack<N> {
     /// for all larger tags. O(ready channels); allocation-free (the ready
     /// list is taken and put back in order).
     pub fn tcp_ready_tags(&mut self) -> u64 {
-        let mut ready = std::mem::take(&mut self.tcp.ready);
+        let mut ready = std::mem::take(&mut self.tcp.sh.ready);
         self.demux.take_ready(&mut ready);
         let mut mask = 0u64;
         for &c in &ready {
@@ -152,7 +177,7 @@ impl<N: Nic> Stack<N> {
             self.demux.mark_ready(ChannelId(c));
         }
         ready.clear();
-        self.tcp.ready = ready;
+        self.tcp.sh.ready = ready;
         mask
     }
 
@@ -160,10 +185,10 @@ impl<N: Nic> Stack<N> {
     /// also for a stale entry or the TIME-WAIT table): whose handler should
     /// run for timers.
     pub fn tcp_due_timer_tag(&self, now: u64) -> Option<u16> {
-        if self.tcp.tw.poll_timeout().is_some_and(|t| t <= now) {
+        if self.tcp.sh.tw.poll_timeout().is_some_and(|t| t <= now) {
             return Some(0);
         }
-        let &Reverse((t, id, _)) = self.tcp.timers.peek()?;
+        let &Reverse((t, id, _)) = self.tcp.sh.timers.peek()?;
         (t <= now).then(|| self.tcp.timer_tag(id).unwrap_or(0))
     }
 
@@ -177,8 +202,8 @@ impl<N: Nic> Stack<N> {
         let lazy = !self.mode.eager_protocol();
         let mut work = 0;
         self.compact_timers_if_stale();
-        if mine(0) && self.tcp.tw.poll_timeout().is_some_and(|t| t <= now) {
-            work += self.tcp.tw.poll_expired(now, budget);
+        if mine(0) && self.tcp.sh.tw.poll_timeout().is_some_and(|t| t <= now) {
+            work += self.tcp.sh.tw.poll_expired(now, budget);
         }
         // Expired entries of other tags are set aside (a bounded number per
         // call) and pushed back after the loop.
@@ -187,7 +212,7 @@ impl<N: Nic> Stack<N> {
         let mut others: Option<[Reverse<(u64, u32, u32)>; 32]> = None;
         let mut n_others = 0;
         while work < budget {
-            let Some(&Reverse((t, id, gen))) = self.tcp.timers.peek() else {
+            let Some(&Reverse((t, id, gen))) = self.tcp.sh.timers.peek() else {
                 break;
             };
             if t > now {
@@ -200,20 +225,20 @@ impl<N: Nic> Stack<N> {
                 }
                 set[n_others] = Reverse((t, id, gen));
                 n_others += 1;
-                self.tcp.timers.pop();
+                self.tcp.sh.timers.pop();
                 continue;
             }
-            self.tcp.timers.pop();
+            self.tcp.sh.timers.pop();
             if self.fire_timer(id, gen, t, now) {
                 work += 1;
             }
         }
         if let Some(set) = &others {
             for e in &set[..n_others] {
-                self.tcp.timers.push(*e);
+                self.tcp.sh.timers.push(*e);
             }
         }
-        let mut ready = std::mem::take(&mut self.tcp.ready);
+        let mut ready = std::mem::take(&mut self.tcp.sh.ready);
         self.demux.take_ready(&mut ready);
         let mut i = 0;
         while i < ready.len() {
@@ -228,10 +253,15 @@ impl<N: Nic> Stack<N> {
             let max = SERVICE_PER_CHANNEL.min(budget - work);
             match self.tcp.owner_of(c) {
                 Owner::Conn(idx) => {
-                    let n = self.conn_input(idx, now, max);
+                    let Some((mut cx, s)) = self.conn_split(idx) else {
+                        continue;
+                    };
+                    let n = cx.conn_input(s, now, max);
                     work += n;
                     if n > 0 {
-                        self.conn_after(idx, now, true);
+                        if let After::Free = cx.conn_after(s, idx, now, true) {
+                            self.free_conn(idx);
+                        }
                     }
                 }
                 Owner::Listener(idx) => {
@@ -257,7 +287,7 @@ impl<N: Nic> Stack<N> {
             }
         }
         ready.clear();
-        self.tcp.ready = ready;
+        self.tcp.sh.ready = ready;
         self.iface.flush_release();
         self.iface.nic.flush();
         work

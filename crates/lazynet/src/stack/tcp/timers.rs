@@ -11,6 +11,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+use super::service::After;
 use super::{listener_stalled, LISTENER_BIT};
 use crate::nic::Nic;
 use crate::stack::{Stack, MAX_BATCH};
@@ -27,7 +28,7 @@ impl<N: Nic> Stack<N> {
     #[inline]
     pub(in crate::stack) fn compact_timers_if_stale(&mut self) {
         let live = self.tcp.conns.len() + self.tcp.listeners.len();
-        if self.tcp.timers.len() > TIMER_HEAP_SLACK * live + 1024 {
+        if self.tcp.sh.timers.len() > TIMER_HEAP_SLACK * live + 1024 {
             self.compact_timers();
         }
     }
@@ -47,8 +48,8 @@ impl<N: Nic> Stack<N> {
                     Some(Some(s)) if s.gen == gen && s.armed == Some(t))
             }
         };
-        let kept: Vec<_> = tcp.timers.drain().filter(live).collect();
-        tcp.timers = BinaryHeap::from(kept);
+        let kept: Vec<_> = tcp.sh.timers.drain().filter(live).collect();
+        tcp.sh.timers = BinaryHeap::from(kept);
     }
 
     /// Handles one popped timer entry; false if it was stale.
@@ -78,7 +79,7 @@ impl<N: Nic> Stack<N> {
                 return false;
             };
             s.l.handle_timeout(now);
-            self.tcp.stats.timers += 1;
+            self.tcp.sh.stats.timers += 1;
             // Expired entries may have made room: resume a listener that
             // was left off the ready list while stalled.
             let lazy = !self.mode.eager_protocol();
@@ -89,7 +90,7 @@ impl<N: Nic> Stack<N> {
             }
             return true;
         }
-        let Some(Some(s)) = self.tcp.conns.get_mut(id as usize) else {
+        let Some((mut cx, s)) = self.conn_split(id) else {
             return false;
         };
         if s.gen != gen || s.armed != Some(t) {
@@ -103,26 +104,24 @@ impl<N: Nic> Stack<N> {
         // lazy design makes the gap as long as the caller's service
         // interval (found by tests/stack/tcp_netsim.rs: an RTO every 200 ms on a
         // steady 100 ms path, the ACK queued at the deadline).
-        let chan = s.chan;
-        let queued = self.demux.queued(chan);
+        let queued = cx.demux.queued(s.chan);
         if queued > 0 {
-            self.conn_input(id, now, queued.min(MAX_BATCH));
+            cx.conn_input(s, now, queued.min(MAX_BATCH));
         }
-        let Some(Some(s)) = self.tcp.conns.get_mut(id as usize) else {
-            return false;
-        };
         if s.conn.poll_timeout().is_some_and(|d| d <= now) {
             s.conn.handle_timeout(now);
-            self.tcp.stats.timers += 1;
+            cx.tcp.stats.timers += 1;
         }
-        self.conn_after(id, now, true);
+        if let After::Free = cx.conn_after(s, id, now, true) {
+            self.free_conn(id);
+        }
         true
     }
 
     /// The earliest TCP timer deadline (for a caller that sleeps).
     pub fn tcp_next_timeout(&self) -> Option<u64> {
-        let t = self.tcp.timers.peek().map(|r| r.0 .0);
-        match (t, self.tcp.tw.poll_timeout()) {
+        let t = self.tcp.sh.timers.peek().map(|r| r.0 .0);
+        match (t, self.tcp.sh.tw.poll_timeout()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
@@ -131,6 +130,6 @@ impl<N: Nic> Stack<N> {
     /// Entries in the timer heap, stale ones included (for tests of its
     /// bound).
     pub fn tcp_timer_entries(&self) -> usize {
-        self.tcp.timers.len()
+        self.tcp.sh.timers.len()
     }
 }
