@@ -359,7 +359,7 @@ impl<N: Nic> Stack<N> {
                         };
                         match port.and_then(|p| self.demux.lookup_udp(key.dst, p)) {
                             None => self.stats.drops[StackDrop::ReasmNoSocket as usize] += 1,
-                            Some(ch) => match self.store.put(payload, key.src, key.dst) {
+                            Some(ch) => match self.udp.store.put(payload, key.src, key.dst) {
                                 None => self.stats.drops[StackDrop::ReasmStoreFull as usize] += 1,
                                 Some(slot) => {
                                     if self
@@ -367,7 +367,7 @@ impl<N: Nic> Stack<N> {
                                         .enqueue(ch, Desc::new(REASM_TAG | slot, 0))
                                         .is_err()
                                     {
-                                        self.store.free(slot);
+                                        self.udp.store.free(slot);
                                         self.stats.drops[StackDrop::ReasmChannelFull as usize] += 1;
                                     }
                                 }

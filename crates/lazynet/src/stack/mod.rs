@@ -92,7 +92,7 @@ pub use tcp::{
 pub use udp::{UdpHandle, MAX_UDP_PAYLOAD};
 
 use iface::{Iface, IfaceStats};
-use udp::{parse_udp_frame, DgramStore, UdpEntry};
+use udp::{parse_udp_frame, DgramStore};
 
 /// Largest receive batch.
 pub const MAX_BATCH: usize = 256;
@@ -122,9 +122,7 @@ pub struct Stack<N: Nic> {
     iface: Iface<N>,
     demux: Classifier,
     reasm: Reassembler,
-    store: DgramStore,
-    sockets: Vec<Option<UdpEntry>>,
-    free_sockets: Vec<u32>,
+    udp: udp::Udp,
     icmp_limit: RateLimiter,
     ports: PortAllocator,
     tcp: tcp::Tcp,
@@ -135,7 +133,6 @@ pub struct Stack<N: Nic> {
     rxbuf: Box<[Desc]>,
     rx_batch: usize,
     control_budget: usize,
-    udp_channel_cap: usize,
     next_timer: u64,
     /// [`crate::sched::clock::mono_ns`] when the stack was created.
     epoch_ns: u64,
@@ -217,17 +214,19 @@ impl<N: Nic> Stack<N> {
                 stats: IfaceStats::default(),
             },
             demux,
-            store: DgramStore::new(cfg.reasm_store, reasm.max_datagram()),
+            udp: udp::Udp {
+                sockets: Vec::new(),
+                free: Vec::new(),
+                store: DgramStore::new(cfg.reasm_store, reasm.max_datagram()),
+                channel_cap: cfg.udp_channel_cap,
+            },
             reasm,
-            sockets: Vec::new(),
-            free_sockets: Vec::new(),
             icmp_limit: RateLimiter::new(cfg.icmp_rate.0, cfg.icmp_rate.1, 0),
             ports: PortAllocator::new(cfg.ephemeral_ports.0, cfg.ephemeral_ports.1, 1024),
             rng,
             rxbuf: vec![Desc::default(); MAX_BATCH].into_boxed_slice(),
             rx_batch: cfg.rx_batch.clamp(1, MAX_BATCH),
             control_budget: cfg.control_budget.max(1),
-            udp_channel_cap: cfg.udp_channel_cap,
             next_timer: 0,
             epoch_ns: crate::sched::clock::mono_ns(),
             stats: StackStats::default(),
@@ -486,7 +485,7 @@ impl<N: Nic> Stack<N> {
                 continue;
             }
             let slot = d.buf & !REASM_TAG;
-            let r = self.store.get(slot).map(|(b, src, dst)| {
+            let r = self.udp.store.get(slot).map(|(b, src, dst)| {
                 let n = if b.len() <= out.len() {
                     out[..b.len()].copy_from_slice(b);
                     b.len()
@@ -495,7 +494,7 @@ impl<N: Nic> Stack<N> {
                 };
                 (n, src, dst)
             });
-            self.store.free(slot);
+            self.udp.store.free(slot);
             if r.is_some() {
                 self.stats.udp_delivered_reassembled += 1;
                 return r;
@@ -555,7 +554,7 @@ impl<N: Nic> Stack<N> {
     pub(in crate::stack) fn drop_queued(&mut self, d: Desc) {
         self.stats.drops[StackDrop::SocketClosed as usize] += 1;
         if d.buf & REASM_TAG != 0 {
-            self.store.free(d.buf & !REASM_TAG);
+            self.udp.store.free(d.buf & !REASM_TAG);
         } else {
             self.stats.rx_frame_drops += 1;
             self.iface.release(Desc {

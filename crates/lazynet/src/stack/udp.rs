@@ -29,6 +29,16 @@ pub const MAX_UDP_PAYLOAD: usize = 65507;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct UdpHandle(pub(in crate::stack) u32);
 
+/// The UDP part of a stack: the socket table, and the datagrams
+/// reassembled for its sockets.
+pub(in crate::stack) struct Udp {
+    pub(in crate::stack) sockets: Vec<Option<UdpEntry>>,
+    pub(in crate::stack) free: Vec<u32>,
+    pub(in crate::stack) store: DgramStore,
+    /// Default channel capacity of a socket (frames).
+    pub(in crate::stack) channel_cap: usize,
+}
+
 #[derive(Clone, Copy, Debug)]
 pub(in crate::stack) struct UdpEntry {
     pub(in crate::stack) local: SocketAddrV4,
@@ -145,7 +155,8 @@ fn parse_udp(
 
 impl<N: Nic> Stack<N> {
     fn sock(&self, h: UdpHandle) -> Result<UdpEntry, SocketError> {
-        self.sockets
+        self.udp
+            .sockets
             .get(h.0 as usize)
             .copied()
             .flatten()
@@ -174,26 +185,26 @@ impl<N: Nic> Stack<N> {
         };
         let chan = self
             .demux
-            .bind_udp(addr, port, cap.unwrap_or(self.udp_channel_cap))
+            .bind_udp(addr, port, cap.unwrap_or(self.udp.channel_cap))
             .map_err(|e| match e {
                 BindError::AddrInUse => SocketError::AddrInUse,
                 BindError::NoChannel => SocketError::BadHandle,
             })?;
-        let cap = cap.unwrap_or(self.udp_channel_cap);
+        let cap = cap.unwrap_or(self.udp.channel_cap);
         self.ni_bind(chan, cap, ni::BindKind::Udp(addr, port))?;
         let s = UdpEntry {
             local: SocketAddrV4::new(addr, port),
             chan,
             peer: None,
         };
-        let idx = match self.free_sockets.pop() {
+        let idx = match self.udp.free.pop() {
             Some(i) => {
-                self.sockets[i as usize] = Some(s);
+                self.udp.sockets[i as usize] = Some(s);
                 i
             }
             None => {
-                self.sockets.push(Some(s));
-                (self.sockets.len() - 1) as u32
+                self.udp.sockets.push(Some(s));
+                (self.udp.sockets.len() - 1) as u32
             }
         };
         Ok(UdpHandle(idx))
@@ -211,7 +222,7 @@ impl<N: Nic> Stack<N> {
         peer: Option<SocketAddrV4>,
     ) -> Result<(), SocketError> {
         self.sock(h)?;
-        if let Some(Some(s)) = self.sockets.get_mut(h.0 as usize) {
+        if let Some(Some(s)) = self.udp.sockets.get_mut(h.0 as usize) {
             s.peer = peer;
         }
         Ok(())
@@ -249,8 +260,8 @@ impl<N: Nic> Stack<N> {
             self.drop_queued(d);
         }
         self.iface.flush_release();
-        self.sockets[h.0 as usize] = None;
-        self.free_sockets.push(h.0);
+        self.udp.sockets[h.0 as usize] = None;
+        self.udp.free.push(h.0);
         Ok(())
     }
 
@@ -269,7 +280,7 @@ impl<N: Nic> Stack<N> {
             };
             if d.buf & REASM_TAG != 0 {
                 let slot = d.buf & !REASM_TAG;
-                let parsed = match self.store.get(slot) {
+                let parsed = match self.udp.store.get(slot) {
                     Some((bytes, src, dst)) => {
                         parse_udp(bytes, src, dst).and_then(|(from, _, p)| {
                             if s.peer.is_none_or(|x| x == from) {
@@ -284,12 +295,12 @@ impl<N: Nic> Stack<N> {
                 match parsed {
                     Ok((from, payload)) => {
                         let v = f(payload, from);
-                        self.store.free(slot);
+                        self.udp.store.free(slot);
                         self.stats.udp_delivered_reassembled += 1;
                         return Ok(v);
                     }
                     Err(e) => {
-                        self.store.free(slot);
+                        self.udp.store.free(slot);
                         self.stats.drops[e as usize] += 1;
                         continue;
                     }
