@@ -9,7 +9,7 @@ use lazynet::mem::Desc;
 use lazynet::nic::wirepair::{WireConfig, WireEnd, WirePair};
 use lazynet::nic::Nic;
 use lazynet::socket::UdpSocket;
-use lazynet::stack::{ListenHandle, Stack, StackConfig};
+use lazynet::stack::{Stack, StackConfig, TcpListener};
 use lazynet::wire::checksum::{checksum, fold, partial, pseudo_header_ipv4};
 
 thread_local! {
@@ -164,7 +164,7 @@ pub fn inject(
 /// address), and a TCP listener on port 80 (any address).
 pub struct Server {
     pub stack: Stack<WireEnd>,
-    pub listener: ListenHandle,
+    pub listener: TcpListener,
     s7: UdpSocket,
     s9: UdpSocket,
 }

@@ -87,7 +87,7 @@ pub fn serve<S: ConnApp>(
                 spin_ns: self.spin_ns,
                 ..ServerConfig::default()
             };
-            let mut server = Server::new(stack, listener.handle(), self.make, scfg)?;
+            let mut server = Server::new(stack, listener, self.make, scfg)?;
             let status = self.status;
             let r = server.run(stack, self.stop, |stack, server| {
                 if status.swap(false, Ordering::Relaxed) {
@@ -96,7 +96,7 @@ pub fn serve<S: ConnApp>(
             });
             let (served, open) = (r.served, r.open_at_exit);
             println!("connections: {served}, open at exit: {open}");
-            if let Ok(c) = stack.listener(listener.handle()).counters() {
+            if let Ok(c) = stack.listener(listener).counters() {
                 println!(
                     "listener: {} SYNs queued, {} cookies sent, {} connections from cookies",
                     c.syns, c.cookies_sent, c.cookies_accepted
@@ -165,7 +165,7 @@ pub fn demo(seconds: f64, verbose: bool) -> anyhow::Result<()> {
         let mut buf = vec![0u8; 65536];
         let mut got = 0u64;
         loop {
-            let n = s.read_blocking(&mut st, &mut buf, t)?;
+            let n = s.recv_blocking(&mut st, &mut buf, t)?;
             if n == 0 {
                 break;
             }
@@ -185,11 +185,11 @@ pub fn demo(seconds: f64, verbose: bool) -> anyhow::Result<()> {
         let mut rr = 0u64;
         let mut one = [0u8; 1];
         loop {
-            let n = r.read_blocking(&mut st, &mut one, t)?;
+            let n = r.recv_blocking(&mut st, &mut one, t)?;
             if n == 0 {
                 break;
             }
-            r.write_all_blocking(&mut st, &one, t)?;
+            r.send_all_blocking(&mut st, &one, t)?;
             rr += 1;
         }
         r.close(&mut st)?;
@@ -207,7 +207,7 @@ pub fn demo(seconds: f64, verbose: bool) -> anyhow::Result<()> {
     while start.elapsed().as_secs_f64() < secs / 2.0 {
         // The pattern repeats every 251 bytes; offsets keep it continuous.
         let off = (sent % 251) as usize;
-        let n = c.write(&mut st, &chunk[off..off + 60_000]);
+        let n = c.send(&mut st, &chunk[off..off + 60_000]);
         match n {
             Ok(n) => sent += n as u64,
             Err(SocketError::WouldBlock) => {
@@ -219,7 +219,7 @@ pub fn demo(seconds: f64, verbose: bool) -> anyhow::Result<()> {
     c.shutdown(&mut st)?;
     c.flush_blocking(&mut st, t)?;
     let bulk_secs = start.elapsed().as_secs_f64();
-    let bulk_counters = st.tcp(c.handle()).counters()?;
+    let bulk_counters = st.tcp(c).counters()?;
     c.close(&mut st)?;
     let r = TcpStream::connect(&mut st, dst, t)?;
     r.set_nodelay(&mut st, true)?;
@@ -228,14 +228,14 @@ pub fn demo(seconds: f64, verbose: bool) -> anyhow::Result<()> {
     let mut one = [7u8; 1];
     while start.elapsed().as_secs_f64() < secs / 2.0 {
         let t0 = Instant::now();
-        r.write_all_blocking(&mut st, &one, t)?;
-        let n = r.read_blocking(&mut st, &mut one, t)?;
+        r.send_all_blocking(&mut st, &one, t)?;
+        let n = r.recv_blocking(&mut st, &mut one, t)?;
         anyhow::ensure!(n == 1 && one[0] == 7, "request/response reply wrong");
         h.record(t0.elapsed().as_nanos() as u64)?;
     }
     r.shutdown(&mut st)?;
     let mut tmp = [0u8; 1];
-    let _ = r.read_blocking(&mut st, &mut tmp, t);
+    let _ = r.recv_blocking(&mut st, &mut tmp, t);
     r.close(&mut st)?;
     let end = st.now() + 100_000_000;
     while lazynet::socket::wait_step(&mut st, Some(end)) {}
@@ -363,11 +363,11 @@ fn get_on<N: Nic>(
     };
     let s = TcpStream::connect(stack, SocketAddrV4::new(url.host, url.port), t)?;
     let mut get = crate::http::HttpGet::new(url);
-    s.write_all_blocking(stack, get.request(), t)?;
+    s.send_all_blocking(stack, get.request(), t)?;
     let mut buf = vec![0u8; 256 * 1024];
     let mut werr = None;
     while !get.is_done() {
-        let n = s.read_blocking(stack, &mut buf, t)?;
+        let n = s.recv_blocking(stack, &mut buf, t)?;
         if n == 0 {
             get.on_eof()?;
             break;

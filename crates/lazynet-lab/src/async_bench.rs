@@ -378,12 +378,12 @@ fn echo_native(
         while !s2.load(Ordering::Relaxed) {
             let n = match wait {
                 Wait::Sleep => {
-                    match s.read_blocking(&mut st, &mut buf, Some(Duration::from_millis(100))) {
+                    match s.recv_blocking(&mut st, &mut buf, Some(Duration::from_millis(100))) {
                         Err(SocketError::TimedOut) => continue,
                         r => r?,
                     }
                 }
-                Wait::Poll => match s.read(&mut st, &mut buf) {
+                Wait::Poll => match s.recv(&mut st, &mut buf) {
                     Err(SocketError::WouldBlock) => {
                         let now = st.now();
                         st.poll(now);
@@ -396,7 +396,7 @@ fn echo_native(
             if n == 0 {
                 break;
             }
-            s.write_all_blocking(&mut st, &buf[..n], t)?;
+            s.send_all_blocking(&mut st, &buf[..n], t)?;
         }
         Ok(())
     });
@@ -415,12 +415,12 @@ fn echo_native(
             measuring = true;
         }
         let t0 = Instant::now();
-        c.write_all_blocking(&mut st, &msg, t)?;
+        c.send_all_blocking(&mut st, &msg, t)?;
         let mut got = 0;
         while got < size {
             let n = match wait {
-                Wait::Sleep => c.read_blocking(&mut st, &mut back[got..], t)?,
-                Wait::Poll => match c.read(&mut st, &mut back[got..]) {
+                Wait::Sleep => c.recv_blocking(&mut st, &mut back[got..], t)?,
+                Wait::Poll => match c.recv(&mut st, &mut back[got..]) {
                     Err(SocketError::WouldBlock) => {
                         let now = st.now();
                         st.poll(now);

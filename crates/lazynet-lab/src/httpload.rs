@@ -23,7 +23,7 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use lazynet::nic::Nic;
 use lazynet::socket::{SocketError, TcpStream};
-use lazynet::stack::{Stack, TcpEvent, TcpHandle};
+use lazynet::stack::{Stack, TcpEvent};
 
 /// What to offer.
 #[derive(Clone, Debug)]
@@ -163,7 +163,7 @@ pub fn run<N: Nic>(stack: &mut Stack<N>, server: SocketAddrV4, load: &HttpLoad) 
     .into_bytes();
     let mut conns: Vec<Option<Conn>> = Vec::with_capacity(load.max_open);
     let mut free: Vec<usize> = Vec::new();
-    let mut by_handle: HashMap<TcpHandle, usize> = HashMap::with_capacity(load.max_open);
+    let mut by_handle: HashMap<TcpStream, usize> = HashMap::with_capacity(load.max_open);
     let mut events = Vec::with_capacity(256);
     let mut res = HttpResult {
         started: 0,
@@ -210,7 +210,7 @@ pub fn run<N: Nic>(stack: &mut Stack<N>, server: SocketAddrV4, load: &HttpLoad) 
                 }
                 match TcpStream::connect_nonblocking(stack, server, None) {
                     Ok(s) => {
-                        let h = s.handle();
+                        let h = s;
                         let c = Conn {
                             s,
                             started_ns: now,
@@ -291,7 +291,7 @@ pub fn run<N: Nic>(stack: &mut Stack<N>, server: SocketAddrV4, load: &HttpLoad) 
             if c.connected && !failed {
                 // Read what came.
                 loop {
-                    match c.s.read(stack, &mut buf) {
+                    match c.s.recv(stack, &mut buf) {
                         Ok(0) => {
                             done = true;
                             break;
@@ -324,7 +324,7 @@ pub fn run<N: Nic>(stack: &mut Stack<N>, server: SocketAddrV4, load: &HttpLoad) 
                     let k = load.burst.min(load.calls - c.sent);
                     c.burst_ns = now;
                     for _ in 0..k {
-                        if c.s.write(stack, &req).is_err() {
+                        if c.s.send(stack, &req).is_err() {
                             failed = true;
                             break;
                         }
@@ -343,7 +343,7 @@ pub fn run<N: Nic>(stack: &mut Stack<N>, server: SocketAddrV4, load: &HttpLoad) 
             }
             if done || failed {
                 let c = conns[i].take().expect("present");
-                by_handle.remove(&c.s.handle());
+                by_handle.remove(&c.s);
                 let stopped = time_up && c.sent > 0;
                 if failed || c.got < c.sent || (c.got < load.calls && !stopped) {
                     let _ = c.s.abort(stack);

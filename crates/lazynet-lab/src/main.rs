@@ -443,9 +443,9 @@ enum BenchCmd {
         eager_receiver: bool,
         /// Whether lazynet's receiver evicts the lines of frames it has
         /// copied out, so that the sending core need not take them back
-        /// from its caches (`stack::handback`; default: measure and choose).
-        #[arg(long, value_enum, default_value_t = Handback::Adaptive)]
-        handback: Handback,
+        /// from its caches (`stack::evict`; default: measure and choose).
+        #[arg(long, value_enum, default_value_t = Eviction::Adaptive)]
+        evict: Eviction,
         /// Also run the wire reference series each run: the same bytes
         /// over the same wire with only the per-byte work (copies and
         /// checksums of a stack with copy semantics) and no protocol.
@@ -523,7 +523,7 @@ enum BenchCmd {
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
-pub enum Handback {
+pub enum Eviction {
     Off,
     Adaptive,
     Always,
@@ -750,7 +750,7 @@ fn main() -> anyhow::Result<()> {
                     fifo,
                     wire,
                     eager_receiver,
-                    handback,
+                    evict,
                     out,
                 },
         } => tcp_bench::bench_bulk(
@@ -765,10 +765,10 @@ fn main() -> anyhow::Result<()> {
                     nodelay,
                     fast_path: true,
                     eager_receiver,
-                    handback: match handback {
-                        Handback::Off => lazynet::stack::HandbackMode::Off,
-                        Handback::Adaptive => lazynet::stack::HandbackMode::Adaptive,
-                        Handback::Always => lazynet::stack::HandbackMode::Always,
+                    evict: match evict {
+                        Eviction::Off => lazynet::stack::EvictMode::Off,
+                        Eviction::Adaptive => lazynet::stack::EvictMode::Adaptive,
+                        Eviction::Always => lazynet::stack::EvictMode::Always,
                     },
                     fifo,
                 },

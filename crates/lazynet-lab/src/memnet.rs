@@ -212,7 +212,7 @@ fn sink(end: WireEnd, stop: Arc<AtomicBool>, cpu: usize) -> std::thread::JoinHan
                 conns.push(c);
             }
             for c in &conns {
-                while let Ok(n) = c.read(&mut st, &mut buf) {
+                while let Ok(n) = c.recv(&mut st, &mut buf) {
                     if n == 0 {
                         break;
                     }
@@ -245,7 +245,7 @@ fn inprocess_send(sizes: &[usize], per: usize) -> anyhow::Result<Vec<(usize, f64
         let ns = time_calls(calls_at(per, n), n, || {
             let mut left = n;
             while left > 0 {
-                match c.write(&mut st, &data[..left]) {
+                match c.send(&mut st, &data[..left]) {
                     Ok(k) if k > 0 => left -= k,
                     _ => {
                         let t = st.now() + 1_000_000;

@@ -193,7 +193,7 @@ fn lazynet_series(series: Series, d: Duration, dir: &Path) -> anyhow::Result<Num
             SocketAddrV4::new(SERVER, 7),
             Some(Duration::from_secs(5)),
         )?;
-        let _ = st.tcp_mut(c.handle()).set_nodelay(true);
+        let _ = st.tcp_mut(c).set_nodelay(true);
         n.tcp_rr_p50_us = tcp_rr(&mut st, &c, d)?;
     }
     {
@@ -215,12 +215,12 @@ fn tcp_rr(st: &mut Stack<WireEnd>, c: &TcpStream, d: Duration) -> anyhow::Result
         let start = Instant::now();
         while start.elapsed() < len {
             let t = Instant::now();
-            while c.write(st, b"x").is_err() {
+            while c.send(st, b"x").is_err() {
                 anyhow::ensure!(t.elapsed() < Duration::from_secs(2), "write stalled");
                 wait_step(st, None);
             }
             loop {
-                match c.read(st, &mut b) {
+                match c.recv(st, &mut b) {
                     Ok(0) => anyhow::bail!("closed"),
                     Ok(_) => break,
                     Err(_) => {
@@ -248,7 +248,7 @@ fn http_bulk(st: &mut Stack<WireEnd>) -> anyhow::Result<f64> {
     let mut at = 0;
     let t0 = Instant::now();
     while at < req.len() {
-        match c.write(st, &req.as_bytes()[at..]) {
+        match c.send(st, &req.as_bytes()[at..]) {
             Ok(k) => at += k,
             Err(_) => {
                 wait_step(st, None);
@@ -260,7 +260,7 @@ fn http_bulk(st: &mut Stack<WireEnd>) -> anyhow::Result<f64> {
     let mut buf = vec![0u8; 64 * 1024];
     let start = Instant::now();
     loop {
-        match c.read(st, &mut buf) {
+        match c.recv(st, &mut buf) {
             Ok(0) => break,
             Ok(k) => got += k as u64,
             Err(_) => {

@@ -23,7 +23,7 @@ use lazynet::nic::Nic;
 use lazynet::proto::tcp::{Config, State};
 use lazynet::sched::clock::{Clock, TscClock};
 use lazynet::socket::SocketError;
-use lazynet::stack::{HandbackMode, ListenHandle, Stack, StackConfig, TcpHandle, RX_AHEAD};
+use lazynet::stack::{EvictMode, Stack, StackConfig, TcpListener, TcpStream, RX_AHEAD};
 use lazynet::wire::checksum;
 
 use lazynet::sys::pin_thread;
@@ -52,8 +52,8 @@ pub struct Setup {
     /// lazynet's bulk receiver runs its protocol handler in every poll,
     /// before reading, as smoltcp's poll does (no direct placement).
     pub eager_receiver: bool,
-    /// lazynet's `StackConfig::rx_handback`.
-    pub handback: HandbackMode,
+    /// lazynet's `StackConfig::rx_evict`.
+    pub evict: EvictMode,
     /// Both benchmark threads SCHED_FIFO.
     pub fifo: bool,
 }
@@ -66,7 +66,7 @@ impl Default for Setup {
             nodelay: false,
             fast_path: true,
             eager_receiver: false,
-            handback: HandbackMode::Adaptive,
+            evict: EvictMode::Adaptive,
             fifo: false,
         }
     }
@@ -130,8 +130,8 @@ pub struct Lazy {
     /// The time of the last `poll`, passed to `send` and `recv` (the
     /// stack's API takes the time from its caller).
     now: u64,
-    l: Option<ListenHandle>,
-    c: Option<TcpHandle>,
+    l: Option<TcpListener>,
+    c: Option<TcpStream>,
     /// See [`Endpoint::reader`].
     reader: bool,
     /// [`Setup::eager_receiver`]: `reader` is never set.
@@ -152,7 +152,7 @@ fn lazy_stack(end: WireEnd, addr: Ipv4Addr, seed: u64, setup: &Setup) -> Stack<W
                 nodelay: setup.nodelay,
                 ..Config::default()
             },
-            rx_handback: setup.handback,
+            rx_evict: setup.evict,
             ..StackConfig::default()
         },
     )
@@ -1075,10 +1075,10 @@ fn settings(setup: &Setup) -> String {
         } else {
             "lets its reads process its segments (LRP; in-order text placed directly into the reader's buffer) and runs its protocol handler when a read finds nothing"
         },
-        match setup.handback {
-            HandbackMode::Off => "never (--handback off)",
-            HandbackMode::Always => "always (--handback always)",
-            HandbackMode::Adaptive => "where measured faster (stack::handback)",
+        match setup.evict {
+            EvictMode::Off => "never (--evict off)",
+            EvictMode::Always => "always (--evict always)",
+            EvictMode::Adaptive => "where measured faster (stack::evict)",
         }
     )
 }

@@ -151,12 +151,8 @@ fn main() -> anyhow::Result<()> {
             let server = std::thread::spawn(move || -> anyhow::Result<u64> {
                 let mut st = Stack::new(b, common::config(common::WIRE_OURS, common::seed()));
                 let l = TcpListener::bind(&mut st, SocketAddrV4::new(common::WIRE_OURS, PORT), 64)?;
-                let mut server = Server::new(
-                    &mut st,
-                    l.handle(),
-                    EchoApp::default,
-                    ServerConfig::default(),
-                )?;
+                let mut server =
+                    Server::new(&mut st, l, EchoApp::default, ServerConfig::default())?;
                 Ok(server.run(&mut st, &s, |_, _| {}).served)
             });
             let stack = Stack::new(a, common::config(common::WIRE_PEER, common::seed()));

@@ -11,7 +11,9 @@ use lazynet::nic::Nic;
 use lazynet::proto::tcp::State;
 use lazynet::socket::SocketError;
 use lazynet::stack::ready::{Event, Interest, Sleep, SocketId, Trigger};
-use lazynet::stack::{ListenHandle, Stack, TcpHandle, UdpHandle};
+use lazynet::stack::{
+    Stack, TcpListener as StackListener, TcpStream as StackStream, UdpSocket as StackUdp,
+};
 use tokio::sync::Notify;
 
 /// A socket of [`Core`]: its waker slot.
@@ -183,21 +185,21 @@ impl<N: Nic> Inner<N> {
             .ok_or_else(|| SocketError::BadHandle.into())
     }
 
-    fn tcp(&self, s: Sock) -> io::Result<TcpHandle> {
+    fn tcp(&self, s: Sock) -> io::Result<StackStream> {
         match self.socket(s)? {
             SocketId::Tcp(h) => Ok(h),
             _ => Err(SocketError::BadHandle.into()),
         }
     }
 
-    fn listener(&self, s: Sock) -> io::Result<ListenHandle> {
+    fn listener(&self, s: Sock) -> io::Result<StackListener> {
         match self.socket(s)? {
             SocketId::Listener(h) => Ok(h),
             _ => Err(SocketError::BadHandle.into()),
         }
     }
 
-    fn udp(&self, s: Sock) -> io::Result<UdpHandle> {
+    fn udp(&self, s: Sock) -> io::Result<StackUdp> {
         match self.socket(s)? {
             SocketId::Udp(h) => Ok(h),
             _ => Err(SocketError::BadHandle.into()),

@@ -1,4 +1,4 @@
-//! Header prediction (`proto/tcp/fast.rs`): ns per in-order data segment
+//! Header prediction (`proto/tcp/conn/fast.rs`): ns per in-order data segment
 //! and per pure ACK through `Connection::handle_segment`, fast path on and
 //! off. Only the `handle_segment` calls are timed (chunks of up to 32
 //! segments); reading the data and sending our ACKs in between is not.

@@ -44,7 +44,7 @@ const PORT: u16 = 7;
 
 fn serve<N: Nic>(stack: &mut Stack<N>, stop: &AtomicBool) -> anyhow::Result<u64> {
     let l = TcpListener::bind(stack, SocketAddrV4::new(stack.addr(), PORT), 64)?;
-    let mut server = Server::new(stack, l.handle(), EchoApp::default, ServerConfig::default())?;
+    let mut server = Server::new(stack, l, EchoApp::default, ServerConfig::default())?;
     let r = server.run(stack, stop, |_, _| {});
     anyhow::ensure!(
         r.open_at_exit == 0,
@@ -74,7 +74,7 @@ fn wire_clients<N: Nic>(st: &mut Stack<N>, args: &Args) -> anyhow::Result<()> {
         let mut progress = false;
         for (i, c) in conns.iter().enumerate() {
             if sent[i] < args.bytes {
-                match c.write(st, &streams[i][sent[i]..]) {
+                match c.send(st, &streams[i][sent[i]..]) {
                     Ok(n) => {
                         sent[i] += n;
                         progress = true;
@@ -86,7 +86,7 @@ fn wire_clients<N: Nic>(st: &mut Stack<N>, args: &Args) -> anyhow::Result<()> {
                     Err(e) => return Err(e.into()),
                 }
             }
-            match c.read(st, &mut buf) {
+            match c.recv(st, &mut buf) {
                 Ok(0) => anyhow::ensure!(got[i] == args.bytes, "early end of stream {i}"),
                 Ok(n) => {
                     anyhow::ensure!(

@@ -43,7 +43,7 @@ const PORT: u16 = 7;
 fn serve<N: Nic>(stack: &mut Stack<N>, stop: &AtomicBool) -> anyhow::Result<u64> {
     let addr = SocketAddrV4::new(stack.addr(), PORT);
     let sock = UdpSocket::bind(stack, addr)?;
-    stack.register(sock.handle(), 0, Interest::READABLE, Trigger::Level)?;
+    stack.register(sock, 0, Interest::READABLE, Trigger::Level)?;
     let mut events = Vec::new();
     let mut echoed = 0u64;
     let mut buf = [0u8; 2048];

@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::nic::Nic;
 use crate::socket::SocketError;
 use crate::stack::ready::{Event, Interest, SocketId, Trigger};
-use crate::stack::{ListenHandle, Stack, TcpHandle};
+use crate::stack::{Stack, TcpListener, TcpStream};
 
 /// The application half of one connection, sans-IO: bytes in, bytes out.
 pub trait ConnApp {
@@ -161,7 +161,7 @@ const SERVICE_BUDGET: usize = 1024;
 const MAX_SLEEP_NS: u64 = 1_000_000;
 
 struct Conn<S> {
-    h: TcpHandle,
+    h: TcpStream,
     app: S,
     inb: Box<[u8]>,
     in_len: usize,
@@ -185,7 +185,7 @@ enum Drive {
 /// docs). The stack's registry is the server's: it registers the
 /// listener and every connection it accepts.
 pub struct Server<S, F> {
-    listener: ListenHandle,
+    listener: TcpListener,
     make: F,
     cfg: ServerConfig,
     conns: Vec<Option<Conn<S>>>,
@@ -204,7 +204,7 @@ impl<S: ConnApp, F: FnMut() -> S> Server<S, F> {
     /// A server of `listener` (already bound on `stack`).
     pub fn new<N: Nic>(
         stack: &mut Stack<N>,
-        listener: ListenHandle,
+        listener: TcpListener,
         make: F,
         cfg: ServerConfig,
     ) -> Result<Self, SocketError> {

@@ -69,7 +69,7 @@ use anyhow::Context as _;
 use lazynet::nic::wirepair::{WireConfig, WireEnd, WirePair};
 use lazynet::nic::Nic;
 use lazynet::sched::{Class, Cx, Status, TscClock};
-use lazynet::stack::{ReceiveMode, Stack, StackConfig, UdpHandle};
+use lazynet::stack::{ReceiveMode, Stack, StackConfig, UdpSocket};
 
 use super::hostloop::{send_frames, NiStep, OnCpu, QUIET, SEND_BATCH};
 use super::{Checks, ExpOpts, Results};
@@ -127,7 +127,7 @@ struct ModeResult {
 /// The host's application state: the two servers' sockets and counters,
 /// the worker's remaining work.
 struct App {
-    servers: [UdpHandle; 2],
+    servers: [UdpSocket; 2],
     replies: [u64; 2],
     worker_left: u64,
     worker_done_ns: Option<u64>,

@@ -120,7 +120,7 @@ pub(crate) fn udp_gen(a: &WireEnd, b_mac: [u8; 6], port: u16) -> anyhow::Result<
 /// The host side of a point, whatever its NIC (`WireEnd`, or the NI proxy).
 pub(crate) enum HostStack {
     Wire(Box<Stack<WireEnd>>),
-    Ni(Box<Stack<lazynet::stack::NiNic>>),
+    Ni(Box<Stack<lazynet::stack::NiProxy>>),
 }
 
 /// Builds the host's stack on wire end `b` with `cfg` (from

@@ -47,10 +47,10 @@ use lazynet::nic::wirepair::{WireConfig, WireEnd, WirePair};
 use lazynet::nic::Nic;
 use lazynet::proto::tcp::State;
 use lazynet::sched::{
-    Bucket, Class, Cx, Executor, OwnerUsage, Periodic, SchedConfig, Status, TscClock, Verdict,
+    Bucket, Class, Cx, Executor, OwnerUsage, Periodic, ResponseTime, SchedConfig, Status, TscClock,
     VirtualClock,
 };
-use lazynet::stack::{ListenHandle, ReceiveMode, Stack, StackConfig, TcpHandle};
+use lazynet::stack::{ReceiveMode, Stack, StackConfig, TcpListener, TcpStream};
 use lazynet::sys::{set_sched_class, SchedClass};
 
 use super::hostloop::OnCpu;
@@ -520,8 +520,9 @@ fn periods_run(
         // iteration or a wake-up breaks the declared premise; the
         // scheduler is still held to the analysis of what happened.
         let observed = ex.observed_analysis();
-        let bound_of =
-            |v: &[Verdict], name: &str| v.iter().find(|x| x.name == name).map(|x| x.response_ns);
+        let bound_of = |v: &[ResponseTime], name: &str| {
+            v.iter().find(|x| x.name == name).map(|x| x.response_ns)
+        };
         let out = owners
             .iter()
             .map(|&o| {
@@ -1037,10 +1038,10 @@ pub(super) type St = HostState<WireEnd, App>;
 pub(super) fn accepted(
     st: &mut HostState<WireEnd, impl Sized>,
     cx: &mut Cx<'_>,
-    listener: ListenHandle,
-    conn: &mut Option<TcpHandle>,
+    listener: TcpListener,
+    conn: &mut Option<TcpStream>,
     now: u64,
-) -> Option<TcpHandle> {
+) -> Option<TcpStream> {
     if conn.is_none() {
         let h = st.stack.listener_mut(listener).accept(now).ok()?;
         st.register_tcp(h, cx.owner(), cx.task());
@@ -1051,7 +1052,7 @@ pub(super) fn accepted(
 
 /// Polls `client` until every connection in `conns` is established (at
 /// most 5 s); false if one is not.
-pub(super) fn establish(client: &mut Stack<WireEnd>, conns: &[TcpHandle]) -> bool {
+pub(super) fn establish(client: &mut Stack<WireEnd>, conns: &[TcpStream]) -> bool {
     let up = Instant::now();
     while up.elapsed() < Duration::from_secs(5) {
         let now = client.now();
@@ -1071,11 +1072,11 @@ pub(super) fn establish(client: &mut Stack<WireEnd>, conns: &[TcpHandle]) -> boo
 /// A stream's handler: the stream's TCP input and, for every complete
 /// message, the application's work — one message per iteration.
 pub(super) fn stream_handler(
-    listener: ListenHandle,
+    listener: TcpListener,
     consumed: Arc<AtomicU64>,
     work_iters: u32,
 ) -> impl FnMut(&mut Cx<'_>, &mut St) -> Status {
-    let mut conn: Option<TcpHandle> = None;
+    let mut conn: Option<TcpStream> = None;
     let mut buf = vec![0u8; MSG].into_boxed_slice();
     move |cx, st| {
         for _ in 0..64 {
@@ -1177,7 +1178,7 @@ fn lazynet_point(plan: &Plan, fifo: bool) -> anyhow::Result<Point> {
                     pt.usage.push(h.usage(*o));
                     let (name, class) = h.executor().owner_info(*o).unwrap_or(("", Class::Idle));
                     pt.periodic_at_end.push(matches!(class, Class::Periodic(_)));
-                    let of = |v: &[Verdict]| {
+                    let of = |v: &[ResponseTime]| {
                         v.iter()
                             .find(|v| v.name == name)
                             .map_or(u64::MAX, |v| v.response_ns)

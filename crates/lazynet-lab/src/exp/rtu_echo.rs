@@ -28,7 +28,7 @@ use hdrhistogram::Histogram;
 use lazynet::host::{Host, HostState};
 use lazynet::nic::wirepair::WireEnd;
 use lazynet::sched::{Bucket, Class, Cx, Status, TscClock};
-use lazynet::stack::{ListenHandle, TcpHandle};
+use lazynet::stack::{TcpListener, TcpStream};
 use lazynet::sys::{set_sched_class, SchedClass};
 use lazynet_cli::echo::hist;
 
@@ -241,7 +241,7 @@ fn lazynet_point(
     for i in 0..bulk {
         bulks.push(client.tcp_connect(SocketAddrV4::new(HOST, BULK_PORT + i as u16), None, now)?);
     }
-    let all: Vec<TcpHandle> = std::iter::once(echo).chain(bulks.iter().copied()).collect();
+    let all: Vec<TcpStream> = std::iter::once(echo).chain(bulks.iter().copied()).collect();
     establish(&mut client, &all);
     let msg = vec![0x42u8; size];
     let junk = vec![0x17u8; CHUNK];
@@ -304,8 +304,8 @@ fn lazynet_point(
 
 /// The echo: its TCP input, then whatever arrived goes back, one read per
 /// iteration.
-fn echo_handler(listener: ListenHandle) -> impl FnMut(&mut Cx<'_>, &mut St) -> Status {
-    let mut conn: Option<TcpHandle> = None;
+fn echo_handler(listener: TcpListener) -> impl FnMut(&mut Cx<'_>, &mut St) -> Status {
+    let mut conn: Option<TcpStream> = None;
     let mut buf = vec![0u8; 16 * 1024].into_boxed_slice();
     move |cx, st| {
         for _ in 0..64 {
@@ -343,10 +343,10 @@ fn echo_handler(listener: ListenHandle) -> impl FnMut(&mut Cx<'_>, &mut St) -> S
 
 /// A bulk receiver: its TCP input and one chunk of work per iteration.
 fn bulk_handler(
-    listener: ListenHandle,
+    listener: TcpListener,
     work_iters: u32,
 ) -> impl FnMut(&mut Cx<'_>, &mut St) -> Status {
-    let mut conn: Option<TcpHandle> = None;
+    let mut conn: Option<TcpStream> = None;
     let mut buf = vec![0u8; CHUNK].into_boxed_slice();
     move |cx, st| {
         for _ in 0..16 {

@@ -39,7 +39,7 @@
 use std::io::Write;
 use std::net::{
     Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener as StdListener, TcpStream as StdStream,
-    UdpSocket,
+    UdpSocket as StdUdp,
 };
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -50,8 +50,8 @@ use hdrhistogram::Histogram;
 use lazynet::host::Host;
 use lazynet::nic::wirepair::WireEnd;
 use lazynet::nic::Nic;
-use lazynet::sched::{Bucket, Class, Cx, OwnerUsage, Periodic, Status, TscClock, Verdict};
-use lazynet::stack::{Stack, TcpHandle, UdpHandle};
+use lazynet::sched::{Bucket, Class, Cx, OwnerUsage, Periodic, ResponseTime, Status, TscClock};
+use lazynet::stack::{Stack, TcpStream, UdpSocket};
 use lazynet::sys::{set_sched_class, SchedClass};
 use lazynet_cli::echo::hist;
 
@@ -478,7 +478,7 @@ pub fn table2_fig9(
 /// per iteration, the datagram handed in place (RTU: the input handler
 /// calls the application).
 fn udp_stream_handler(
-    sock: UdpHandle,
+    sock: UdpSocket,
     consumed: Arc<AtomicU64>,
     iters: u32,
 ) -> impl FnMut(&mut Cx<'_>, &mut St) -> Status {
@@ -496,7 +496,7 @@ fn udp_stream_handler(
 }
 
 /// The reactive echo: one datagram back to its sender per iteration.
-fn echo_handler(sock: UdpHandle) -> impl FnMut(&mut Cx<'_>, &mut St) -> Status {
+fn echo_handler(sock: UdpSocket) -> impl FnMut(&mut Cx<'_>, &mut St) -> Status {
     let mut buf = vec![0u8; 8192].into_boxed_slice();
     move |cx, st| {
         for _ in 0..64 {
@@ -519,7 +519,7 @@ fn echo_handler(sock: UdpHandle) -> impl FnMut(&mut Cx<'_>, &mut St) -> Status {
 }
 
 enum Client {
-    Tcp(TcpHandle),
+    Tcp(TcpStream),
     Udp(SocketAddrV4),
 }
 
@@ -538,8 +538,8 @@ fn lazynet_run(plan: &Plan, periodics: &[Periodic], streams: bool) -> anyhow::Re
     let (mut client, mut server) = stacks()?;
     let echo = server.udp_bind(SocketAddrV4::new(HOST, ECHO_PORT), Some(64))?;
     enum Sock {
-        Tcp(lazynet::stack::ListenHandle),
-        Udp(UdpHandle),
+        Tcp(lazynet::stack::TcpListener),
+        Udp(UdpSocket),
     }
     let mut socks = Vec::new();
     if streams {
@@ -616,7 +616,7 @@ fn lazynet_run(plan: &Plan, periodics: &[Periodic], streams: bool) -> anyhow::Re
                 for &o in &owners {
                     usage.push(h.usage(o));
                     let name = h.executor().owner_info(o).map_or("", |x| x.0);
-                    let of = |v: &[Verdict]| {
+                    let of = |v: &[ResponseTime]| {
                         v.iter()
                             .find(|v| v.name == name)
                             .map_or(u64::MAX, |v| v.response_ns)
@@ -648,7 +648,7 @@ fn lazynet_run(plan: &Plan, periodics: &[Periodic], streams: bool) -> anyhow::Re
             });
         }
     }
-    let tcp: Vec<TcpHandle> = clients
+    let tcp: Vec<TcpStream> = clients
         .iter()
         .filter_map(|c| match c {
             Client::Tcp(h) => Some(*h),
@@ -758,8 +758,8 @@ fn drive(plan: &Plan, consumed: &[Arc<AtomicU64>], c: &mut impl MixClient) -> Ru
 struct LazynetClient {
     stack: Stack<WireEnd>,
     clients: Vec<Client>,
-    usock: UdpHandle,
-    esock: UdpHandle,
+    usock: UdpSocket,
+    esock: UdpSocket,
 }
 
 impl MixClient for LazynetClient {
@@ -807,8 +807,8 @@ struct LinuxClient {
     /// Per stream: its TCP connection, or `None` for a UDP stream.
     tcp: Vec<Option<StdStream>>,
     addrs: Vec<SocketAddr>,
-    usock: UdpSocket,
-    esock: UdpSocket,
+    usock: StdUdp,
+    esock: StdUdp,
     echo_addr: SocketAddr,
     back: Vec<u8>,
 }
@@ -863,7 +863,7 @@ fn linux_run(plan: &Plan, streams: bool) -> anyhow::Result<Run> {
                 })
             }));
         } else {
-            let u = UdpSocket::bind("127.0.0.1:0")?;
+            let u = StdUdp::bind("127.0.0.1:0")?;
             addrs.push(u.local_addr()?);
             threads.push(std::thread::spawn(move || -> anyhow::Result<()> {
                 super::pin_host();
@@ -881,7 +881,7 @@ fn linux_run(plan: &Plan, streams: bool) -> anyhow::Result<Run> {
             }));
         }
     }
-    let echo = UdpSocket::bind("127.0.0.1:0")?;
+    let echo = StdUdp::bind("127.0.0.1:0")?;
     let echo_addr = echo.local_addr()?;
     {
         let stop = stop.clone();
@@ -910,9 +910,9 @@ fn linux_run(plan: &Plan, streams: bool) -> anyhow::Result<Run> {
             None
         });
     }
-    let usock = UdpSocket::bind("127.0.0.1:0")?;
+    let usock = StdUdp::bind("127.0.0.1:0")?;
     usock.set_nonblocking(true)?;
-    let esock = UdpSocket::bind("127.0.0.1:0")?;
+    let esock = StdUdp::bind("127.0.0.1:0")?;
     esock.set_read_timeout(Some(ECHO_TIMEOUT))?;
     let mut c = LinuxClient {
         tcp,

@@ -55,7 +55,7 @@ use lazynet::nic::wirepair::{WireConfig, WireEnd, WirePair};
 use lazynet::nic::Nic;
 use lazynet::proto::tcp::{ListenConfig, ListenDrop};
 use lazynet::sched::{Class, Cx, OwnerId, Status, TaskId, TscClock};
-use lazynet::stack::{ListenHandle, ReceiveMode, Stack, StackConfig, StackDrop, TcpHandle};
+use lazynet::stack::{ReceiveMode, Stack, StackConfig, StackDrop, TcpListener, TcpStream};
 
 use super::hostloop::{send_frames, NiStep, OnCpu, QUIET};
 use super::{Checks, ExpOpts, Results};
@@ -120,7 +120,7 @@ struct Series {
 }
 
 struct Slot {
-    h: TcpHandle,
+    h: TcpStream,
     conn: HttpConn,
     out_len: usize,
     out_off: usize,
@@ -129,8 +129,8 @@ struct Slot {
 /// The host's application state: the two listeners, the server's
 /// connections (fixed slots, buffers allocated once).
 struct App {
-    l80: ListenHandle,
-    l81: ListenHandle,
+    l80: TcpListener,
+    l81: TcpListener,
     http: Option<(OwnerId, TaskId)>,
     cfg: Rc<ServerConfig>,
     slots: Vec<Option<Slot>>,
@@ -557,7 +557,7 @@ fn http_iteration<N: Nic>(_cx: &mut Cx<'_>, st: &mut St<N>) -> Status {
 }
 
 /// Serves connection slot `i`; returns its handle if it was closed.
-fn serve_conn<N: Nic>(st: &mut St<N>, i: usize, now: u64) -> Option<TcpHandle> {
+fn serve_conn<N: Nic>(st: &mut St<N>, i: usize, now: u64) -> Option<TcpStream> {
     let HostState { stack, app, .. } = st;
     let App {
         slots, outs, buf, ..
@@ -630,7 +630,7 @@ fn dummy_iteration<N: Nic>(_cx: &mut Cx<'_>, st: &mut St<N>) -> Status {
 
 #[derive(Clone, Copy)]
 struct Client {
-    h: Option<TcpHandle>,
+    h: Option<TcpStream>,
     sent: bool,
     got: usize,
     ok: bool,
@@ -792,7 +792,7 @@ fn client_step<N: Nic>(s: &mut Stack<N>, c: &mut Client, buf: &mut [u8], now: u6
     None
 }
 
-fn fail<N: Nic>(s: &mut Stack<N>, c: &mut Client, h: TcpHandle, now: u64) -> bool {
+fn fail<N: Nic>(s: &mut Stack<N>, c: &mut Client, h: TcpStream, now: u64) -> bool {
     let _ = s.tcp_mut(h).abort(now);
     c.h = None;
     false

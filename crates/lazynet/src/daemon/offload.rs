@@ -47,7 +47,7 @@ use crate::mem::jobs::{Cpl, JobArea, JobCounter, JobError, Req, ReqOp, Span};
 use crate::mem::{Consumer, Doorbell, Producer};
 use crate::nic::Nic;
 use crate::proto::tcp::{ListenConfig, State};
-use crate::stack::{ListenHandle, SocketError, Stack, TcpEvent, TcpHandle};
+use crate::stack::{SocketError, Stack, TcpEvent, TcpListener, TcpStream};
 
 use super::ctl;
 use super::ports::{Holder, Ports};
@@ -69,8 +69,8 @@ struct Range {
 #[derive(Clone, Copy, Debug)]
 enum SockKind {
     Free,
-    Listener(ListenHandle),
-    Conn(TcpHandle),
+    Listener(TcpListener),
+    Conn(TcpStream),
 }
 
 /// One socket-table entry. Its id is `index | gen << 16`.
@@ -375,7 +375,7 @@ impl Offload {
         self.clients.iter().filter(|c| c.is_some()).count()
     }
 
-    fn own_conn(&mut self, h: TcpHandle, k: usize, i: u32) {
+    fn own_conn(&mut self, h: TcpStream, k: usize, i: u32) {
         let x = h.index() as usize;
         if self.conn_owner.len() <= x {
             self.conn_owner.resize(x + 1, (0, 0));
@@ -383,7 +383,7 @@ impl Offload {
         self.conn_owner[x] = (k as u16 + 1, i);
     }
 
-    fn own_listener(&mut self, h: ListenHandle, k: usize, i: u32) {
+    fn own_listener(&mut self, h: TcpListener, k: usize, i: u32) {
         let x = h.index() as usize;
         if self.listen_owner.len() <= x {
             self.listen_owner.resize(x + 1, (0, 0));

@@ -29,13 +29,13 @@ fn peer_exchange(peer: &mut Stack<WireEnd>, port: u16, data: &[u8], want: usize)
     let mut eof = false;
     drive(peer, |p| {
         if sent < data.len() {
-            if let Ok(k) = c.write(p, &data[sent..]) {
+            if let Ok(k) = c.send(p, &data[sent..]) {
                 sent += k;
             }
         }
         let mut b = [0u8; 8192];
         loop {
-            match c.read(p, &mut b) {
+            match c.recv(p, &mut b) {
                 Ok(0) => {
                     eof = true;
                     break;
@@ -356,7 +356,7 @@ fn more_jobs_than_credits_flow_and_a_dead_client_is_reclaimed() {
     let mut back = Vec::new();
     drive(peer, |p| {
         let mut b = [0u8; 8192];
-        while let Ok(n) = c.read(p, &mut b) {
+        while let Ok(n) = c.recv(p, &mut b) {
             if n == 0 {
                 break;
             }
@@ -376,7 +376,7 @@ fn more_jobs_than_credits_flow_and_a_dead_client_is_reclaimed() {
         wait_step(peer, Some(t));
         let mut b = [0u8; 16];
         reset = matches!(
-            c.read(peer, &mut b),
+            c.recv(peer, &mut b),
             Err(crate::stack::SocketError::ConnectionReset)
         );
     }
@@ -446,7 +446,7 @@ fn a_clients_orphans_in_the_daemon_are_capped_and_counted_against_it() {
         let mut got = Vec::new();
         drive(peer, |p| {
             let mut b = [0u8; 8];
-            match c.read(p, &mut b) {
+            match c.recv(p, &mut b) {
                 Ok(0) => true,
                 Ok(n) => {
                     got.extend_from_slice(&b[..n]);
@@ -472,7 +472,7 @@ fn a_clients_orphans_in_the_daemon_are_capped_and_counted_against_it() {
     let mut b = [0u8; 8];
     let reset: Vec<bool> = held
         .iter()
-        .map(|c| c.read(peer, &mut b) == Err(SocketError::ConnectionReset))
+        .map(|c| c.recv(peer, &mut b) == Err(SocketError::ConnectionReset))
         .collect();
     assert_eq!(reset, [[true; 6].as_slice(), &[false; 4]].concat());
     drop(m);

@@ -126,11 +126,11 @@ fn tcp_echo(s: &mut Stack<crate::stack::AreaNic>, stop: &AtomicBool) {
             conns.push(c);
         }
         for c in &conns {
-            if let Ok(n) = c.read(s, &mut buf) {
+            if let Ok(n) = c.recv(s, &mut buf) {
                 let mut at = 0;
                 let t0 = Instant::now();
                 while at < n && t0.elapsed() < Duration::from_secs(5) {
-                    match c.write(s, &buf[at..n]) {
+                    match c.send(s, &buf[at..n]) {
                         Ok(k) => at += k,
                         Err(_) => {
                             wait_step(s, None);
@@ -222,12 +222,12 @@ fn two_applications_serve_udp_and_tcp_through_one_daemon() {
     let mut back = Vec::new();
     drive(peer, |p| {
         if sent < data.len() {
-            if let Ok(k) = c.write(p, &data[sent..]) {
+            if let Ok(k) = c.send(p, &data[sent..]) {
                 sent += k;
             }
         }
         let mut b = [0u8; 8192];
-        while let Ok(n) = c.read(p, &mut b) {
+        while let Ok(n) = c.recv(p, &mut b) {
             if n == 0 {
                 break;
             }

@@ -29,7 +29,7 @@
 //! |---|---|---|---|---|
 //! | `eager` | IP queue, IP/UDP checks, demux, TCP input ([`Stack::poll`]) | in the receive task, charged to whoever was interrupted | in the receive task | — |
 //! | `early-demux` | demux, then IP/UDP checks and TCP input | in the receive task, charged to the interrupted owner | in the receive task | — |
-//! | `soft-lrp` | demux only, charged to the owners of the UDP sockets it fed (the rest as an interrupt); demultiplexing wasted on dropped frames within a CPU budget ([`RxBudget`]) | in the owner's `recv`, at its priority | the owner's protocol handler ([`Stack::tcp_service_tag`]), charged to it | checks queued datagrams nobody is reading ([`UdpSock::prepare`](crate::socket::UdpSock::prepare)), each socket's work charged to its owner ([`Cx::charge_to`]); untagged TCP |
+//! | `soft-lrp` | demux only, charged to the owners of the UDP sockets it fed (the rest as an interrupt); demultiplexing wasted on dropped frames within a CPU budget ([`RxBudget`]) | in the owner's `recv`, at its priority | the owner's protocol handler ([`Stack::tcp_service_tag`]), charged to it | checks queued datagrams nobody is reading ([`UdpSocketRef::prepare`](crate::socket::UdpSocketRef::prepare)), each socket's work charged to its owner ([`Cx::charge_to`]); untagged TCP |
 //! | `ni-lrp` ([`HostConfig::ni_lrp`]) | none: the NI engine demultiplexes on another core; a `net` control task serves the ARP/ICMP and fragment channels and the timers when they hold frames (LRP §3.5) | as `soft-lrp` | as `soft-lrp` | — (the channels' producer is the NI core) |
 //!
 //! # Ownership and wake-ups
@@ -98,7 +98,7 @@ use crate::sched::{
     Charge, Class, Clock, Cx, Executor, OwnerId, OwnerUsage, RemoteWaker, SchedConfig, SchedError,
     Status, Task, TaskId, TaskState, UsageReport,
 };
-use crate::stack::{ListenHandle, ReceiveMode, Stack, TcpEvent, TcpHandle, UdpHandle};
+use crate::stack::{ReceiveMode, Stack, TcpEvent, TcpListener, TcpStream, UdpSocket};
 
 /// The receive task is woken at least this often by default
 /// ([`HostConfig::tick_ns`]), so the stack's ARP and reassembly timers run
@@ -234,7 +234,7 @@ impl HostConfig {
 
 #[derive(Clone, Copy, Debug)]
 struct UdpReg {
-    h: UdpHandle,
+    h: UdpSocket,
     owner: OwnerId,
     task: TaskId,
 }
@@ -250,8 +250,8 @@ struct Registry {
     /// (soft-lrp's budget counts the dropped share of its time).
     rx_classified: u64,
     rx_dropped: u64,
-    tcp: FxHashMap<TcpHandle, TaskId>,
-    listeners: FxHashMap<ListenHandle, TaskId>,
+    tcp: FxHashMap<TcpStream, TaskId>,
+    listeners: FxHashMap<TcpListener, TaskId>,
     /// Protocol-handler task per owner index (`None` for the host's own).
     handlers: Vec<Option<TaskId>>,
     /// Reused buffer for TCP events.
@@ -267,7 +267,7 @@ struct Registry {
     eager: bool,
     /// `ni-lrp`: probes of the registered UDP sockets' inbound rings, which
     /// the control task's interrupt line looks at (shared with it).
-    ni_udp: Rc<RefCell<Vec<(UdpHandle, RingProbe)>>>,
+    ni_udp: Rc<RefCell<Vec<(UdpSocket, RingProbe)>>>,
 }
 
 /// What every task of a host gets: the stack, the applications' state, and
@@ -293,7 +293,7 @@ impl<N: Nic, A> HostState<N, A> {
     /// Registers a UDP socket: `task` is woken when datagrams wait, and
     /// protocol work done for it outside its owner's tasks is charged to
     /// `owner`.
-    pub fn register_udp(&mut self, h: UdpHandle, owner: OwnerId, task: TaskId) {
+    pub fn register_udp(&mut self, h: UdpSocket, owner: OwnerId, task: TaskId) {
         self.reg.udp.retain(|r| r.h != h);
         self.reg.udp.push(UdpReg { h, owner, task });
         if let Some(p) = self.stack.udp_rx_probe(h) {
@@ -305,7 +305,7 @@ impl<N: Nic, A> HostState<N, A> {
 
     /// Registers a TCP connection: its input runs in `owner`'s protocol
     /// handler, and `task` is woken on its events (data, room, close).
-    pub fn register_tcp(&mut self, h: TcpHandle, owner: OwnerId, task: TaskId) {
+    pub fn register_tcp(&mut self, h: TcpStream, owner: OwnerId, task: TaskId) {
         let _ = self.stack.tcp_mut(h).set_tag(tag_of(owner));
         self.reg.tcp.insert(h, task);
     }
@@ -314,7 +314,7 @@ impl<N: Nic, A> HostState<N, A> {
     /// (accepted connections inherit the owner; register them with
     /// [`HostState::register_tcp`] to name their task), and `task` is woken
     /// when connections wait to be accepted.
-    pub fn register_listener(&mut self, h: ListenHandle, owner: OwnerId, task: TaskId) {
+    pub fn register_listener(&mut self, h: TcpListener, owner: OwnerId, task: TaskId) {
         let _ = self.stack.listener_mut(h).set_tag(tag_of(owner));
         self.reg.listeners.insert(h, task);
     }
@@ -341,7 +341,7 @@ impl<N: Nic, A> HostState<N, A> {
     pub fn serve_udp(
         &mut self,
         cx: &mut Cx<'_>,
-        h: UdpHandle,
+        h: UdpSocket,
         budget: usize,
         mut f: impl FnMut(&mut A, &[u8], SocketAddrV4),
     ) -> usize {
@@ -365,18 +365,18 @@ impl<N: Nic, A> HostState<N, A> {
     }
 
     /// Forgets a UDP socket (call before closing it).
-    pub fn unregister_udp(&mut self, h: UdpHandle) {
+    pub fn unregister_udp(&mut self, h: UdpSocket) {
         self.reg.udp.retain(|r| r.h != h);
         self.reg.ni_udp.borrow_mut().retain(|(x, _)| *x != h);
     }
 
     /// Forgets a TCP connection.
-    pub fn unregister_tcp(&mut self, h: TcpHandle) {
+    pub fn unregister_tcp(&mut self, h: TcpStream) {
         self.reg.tcp.remove(&h);
     }
 
     /// Forgets a listener.
-    pub fn unregister_listener(&mut self, h: ListenHandle) {
+    pub fn unregister_listener(&mut self, h: TcpListener) {
         self.reg.listeners.remove(&h);
     }
 

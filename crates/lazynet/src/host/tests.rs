@@ -77,7 +77,7 @@ fn send_udp(client: &mut Stack<WireEnd>, port: u16) {
 }
 
 /// A UDP server owner: its socket on `port` and a task that reads it.
-fn udp_server(host: &mut H, port: u16, reads: bool) -> (OwnerId, UdpHandle) {
+fn udp_server(host: &mut H, port: u16, reads: bool) -> (OwnerId, UdpSocket) {
     let o = host.add_owner("server", Class::BestEffort).unwrap();
     let h = host
         .state_mut()
@@ -447,7 +447,7 @@ fn ni_lrp_host_serves_arp_through_its_control_task_and_owners_through_their_chan
     // No neighbours set: the client must resolve the host by ARP.
     let mut client = Stack::new(a, cfg(A, ReceiveMode::SoftLrp));
     let (server, mut engine) = Stack::new_ni_lrp(b, cfg(B, ReceiveMode::NiLrp));
-    let mut host: Host<crate::stack::NiNic, App> = Host::new(
+    let mut host: Host<crate::stack::NiProxy, App> = Host::new(
         server,
         App::default(),
         StepClock::default(),
@@ -464,7 +464,7 @@ fn ni_lrp_host_serves_arp_through_its_control_task_and_owners_through_their_chan
     let t = host
         .spawn(
             o,
-            move |_cx: &mut Cx<'_>, st: &mut HostState<crate::stack::NiNic, App>| match st
+            move |_cx: &mut Cx<'_>, st: &mut HostState<crate::stack::NiProxy, App>| match st
                 .stack
                 .udp_mut(h)
                 .recv_with(|_, _| ())
@@ -720,7 +720,7 @@ fn simulated_streams(periodic: bool, send: bool) -> (Vec<(u64, u64)>, u64) {
         burner(&mut host, u64::MAX);
     }
     let now = client.now();
-    let conns: Vec<TcpHandle> = (0..2)
+    let conns: Vec<TcpStream> = (0..2)
         .map(|i| {
             client
                 .tcp_connect(SocketAddrV4::new(B, 90 + i), None, now)
@@ -934,7 +934,7 @@ fn a_frame_for_a_reactive_handler_preempts_a_periodic_batch_at_the_next_boundary
         HostConfig::for_mode(ReceiveMode::SoftLrp),
     )
     .unwrap();
-    let (at, wakes) = mid_batch(host, |(c, s): &mut (Stack<WireEnd>, UdpHandle)| {
+    let (at, wakes) = mid_batch(host, |(c, s): &mut (Stack<WireEnd>, UdpSocket)| {
         c.udp_mut(*s)
             .send_to(b"now", SocketAddrV4::new(B, 7000), 0)
             .unwrap();
@@ -969,7 +969,7 @@ fn in_ni_lrp_a_frame_on_a_reactive_handlers_channel_preempts_at_the_next_boundar
     // is on the socket's channel while the periodic batch runs.
     let (at, wakes) = mid_batch(
         host,
-        |(c, s, e): &mut (Stack<WireEnd>, UdpHandle, crate::stack::NiEngine<WireEnd>)| {
+        |(c, s, e): &mut (Stack<WireEnd>, UdpSocket, crate::stack::NiEngine<WireEnd>)| {
             c.udp_mut(*s)
                 .send_to(b"now", SocketAddrV4::new(B, 7000), 0)
                 .unwrap();

@@ -291,7 +291,7 @@ impl BufArea {
     /// changes where the lines live, never what they hold.
     ///
     /// For a receiver that has copied a frame out of a buffer another core
-    /// wrote and will write again (`stack::handback`): where the two cores
+    /// wrote and will write again (`stack::evict`): where the two cores
     /// do not share a cache, that core's next write must first take the
     /// lines back from this core's caches, one slow cross-core transfer per
     /// line; once they are evicted it fetches them from memory instead.

@@ -127,7 +127,7 @@ pub trait Nic {
     /// by another core that writes the same buffers again once they are
     /// given back (the in-memory wire, the offload NI); false where the
     /// kernel or a device fills them (TAP). Only then can evicting a
-    /// consumed frame's lines help (`stack::handback`).
+    /// consumed frame's lines help (`stack::evict`).
     fn cross_core_buffers(&self) -> bool {
         false
     }

@@ -128,9 +128,10 @@ pub struct Interference {
     pub release_jitter_ns: u64,
 }
 
-/// The analysis's verdict on one handler.
+/// The analysis of one handler: its worst-case response time against its
+/// deadline.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Verdict {
+pub struct ResponseTime {
     /// The handler.
     pub name: String,
     /// Its period (its deadline), ns.
@@ -142,7 +143,7 @@ pub struct Verdict {
     pub blocking_ns: u64,
 }
 
-impl Verdict {
+impl ResponseTime {
     /// Whether the handler meets its deadline.
     pub fn meets(&self) -> bool {
         self.response_ns <= self.deadline_ns
@@ -215,7 +216,7 @@ pub fn utilisation_ppm(loads: &[Load], interference: &Interference) -> u64 {
 }
 
 /// The response-time analysis of every handler in `loads` (any order).
-pub fn analyse(loads: &[Load], interference: &Interference) -> Vec<Verdict> {
+pub fn analyse(loads: &[Load], interference: &Interference) -> Vec<ResponseTime> {
     let periodic: Vec<Periodic> = loads.iter().map(|l| l.periodic).collect();
     let sums = BucketSums::of(&interference.buckets);
     loads
@@ -229,7 +230,7 @@ pub fn analyse(loads: &[Load], interference: &Interference) -> Vec<Verdict> {
                 interference.nonrt_iteration_ns,
                 interference.release_jitter_ns,
             );
-            Verdict {
+            ResponseTime {
                 name: me.name.clone(),
                 deadline_ns: me.periodic.period_ns,
                 response_ns,

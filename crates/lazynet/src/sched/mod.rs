@@ -141,7 +141,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-pub use admission::{Bucket, Periodic, Refusal, Verdict};
+pub use admission::{Bucket, Periodic, Refusal, ResponseTime};
 pub use clock::{Clock, InstantClock, TscClock, VirtualClock};
 
 /// An owner: what CPU time is charged to. Index into the executor's owners.
@@ -1543,7 +1543,7 @@ impl<S> Executor<S> {
     /// The response-time analysis of the admitted periodic owners as they
     /// stand (declared costs, or measured ones where larger): each one's
     /// worst-case response beside its deadline.
-    pub fn analysis(&self) -> Vec<Verdict> {
+    pub fn analysis(&self) -> Vec<ResponseTime> {
         let (loads, interference) = self.admission_input(None);
         admission::analyse(&loads, &interference)
     }
@@ -1555,7 +1555,7 @@ impl<S> Executor<S> {
     /// declarations (costs, jitter) did not hold on this machine.
     ///
     /// [`analysis`]: Executor::analysis
-    pub fn observed_analysis(&self) -> Vec<Verdict> {
+    pub fn observed_analysis(&self) -> Vec<ResponseTime> {
         let (loads, mut interference) = self.admission_input(None);
         interference.release_jitter_ns = interference
             .release_jitter_ns

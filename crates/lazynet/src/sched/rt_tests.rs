@@ -113,7 +113,7 @@ fn admission_accepts_exactly_schedulable_and_names_who_misses_by_how_much() {
     ex.add_owner("slow", periodic(20 * MS, 1, 7 * MS)).unwrap();
     let v = ex.analysis();
     assert_eq!(v[0].response_ns, 10 * MS);
-    assert!(v.iter().all(Verdict::meets));
+    assert!(v.iter().all(ResponseTime::meets));
     // One ns more on the lower-priority handler's iteration and the
     // higher-priority one misses: the refusal names it, not the newcomer.
     let mut ex: Executor<()> = Executor::new(clock.clone(), bare());

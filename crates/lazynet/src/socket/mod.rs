@@ -1,30 +1,36 @@
-//! The application API: calls scoped to one socket, and blocking-style
-//! sockets built on them.
+//! The application API: one name per socket, and two ways to call it.
 //!
-//! **Owns:** the public calls on one socket of a [`Stack`](crate::stack::Stack), as views that
-//! borrow the stack for one call: `stack.udp_mut(h)` ([`UdpSock`]),
-//! `stack.tcp_mut(h)` ([`TcpConn`]), `stack.listener_mut(h)`
-//! ([`TcpListen`]), and their read-only forms `stack.udp(h)`,
-//! `stack.tcp(h)`, `stack.listener(h)`. Every TCP call that may do
-//! protocol work takes the time, `now`, like the rest of the sans-IO stack
-//! (UDP's checks need no clock). On top of
-//! them, [`UdpSocket`], [`TcpListener`] and [`TcpStream`] read the stack's
-//! clock and offer blocking-style calls that drive [`Stack::poll`](crate::stack::Stack::poll) while
-//! they wait, so a single-threaded program needs no other loop.
+//! **Owns:** the public calls on one socket of a [`Stack`](crate::stack::Stack).
+//! A socket *is* its handle: [`TcpStream`], [`TcpListener`] and
+//! [`UdpSocket`] are small `Copy` names the stack hands out
+//! (`Stack::tcp_connect`, `Stack::tcp_listen`, `Stack::udp_bind`, or the
+//! constructors here) and the application passes back with the stack:
+//!
+//! * **Explicit time** (the sans-IO way the rest of the stack works): a
+//!   view that borrows the stack for one call, `stack.tcp_mut(s)`
+//!   ([`TcpStreamRef`]), `stack.listener_mut(l)` ([`TcpListenerRef`]),
+//!   `stack.udp_mut(u)` ([`UdpSocketRef`]) and their read-only forms
+//!   `stack.tcp(s)`, `stack.listener(l)`, `stack.udp(u)`. Every TCP call
+//!   that may do protocol work takes `now` (UDP's checks need no clock).
+//! * **The stack's clock**: methods on the socket itself that take the
+//!   stack (`s.recv(&mut stack, buf)`), and blocking-style ones
+//!   (`s.recv_blocking(..)`, `s.send_all_blocking(..)`, `l.accept_blocking(..)`)
+//!   that drive [`Stack::poll`](crate::stack::Stack::poll) while they wait, so
+//!   a single-threaded program needs no other loop. The same verbs as the
+//!   views: `recv` and `send`.
 //!
 //! **May not touch:** protocol state: every call goes through the stack,
 //! which decides how much queued work runs; the lazy protocol work of a
 //! receive (LRP §3.3–3.4) runs inside these calls, in the caller's context.
-//! Sockets are created by the stack (`Stack::udp_bind`, `Stack::tcp_listen`,
-//! `Stack::tcp_connect`), which allocates their channels.
 
 pub use crate::stack::SocketError;
 
 mod tcp;
 mod udp;
 
-pub use tcp::{wait_step, TcpConn, TcpListen, TcpListener, TcpStream};
-pub use udp::{UdpSock, UdpSocket};
+pub use crate::stack::{TcpListener, TcpStream, UdpSocket};
+pub use tcp::{wait_step, TcpListenerRef, TcpStreamRef};
+pub use udp::UdpSocketRef;
 
 /// The stack-clock time `timeout` from now (`None`: no deadline).
 fn deadline<N: crate::nic::Nic>(

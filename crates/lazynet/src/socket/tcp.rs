@@ -1,5 +1,5 @@
-//! TCP: the calls on one connection ([`TcpConn`]) or listener
-//! ([`TcpListen`]), and the blocking-style [`TcpListener`] and
+//! TCP: the calls on one connection ([`TcpStreamRef`]) or listener
+//! ([`TcpListenerRef`]), and the blocking-style [`TcpListener`] and
 //! [`TcpStream`].
 //!
 //! Like [`super::UdpSocket`], a socket is a small handle; the application
@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use crate::nic::Nic;
 use crate::proto::tcp::{Config, Connection, ListenConfig, ListenCounters, State, TcpCounters};
-use crate::stack::{ListenHandle, SocketError, Stack, TcpHandle};
+use crate::stack::{SocketError, Stack, TcpListener, TcpStream};
 
 /// Work units one wait step lets [`Stack::tcp_service`] do.
 const SERVICE_BUDGET: usize = 1024;
@@ -50,42 +50,42 @@ pub fn wait_step<N: Nic>(stack: &mut Stack<N>, deadline: Option<u64>) -> bool {
 /// `stack.tcp_mut(h)`. `recv`, `send`, `close` and `state` first process
 /// the connection's queued segments (bounded) in the caller's context.
 #[derive(Debug)]
-pub struct TcpConn<S> {
+pub struct TcpStreamRef<S> {
     stack: S,
-    h: TcpHandle,
+    h: TcpStream,
 }
 
 /// The calls on one TCP listener: `stack.listener(h)` (read-only) or
 /// `stack.listener_mut(h)`.
 #[derive(Debug)]
-pub struct TcpListen<S> {
+pub struct TcpListenerRef<S> {
     stack: S,
-    h: ListenHandle,
+    h: TcpListener,
 }
 
 impl<N: Nic> Stack<N> {
     /// The read-only calls on connection `h`.
-    pub fn tcp(&self, h: TcpHandle) -> TcpConn<&Self> {
-        TcpConn { stack: self, h }
+    pub fn tcp(&self, h: TcpStream) -> TcpStreamRef<&Self> {
+        TcpStreamRef { stack: self, h }
     }
 
     /// The calls on connection `h`.
-    pub fn tcp_mut(&mut self, h: TcpHandle) -> TcpConn<&mut Self> {
-        TcpConn { stack: self, h }
+    pub fn tcp_mut(&mut self, h: TcpStream) -> TcpStreamRef<&mut Self> {
+        TcpStreamRef { stack: self, h }
     }
 
     /// The read-only calls on listener `h`.
-    pub fn listener(&self, h: ListenHandle) -> TcpListen<&Self> {
-        TcpListen { stack: self, h }
+    pub fn listener(&self, h: TcpListener) -> TcpListenerRef<&Self> {
+        TcpListenerRef { stack: self, h }
     }
 
     /// The calls on listener `h`.
-    pub fn listener_mut(&mut self, h: ListenHandle) -> TcpListen<&mut Self> {
-        TcpListen { stack: self, h }
+    pub fn listener_mut(&mut self, h: TcpListener) -> TcpListenerRef<&mut Self> {
+        TcpListenerRef { stack: self, h }
     }
 }
 
-impl<N: Nic, S: Deref<Target = Stack<N>>> TcpConn<S> {
+impl<N: Nic, S: Deref<Target = Stack<N>>> TcpStreamRef<S> {
     /// Bytes that fit in the send buffer now.
     pub fn send_space(&self) -> Result<usize, SocketError> {
         self.stack.tcp_send_space(self.h)
@@ -132,7 +132,7 @@ impl<N: Nic, S: Deref<Target = Stack<N>>> TcpConn<S> {
     }
 }
 
-impl<N: Nic, S: DerefMut<Target = Stack<N>>> TcpConn<S> {
+impl<N: Nic, S: DerefMut<Target = Stack<N>>> TcpStreamRef<S> {
     /// Reads received bytes into `buf`. `Ok(0)` is end of stream (the peer
     /// sent FIN and everything was read); `WouldBlock` if nothing is there.
     /// Queued segments are processed first, in-order text going straight
@@ -149,7 +149,7 @@ impl<N: Nic, S: DerefMut<Target = Stack<N>>> TcpConn<S> {
         self.stack.tcp_send(self.h, data, now)
     }
 
-    /// [`TcpConn::send`] of `n` bytes that `fill(at, dst)` writes straight
+    /// [`TcpStreamRef::send`] of `n` bytes that `fill(at, dst)` writes straight
     /// into the send buffer (`dst` holds bytes `at..at + dst.len()`; one
     /// or two calls): for bytes the caller cannot hold as a slice, such as
     /// a range another process may write (a MemNet client's).
@@ -196,7 +196,7 @@ impl<N: Nic, S: DerefMut<Target = Stack<N>>> TcpConn<S> {
     }
 }
 
-impl<N: Nic, S: Deref<Target = Stack<N>>> TcpListen<S> {
+impl<N: Nic, S: Deref<Target = Stack<N>>> TcpListenerRef<S> {
     /// True if the listener is stalled: it will not read its channel until
     /// `accept` (full accept queue) or its timer (full SYN queue without
     /// cookies, lazy modes) makes room.
@@ -230,10 +230,10 @@ impl<N: Nic, S: Deref<Target = Stack<N>>> TcpListen<S> {
     }
 }
 
-impl<N: Nic, S: DerefMut<Target = Stack<N>>> TcpListen<S> {
+impl<N: Nic, S: DerefMut<Target = Stack<N>>> TcpListenerRef<S> {
     /// Accepts one established connection, after processing the listener's
     /// queued segments in the caller's context. `WouldBlock` if none.
-    pub fn accept(mut self, now: u64) -> Result<TcpHandle, SocketError> {
+    pub fn accept(mut self, now: u64) -> Result<TcpStream, SocketError> {
         self.stack.tcp_accept(self.h, now)
     }
 
@@ -250,12 +250,8 @@ impl<N: Nic, S: DerefMut<Target = Stack<N>>> TcpListen<S> {
     }
 }
 
-/// A listening TCP socket.
-#[derive(Debug)]
-pub struct TcpListener {
-    h: ListenHandle,
-}
-
+/// The clock-driven and blocking-style calls of a listener (the handle
+/// itself; see the module docs).
 impl TcpListener {
     /// Binds to `local` (`0.0.0.0` for our address) and listens with the
     /// given backlog (accept queue) and the stack's other defaults.
@@ -279,26 +275,18 @@ impl TcpListener {
         lcfg: ListenConfig,
         cfg: Option<Config>,
     ) -> Result<Self, SocketError> {
-        Ok(TcpListener {
-            h: stack.tcp_listen(local, Some(lcfg), cfg)?,
-        })
-    }
-
-    /// The stack's handle.
-    pub fn handle(&self) -> ListenHandle {
-        self.h
+        stack.tcp_listen(local, Some(lcfg), cfg)
     }
 
     /// The bound address.
     pub fn local_addr<N: Nic>(&self, stack: &Stack<N>) -> Result<SocketAddrV4, SocketError> {
-        stack.listener(self.h).addr()
+        stack.listener(*self).addr()
     }
 
     /// Accepts an established connection, or `WouldBlock`.
     pub fn accept<N: Nic>(&self, stack: &mut Stack<N>) -> Result<TcpStream, SocketError> {
         let now = stack.now();
-        let h = stack.listener_mut(self.h).accept(now)?;
-        Ok(TcpStream { h })
+        stack.listener_mut(*self).accept(now)
     }
 
     /// Accepts, driving the stack until a connection is established or
@@ -324,27 +312,13 @@ impl TcpListener {
     /// reset.
     pub fn close<N: Nic>(self, stack: &mut Stack<N>) -> Result<(), SocketError> {
         let now = stack.now();
-        stack.listener_mut(self.h).close(now)
+        stack.listener_mut(self).close(now)
     }
 }
 
-/// A TCP connection.
-#[derive(Debug)]
-pub struct TcpStream {
-    h: TcpHandle,
-}
-
+/// The clock-driven and blocking-style calls of a connection (the handle
+/// itself; see the module docs).
 impl TcpStream {
-    /// Wraps a handle from [`TcpListen::accept`] or [`Stack::tcp_connect`].
-    pub fn from_handle(h: TcpHandle) -> Self {
-        TcpStream { h }
-    }
-
-    /// The stack's handle.
-    pub fn handle(&self) -> TcpHandle {
-        self.h
-    }
-
     /// Starts connecting (the SYN goes out now) and returns at once; see
     /// [`TcpStream::is_connected`].
     pub fn connect_nonblocking<N: Nic>(
@@ -353,9 +327,7 @@ impl TcpStream {
         cfg: Option<Config>,
     ) -> Result<Self, SocketError> {
         let now = stack.now();
-        Ok(TcpStream {
-            h: stack.tcp_connect(remote, cfg, now)?,
-        })
+        stack.tcp_connect(remote, cfg, now)
     }
 
     /// Connects with the stack's default configuration, waiting until the
@@ -385,13 +357,13 @@ impl TcpStream {
                 Ok(false) => {}
                 Err(e) => {
                     let now = stack.now();
-                    let _ = stack.tcp_mut(s.h).abort(now);
+                    let _ = stack.tcp_mut(s).abort(now);
                     return Err(e);
                 }
             }
             if !wait_step(stack, dl) {
                 let now = stack.now();
-                let _ = stack.tcp_mut(s.h).abort(now);
+                let _ = stack.tcp_mut(s).abort(now);
                 return Err(SocketError::TimedOut);
             }
         }
@@ -400,8 +372,8 @@ impl TcpStream {
     /// True once established; the error if the attempt failed.
     pub fn is_connected<N: Nic>(&self, stack: &mut Stack<N>) -> Result<bool, SocketError> {
         let now = stack.now();
-        let st = stack.tcp_mut(self.h).state(now)?;
-        if let Some(e) = stack.tcp(self.h).error()? {
+        let st = stack.tcp_mut(*self).state(now)?;
+        if let Some(e) = stack.tcp(*self).error()? {
             return Err(e);
         }
         match st {
@@ -414,19 +386,19 @@ impl TcpStream {
     /// The connection's state (after processing queued input).
     pub fn state<N: Nic>(&self, stack: &mut Stack<N>) -> Result<State, SocketError> {
         let now = stack.now();
-        stack.tcp_mut(self.h).state(now)
+        stack.tcp_mut(*self).state(now)
     }
 
     /// Reads into `buf`: `Ok(0)` at end of stream, `WouldBlock` if nothing
     /// is there yet.
-    pub fn read<N: Nic>(&self, stack: &mut Stack<N>, buf: &mut [u8]) -> Result<usize, SocketError> {
+    pub fn recv<N: Nic>(&self, stack: &mut Stack<N>, buf: &mut [u8]) -> Result<usize, SocketError> {
         let now = stack.now();
-        stack.tcp_mut(self.h).recv(buf, now)
+        stack.tcp_mut(*self).recv(buf, now)
     }
 
     /// Reads, driving the stack until data, end of stream, an error, or
     /// `timeout`.
-    pub fn read_blocking<N: Nic>(
+    pub fn recv_blocking<N: Nic>(
         &self,
         stack: &mut Stack<N>,
         buf: &mut [u8],
@@ -434,7 +406,7 @@ impl TcpStream {
     ) -> Result<usize, SocketError> {
         let dl = super::deadline(stack, timeout);
         loop {
-            match self.read(stack, buf) {
+            match self.recv(stack, buf) {
                 Err(SocketError::WouldBlock) => {}
                 r => return r,
             }
@@ -446,14 +418,14 @@ impl TcpStream {
 
     /// Queues bytes for sending; returns how many fit (`WouldBlock` if
     /// none).
-    pub fn write<N: Nic>(&self, stack: &mut Stack<N>, data: &[u8]) -> Result<usize, SocketError> {
+    pub fn send<N: Nic>(&self, stack: &mut Stack<N>, data: &[u8]) -> Result<usize, SocketError> {
         let now = stack.now();
-        stack.tcp_mut(self.h).send(data, now)
+        stack.tcp_mut(*self).send(data, now)
     }
 
     /// Writes all of `data`, driving the stack while the send buffer is
     /// full, until done, an error, or `timeout`.
-    pub fn write_all_blocking<N: Nic>(
+    pub fn send_all_blocking<N: Nic>(
         &self,
         stack: &mut Stack<N>,
         mut data: &[u8],
@@ -461,7 +433,7 @@ impl TcpStream {
     ) -> Result<(), SocketError> {
         let dl = super::deadline(stack, timeout);
         while !data.is_empty() {
-            match self.write(stack, data) {
+            match self.send(stack, data) {
                 Ok(n) => {
                     data = &data[n..];
                     continue;
@@ -484,10 +456,10 @@ impl TcpStream {
     ) -> Result<(), SocketError> {
         let dl = super::deadline(stack, timeout);
         loop {
-            if let Some(e) = stack.tcp(self.h).error()? {
+            if let Some(e) = stack.tcp(*self).error()? {
                 return Err(e);
             }
-            if stack.tcp(self.h).send_queue()? == 0 {
+            if stack.tcp(*self).send_queue()? == 0 {
                 return Ok(());
             }
             if !wait_step(stack, dl) {
@@ -499,44 +471,44 @@ impl TcpStream {
     /// Half-close: no more writes; FIN follows the queued data.
     pub fn shutdown<N: Nic>(&self, stack: &mut Stack<N>) -> Result<(), SocketError> {
         let now = stack.now();
-        stack.tcp_mut(self.h).shutdown(now)
+        stack.tcp_mut(*self).shutdown(now)
     }
 
     /// Closes the handle; the connection finishes in the background (FIN,
     /// TIME-WAIT), or is reset if received data was left unread.
     pub fn close<N: Nic>(self, stack: &mut Stack<N>) -> Result<(), SocketError> {
         let now = stack.now();
-        stack.tcp_mut(self.h).close(now)
+        stack.tcp_mut(self).close(now)
     }
 
     /// Resets the connection and closes the handle.
     pub fn abort<N: Nic>(self, stack: &mut Stack<N>) -> Result<(), SocketError> {
         let now = stack.now();
-        stack.tcp_mut(self.h).abort(now)
+        stack.tcp_mut(self).abort(now)
     }
 
     /// Switches Nagle's algorithm off (`true`) or on.
     pub fn set_nodelay<N: Nic>(&self, stack: &mut Stack<N>, on: bool) -> Result<(), SocketError> {
-        stack.tcp_mut(self.h).set_nodelay(on)
+        stack.tcp_mut(*self).set_nodelay(on)
     }
 
     /// Our address.
     pub fn local_addr<N: Nic>(&self, stack: &Stack<N>) -> Result<SocketAddrV4, SocketError> {
-        Ok(stack.tcp(self.h).addrs()?.0)
+        Ok(stack.tcp(*self).addrs()?.0)
     }
 
     /// The peer's address.
     pub fn peer_addr<N: Nic>(&self, stack: &Stack<N>) -> Result<SocketAddrV4, SocketError> {
-        Ok(stack.tcp(self.h).addrs()?.1)
+        Ok(stack.tcp(*self).addrs()?.1)
     }
 
     /// Bytes received and not yet read.
     pub fn recv_queue<N: Nic>(&self, stack: &Stack<N>) -> Result<usize, SocketError> {
-        stack.tcp(self.h).recv_queue()
+        stack.tcp(*self).recv_queue()
     }
 
     /// Bytes that fit in the send buffer now.
     pub fn send_space<N: Nic>(&self, stack: &Stack<N>) -> Result<usize, SocketError> {
-        stack.tcp(self.h).send_space()
+        stack.tcp(*self).send_space()
     }
 }

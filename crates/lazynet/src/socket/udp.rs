@@ -1,4 +1,4 @@
-//! UDP: the calls on one socket ([`UdpSock`]) and the blocking-style
+//! UDP: the calls on one socket ([`UdpSocketRef`]) and the blocking-style
 //! [`UdpSocket`].
 //!
 //! **Owns:** the public calls on one UDP socket. **May not touch:**
@@ -9,29 +9,29 @@ use std::ops::{Deref, DerefMut};
 use std::time::Duration;
 
 use crate::nic::Nic;
-use crate::stack::{SocketError, Stack, UdpHandle};
+use crate::stack::{SocketError, Stack, UdpSocket};
 
 /// The calls on one UDP socket: `stack.udp(h)` (read-only) or
 /// `stack.udp_mut(h)`.
 #[derive(Debug)]
-pub struct UdpSock<S> {
+pub struct UdpSocketRef<S> {
     stack: S,
-    h: UdpHandle,
+    h: UdpSocket,
 }
 
 impl<N: Nic> Stack<N> {
     /// The read-only calls on UDP socket `h`.
-    pub fn udp(&self, h: UdpHandle) -> UdpSock<&Self> {
-        UdpSock { stack: self, h }
+    pub fn udp(&self, h: UdpSocket) -> UdpSocketRef<&Self> {
+        UdpSocketRef { stack: self, h }
     }
 
     /// The calls on UDP socket `h`.
-    pub fn udp_mut(&mut self, h: UdpHandle) -> UdpSock<&mut Self> {
-        UdpSock { stack: self, h }
+    pub fn udp_mut(&mut self, h: UdpSocket) -> UdpSocketRef<&mut Self> {
+        UdpSocketRef { stack: self, h }
     }
 }
 
-impl<N: Nic, S: Deref<Target = Stack<N>>> UdpSock<S> {
+impl<N: Nic, S: Deref<Target = Stack<N>>> UdpSocketRef<S> {
     /// The bound address.
     pub fn local_addr(&self) -> Result<SocketAddrV4, SocketError> {
         self.stack.udp_local_addr(self.h)
@@ -48,7 +48,7 @@ impl<N: Nic, S: Deref<Target = Stack<N>>> UdpSock<S> {
     }
 }
 
-impl<N: Nic, S: DerefMut<Target = Stack<N>>> UdpSock<S> {
+impl<N: Nic, S: DerefMut<Target = Stack<N>>> UdpSocketRef<S> {
     /// Sets (or clears) the peer: `send` goes there and only its datagrams
     /// are received.
     pub fn connect(mut self, peer: Option<SocketAddrV4>) -> Result<(), SocketError> {
@@ -91,19 +91,13 @@ impl<N: Nic, S: DerefMut<Target = Stack<N>>> UdpSock<S> {
     }
 }
 
-/// A UDP socket of a [`Stack`].
-#[derive(Debug)]
-pub struct UdpSocket {
-    h: UdpHandle,
-}
-
+/// The clock-driven and blocking-style calls of a UDP socket (the handle
+/// itself; see the module docs).
 impl UdpSocket {
     /// Binds to `local` (`0.0.0.0` for any address, port 0 for an ephemeral
     /// port) with the stack's default channel capacity.
     pub fn bind<N: Nic>(stack: &mut Stack<N>, local: SocketAddrV4) -> Result<Self, SocketError> {
-        Ok(UdpSocket {
-            h: stack.udp_bind(local, None)?,
-        })
+        stack.udp_bind(local, None)
     }
 
     /// Binds with a channel of `cap` frames: the socket's limit of frames
@@ -113,19 +107,12 @@ impl UdpSocket {
         local: SocketAddrV4,
         cap: usize,
     ) -> Result<Self, SocketError> {
-        Ok(UdpSocket {
-            h: stack.udp_bind(local, Some(cap))?,
-        })
-    }
-
-    /// The stack's handle of this socket.
-    pub fn handle(&self) -> UdpHandle {
-        self.h
+        stack.udp_bind(local, Some(cap))
     }
 
     /// The bound address.
     pub fn local_addr<N: Nic>(&self, stack: &Stack<N>) -> Result<SocketAddrV4, SocketError> {
-        stack.udp(self.h).local_addr()
+        stack.udp(*self).local_addr()
     }
 
     /// Sets the default destination; afterwards only datagrams from `peer`
@@ -135,7 +122,7 @@ impl UdpSocket {
         stack: &mut Stack<N>,
         peer: SocketAddrV4,
     ) -> Result<(), SocketError> {
-        stack.udp_mut(self.h).connect(Some(peer))
+        stack.udp_mut(*self).connect(Some(peer))
     }
 
     /// Sends a datagram to `dst`. Fails with [`SocketError::NoBuffers`] when
@@ -147,12 +134,12 @@ impl UdpSocket {
         dst: SocketAddrV4,
     ) -> Result<usize, SocketError> {
         let now = stack.now();
-        stack.udp_mut(self.h).send_to(buf, dst, now)
+        stack.udp_mut(*self).send_to(buf, dst, now)
     }
 
     /// Sends to the connected peer.
     pub fn send<N: Nic>(&self, stack: &mut Stack<N>, buf: &[u8]) -> Result<usize, SocketError> {
-        let peer = stack.udp(self.h).peer()?.ok_or(SocketError::NotConnected)?;
+        let peer = stack.udp(*self).peer()?.ok_or(SocketError::NotConnected)?;
         self.send_to(stack, buf, peer)
     }
 
@@ -163,7 +150,7 @@ impl UdpSocket {
         stack: &mut Stack<N>,
         buf: &mut [u8],
     ) -> Result<(usize, SocketAddrV4), SocketError> {
-        stack.udp_mut(self.h).recv_with(|p, from| {
+        stack.udp_mut(*self).recv_with(|p, from| {
             let n = p.len().min(buf.len());
             buf[..n].copy_from_slice(&p[..n]);
             (n, from)
@@ -172,7 +159,7 @@ impl UdpSocket {
 
     /// Receives from the connected peer.
     pub fn recv<N: Nic>(&self, stack: &mut Stack<N>, buf: &mut [u8]) -> Result<usize, SocketError> {
-        stack.udp(self.h).peer()?.ok_or(SocketError::NotConnected)?;
+        stack.udp(*self).peer()?.ok_or(SocketError::NotConnected)?;
         self.recv_from(stack, buf).map(|(n, _)| n)
     }
 
@@ -183,7 +170,7 @@ impl UdpSocket {
         stack: &mut Stack<N>,
         f: impl FnOnce(&[u8], SocketAddrV4) -> R,
     ) -> Result<R, SocketError> {
-        stack.udp_mut(self.h).recv_with(f)
+        stack.udp_mut(*self).recv_with(f)
     }
 
     /// Blocking-style receive: polls the stack until a datagram arrives or
@@ -238,11 +225,11 @@ impl UdpSocket {
 
     /// Frames waiting in the socket's channel, not yet processed.
     pub fn pending<N: Nic>(&self, stack: &Stack<N>) -> Result<usize, SocketError> {
-        stack.udp(self.h).pending()
+        stack.udp(*self).pending()
     }
 
     /// Closes the socket; queued frames are released and counted.
     pub fn close<N: Nic>(self, stack: &mut Stack<N>) -> Result<(), SocketError> {
-        stack.udp_mut(self.h).close()
+        stack.udp_mut(self).close()
     }
 }

@@ -7,7 +7,7 @@
 
 use std::net::Ipv4Addr;
 
-use super::HandbackMode;
+use super::EvictMode;
 use crate::proto::arp::ArpConfig;
 use crate::proto::ip::ReasmConfig;
 
@@ -133,8 +133,8 @@ pub struct StackConfig {
     /// `ipintrq` held 50).
     pub ip_queue_cap: usize,
     /// Whether the receiver evicts a consumed frame's cache lines where
-    /// another core writes the NIC's buffers (see [`handback`](crate::stack::handback)).
-    pub rx_handback: HandbackMode,
+    /// another core writes the NIC's buffers (see [`evict`](crate::stack::evict)).
+    pub rx_evict: EvictMode,
 }
 
 impl Default for StackConfig {
@@ -169,7 +169,7 @@ impl Default for StackConfig {
             ephemeral_ports: (49152, 65535),
             mode: ReceiveMode::SoftLrp,
             ip_queue_cap: 50,
-            rx_handback: HandbackMode::Adaptive,
+            rx_evict: EvictMode::Adaptive,
         }
     }
 }

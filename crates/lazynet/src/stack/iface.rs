@@ -13,7 +13,7 @@
 
 use std::net::Ipv4Addr;
 
-use super::{handback, SocketError, Stack, StackDrop, MAX_BATCH};
+use super::{evict, SocketError, Stack, StackDrop, MAX_BATCH};
 use crate::mem::Desc;
 use crate::nic::Nic;
 use crate::proto::arp::{ArpCache, Resolve};
@@ -50,8 +50,8 @@ pub(in crate::stack) struct Iface<N: Nic> {
     /// Segments of the output call in progress (`tcp::output`), empty between
     /// calls.
     pub(in crate::stack) batch: TxBatch,
-    /// Keep or evict consumed receive buffers' lines (`handback`).
-    pub(in crate::stack) handback: handback::Handback,
+    /// Keep or evict consumed receive buffers' lines (`evict`).
+    pub(in crate::stack) evict: evict::Eviction,
     pub(in crate::stack) stats: IfaceStats,
 }
 

@@ -30,7 +30,7 @@
 //!   in for LRP's proxy daemons (§3.5).
 //! * A UDP frame is not looked at again until its socket's receive call: IP
 //!   header validation, the UDP checksum and delivery run inside
-//!   [`UdpSock::recv_with`](crate::socket::UdpSock::recv_with), in the
+//!   [`UdpSocketRef::recv_with`](crate::socket::UdpSocketRef::recv_with), in the
 //!   caller's context, and only for as many
 //!   frames as the caller consumes.
 //! * Sending runs IP and UDP in the sender's context and puts the frame on
@@ -68,28 +68,30 @@ use crate::proto::udp::PortAllocator;
 mod config;
 mod control;
 pub(crate) use control::frag_needed_quote;
-pub mod handback;
+mod attached;
+pub mod evict;
 mod iface;
 mod ni;
 mod port;
 pub mod ready;
-mod remote;
 mod stats;
 mod tcp;
 #[cfg(test)]
 mod tests;
 mod udp;
 
+pub use attached::AreaNic;
 pub use config::{ReceiveMode, StackConfig};
-pub use handback::HandbackMode;
-pub use ni::{NiEngine, NiNic, NiStats, NI_CMDS_PER_STEP, NI_RELEASES_PER_STEP, NI_TX_RETRY_STEPS};
-pub use remote::AreaNic;
+pub use evict::EvictMode;
+pub use ni::{
+    NiEngine, NiProxy, NiStats, NI_CMDS_PER_STEP, NI_RELEASES_PER_STEP, NI_TX_RETRY_STEPS,
+};
 pub use stats::{SocketError, StackDrop, StackStats};
 pub use tcp::{
-    ListenHandle, OrphanReset, TcpEvent, TcpHandle, TcpStats, MAX_TX_PER_CALL, RX_AHEAD,
+    OrphanReset, TcpEvent, TcpListener, TcpStats, TcpStream, MAX_TX_PER_CALL, RX_AHEAD,
     SERVICE_PER_CHANNEL, TX_PAYLOAD_AT,
 };
-pub use udp::{UdpHandle, MAX_UDP_PAYLOAD};
+pub use udp::{UdpSocket, MAX_UDP_PAYLOAD};
 
 use iface::{Iface, IfaceStats};
 use udp::{parse_udp_frame, DgramStore};
@@ -138,7 +140,7 @@ pub struct Stack<N: Nic> {
     epoch_ns: u64,
     stats: StackStats,
     /// `ni-lrp`: the link to the NI thread.
-    ni: Option<Box<ni::NiHost>>,
+    ni: Option<Box<ni::NiLink>>,
     /// Channels whose bind an attached stack's daemon refused, being
     /// failed (reused).
     refused: Vec<u32>,
@@ -154,12 +156,12 @@ impl<N: Nic> Stack<N> {
         let mac = nic.mac();
         let mtu = nic.mtu();
         // Evicting consumed lines can only help where another core writes
-        // the buffers again (`handback`).
+        // the buffers again (`evict`).
         let warm_spare = nic.cross_core_buffers();
-        let handback_mode = if warm_spare {
-            cfg.rx_handback
+        let evict_mode = if warm_spare {
+            cfg.rx_evict
         } else {
-            HandbackMode::Off
+            EvictMode::Off
         };
         // A choice reaches the writer once its buffers come round: after
         // about as many bytes as the NIC has buffer memory.
@@ -210,7 +212,7 @@ impl<N: Nic> Stack<N> {
                 spare: None,
                 warm_spare,
                 batch: iface::TxBatch::new(),
-                handback: handback::Handback::new(handback_mode, settle_bytes),
+                evict: evict::Eviction::new(evict_mode, settle_bytes),
                 stats: IfaceStats::default(),
             },
             demux,
@@ -302,7 +304,7 @@ impl<N: Nic> Stack<N> {
         s.arp = self.iface.arp.counters();
         s.reasm = self.reasm.counters();
         s.tcp = self.tcp.sh.stats.clone();
-        s.handback_switches = self.iface.handback.switches();
+        s.evict_switches = self.iface.evict.switches();
         self.ni_merge(&mut s);
         s
     }

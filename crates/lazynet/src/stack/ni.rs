@@ -11,7 +11,7 @@
 //! ring and of the ready ring, the consumer ends of the transmit and
 //! release rings, and its counters. It runs no protocol code.
 //!
-//! **[`NiNic`] (the host's proxy NIC) owns:** the other ends of the free,
+//! **[`NiProxy`] (the host's proxy NIC) owns:** the other ends of the free,
 //! transmit and release rings. `recv` returns nothing (frames arrive on
 //! channels); `alloc` takes indices from the free ring the NI keeps topped
 //! up; `send` and `release` push onto rings the NI forwards to the real NIC
@@ -205,7 +205,7 @@ fn snapshot(s: &Shared) -> NiStats {
 }
 
 /// The host's proxy for the NIC the NI owns (see the module docs).
-pub struct NiNic {
+pub struct NiProxy {
     mac: [u8; 6],
     mtu: usize,
     area: BufArea,
@@ -216,7 +216,7 @@ pub struct NiNic {
     lost_releases: u64,
 }
 
-impl NiNic {
+impl NiProxy {
     /// Buffers the release ring refused; 0 unless something is badly wrong
     /// (the ring is sized to hold every buffer of the NIC).
     pub fn lost_releases(&self) -> u64 {
@@ -224,13 +224,13 @@ impl NiNic {
     }
 }
 
-impl std::fmt::Debug for NiNic {
+impl std::fmt::Debug for NiProxy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NiNic").field("mac", &self.mac).finish()
+        f.debug_struct("NiProxy").field("mac", &self.mac).finish()
     }
 }
 
-impl Nic for NiNic {
+impl Nic for NiProxy {
     fn mac(&self) -> [u8; 6] {
         self.mac
     }
@@ -264,7 +264,7 @@ impl Nic for NiNic {
 }
 
 /// The host's side of the link to the NI, kept in its [`Stack`].
-pub(super) struct NiHost {
+pub(super) struct NiLink {
     to: NiTo,
     /// Commands sent so far (the last one's sequence number).
     sent: u64,
@@ -287,7 +287,7 @@ pub(super) enum NiTo {
 }
 
 /// An NI in another process (the daemon an attached stack talks to,
-/// `remote`): what the host's side of `ni-lrp` asks of it. A trait, so
+/// `attached`): what the host's side of `ni-lrp` asks of it. A trait, so
 /// that this module does not name the attached placement's types (and
 /// the two do not import each other).
 pub(super) trait RemoteNi: Send {
@@ -310,9 +310,9 @@ pub(super) trait RemoteNi: Send {
     fn snapshot(&self) -> NiStats;
 }
 
-impl NiHost {
-    pub(super) fn remote(link: Box<dyn RemoteNi>) -> NiHost {
-        NiHost {
+impl NiLink {
+    pub(super) fn remote(link: Box<dyn RemoteNi>) -> NiLink {
+        NiLink {
             to: NiTo::Daemon(link),
             sent: 0,
             retired: Vec::new(),
@@ -589,12 +589,12 @@ impl<N: Nic> Stack<N> {
     }
 }
 
-impl Stack<NiNic> {
+impl Stack<NiProxy> {
     /// A stack in the `ni-lrp` receive mode: the returned [`NiEngine`] owns
     /// `nic` and must be stepped ([`NiEngine::step`]) or run on its own
     /// thread ([`NiEngine::spawn`]); the stack talks to it through a
-    /// [`NiNic`]. `cfg.mode` is ignored (it is `NiLrp`).
-    pub fn new_ni_lrp<M: Nic>(nic: M, cfg: StackConfig) -> (Stack<NiNic>, NiEngine<M>) {
+    /// [`NiProxy`]. `cfg.mode` is ignored (it is `NiLrp`).
+    pub fn new_ni_lrp<M: Nic>(nic: M, cfg: StackConfig) -> (Stack<NiProxy>, NiEngine<M>) {
         let area = nic.buffers().clone();
         let count = area.count() as usize;
         let (mac, mtu) = (nic.mac(), nic.mtu());
@@ -608,7 +608,7 @@ impl Stack<NiNic> {
         let (ready_p, ready_c) = ring::heap::<u32>(READY_RING);
         let (cmd_tx, cmd_rx) = mpsc::channel();
         let shared = Arc::new(Shared::new());
-        let proxy = NiNic {
+        let proxy = NiProxy {
             mac,
             mtu,
             area,
@@ -636,7 +636,7 @@ impl Stack<NiNic> {
             ni_demux.attach_link(c, out.into_link());
         }
         stack.demux.set_ready_inbound(ready_c);
-        stack.ni = Some(Box::new(NiHost {
+        stack.ni = Some(Box::new(NiLink {
             to: NiTo::Thread {
                 cmds: cmd_tx,
                 shared: shared.clone(),

@@ -21,7 +21,7 @@
 //! registered UDP sockets, the level-triggered sockets ready last time;
 //! at most `max` events are returned and the rest wait for the next call.
 
-use super::{ListenHandle, Stack, TcpEvent, TcpHandle, UdpHandle};
+use super::{Stack, TcpEvent, TcpListener, TcpStream, UdpSocket};
 use crate::nic::Nic;
 use crate::stack::SocketError;
 
@@ -29,27 +29,27 @@ use crate::stack::SocketError;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SocketId {
     /// A TCP connection.
-    Tcp(TcpHandle),
+    Tcp(TcpStream),
     /// A TCP listener.
-    Listener(ListenHandle),
+    Listener(TcpListener),
     /// A UDP socket.
-    Udp(UdpHandle),
+    Udp(UdpSocket),
 }
 
-impl From<TcpHandle> for SocketId {
-    fn from(h: TcpHandle) -> Self {
+impl From<TcpStream> for SocketId {
+    fn from(h: TcpStream) -> Self {
         SocketId::Tcp(h)
     }
 }
 
-impl From<ListenHandle> for SocketId {
-    fn from(h: ListenHandle) -> Self {
+impl From<TcpListener> for SocketId {
+    fn from(h: TcpListener) -> Self {
         SocketId::Listener(h)
     }
 }
 
-impl From<UdpHandle> for SocketId {
-    fn from(h: UdpHandle) -> Self {
+impl From<UdpSocket> for SocketId {
+    fn from(h: UdpSocket) -> Self {
         SocketId::Udp(h)
     }
 }

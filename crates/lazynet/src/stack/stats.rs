@@ -254,15 +254,15 @@ pub struct StackStats {
     pub udp_checked_in_poll: u64,
     /// UDP frames whose IP and UDP checks ran inside `recv` (`soft-lrp`).
     pub udp_checked_in_recv: u64,
-    /// UDP frames checked ahead of `recv` by [`UdpSock::prepare`](crate::socket::UdpSock::prepare) (the
+    /// UDP frames checked ahead of `recv` by [`UdpSocketRef::prepare`](crate::socket::UdpSocketRef::prepare) (the
     /// idle-priority drain of `soft-lrp`, LRP §3.3).
     pub udp_checked_ahead: u64,
     /// Checked UDP frames dropped because their socket's channel was full
     /// (the work was spent; `eager`).
     pub udp_dropped_after_work: u64,
     /// Times the choice to keep or evict consumed receive buffers' lines
-    /// changed (`handback`).
-    pub handback_switches: u64,
+    /// changed (`evict`).
+    pub evict_switches: u64,
     /// All stack drops by reason, indexed by `StackDrop as usize`.
     pub drops: [u64; StackDrop::ALL.len()],
     /// ARP cache counters.
@@ -339,7 +339,7 @@ impl StackStats {
             ("tcp_orphaned", self.tcp.orphaned),
             ("tcp_fin_timeouts", self.tcp.fin_timeouts),
             ("tcp_data_after_close", self.tcp.data_after_close),
-            ("handback_switches", self.handback_switches),
+            ("evict_switches", self.evict_switches),
         ];
         for (k, v) in rows {
             writeln!(out, "  {k:<34} {v}")?;

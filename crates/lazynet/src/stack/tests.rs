@@ -189,7 +189,7 @@ fn send_to_unknown_neighbour_queues_until_arp_reply() {
     let (mut a, mut b) = stacks();
     let sa = UdpSocket::bind(&mut a, SocketAddrV4::new(A, 1000)).unwrap();
     let sb = UdpSocket::bind(&mut b, SocketAddrV4::new(B, 2000)).unwrap();
-    a.udp_mut(sa.handle())
+    a.udp_mut(sa)
         .send_to(b"hello", SocketAddrV4::new(B, 2000), 0)
         .unwrap();
     assert_eq!(a.stats().arp_requests_sent, 1);
@@ -212,7 +212,7 @@ fn unanswered_arp_gives_up_and_frees_waiting_buffers() {
     let s = UdpSocket::bind(&mut b, SocketAddrV4::new(B, 5)).unwrap();
     let free0 = b.nic().free_buffers();
     for _ in 0..3 {
-        b.udp_mut(s.handle())
+        b.udp_mut(s)
             .send_to(b"x", SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 77), 9), 0)
             .unwrap();
     }
@@ -808,7 +808,7 @@ fn eager_modes_run_tcp_input_in_the_receive_loop_soft_lrp_does_not() {
 // ----- ni-lrp: demultiplexing on the NI, nothing on the host -----
 
 /// Raw wire end A, and stack B in `ni-lrp` with its engine (stepped here).
-fn raw_ni(chan_cap: usize) -> (WireEnd, Stack<NiNic>, NiEngine<WireEnd>) {
+fn raw_ni(chan_cap: usize) -> (WireEnd, Stack<NiProxy>, NiEngine<WireEnd>) {
     let (a, b) = WirePair::new(WireConfig::default()).unwrap();
     let c = StackConfig {
         udp_channel_cap: chan_cap,
@@ -820,7 +820,7 @@ fn raw_ni(chan_cap: usize) -> (WireEnd, Stack<NiNic>, NiEngine<WireEnd>) {
 
 /// Gives everything back (quiesce, last NI pass) and checks that every
 /// buffer of both ends is free again: none was lost on the way.
-fn assert_all_buffers_back(mut a: WireEnd, mut b: Stack<NiNic>, mut e: NiEngine<WireEnd>) {
+fn assert_all_buffers_back(mut a: WireEnd, mut b: Stack<NiProxy>, mut e: NiEngine<WireEnd>) {
     let mut done = false;
     for _ in 0..8 {
         e.step();
@@ -1088,9 +1088,7 @@ fn ni_lrp_tcp_input_waits_for_the_owner_and_is_found_through_the_ready_ring() {
 /// ACK and leaving the client to retransmit a second later.
 /// Stacks A and B, B listening on port 80; with `port`, A's connections
 /// all come from that one port.
-fn client_server(
-    port: Option<u16>,
-) -> (Stack<WireEnd>, Stack<WireEnd>, crate::stack::ListenHandle) {
+fn client_server(port: Option<u16>) -> (Stack<WireEnd>, Stack<WireEnd>, crate::stack::TcpListener) {
     let (mut sa, mut sb) = stacks();
     if let Some(p) = port {
         sa.tcp.sh.ports = crate::proto::tcp::EphemeralPorts::new(p, p, 4);
@@ -1114,9 +1112,9 @@ fn tcp_pump(sa: &mut Stack<WireEnd>, sb: &mut Stack<WireEnd>, now: u64) {
 fn tcp_open(
     sa: &mut Stack<WireEnd>,
     sb: &mut Stack<WireEnd>,
-    l: crate::stack::ListenHandle,
+    l: crate::stack::TcpListener,
     now: &mut u64,
-) -> (crate::stack::TcpHandle, crate::stack::TcpHandle) {
+) -> (crate::stack::TcpStream, crate::stack::TcpStream) {
     let t0 = *now;
     let c = sa
         .tcp_connect(SocketAddrV4::new(B, 80), None, *now)
@@ -1137,7 +1135,7 @@ fn tcp_open(
 fn send_and_close(
     sa: &mut Stack<WireEnd>,
     sb: &mut Stack<WireEnd>,
-    (c, s): (crate::stack::TcpHandle, crate::stack::TcpHandle),
+    (c, s): (crate::stack::TcpStream, crate::stack::TcpStream),
     data: &[u8],
     now: &mut u64,
     limit: u64,

@@ -27,7 +27,7 @@ pub const MAX_UDP_PAYLOAD: usize = 65507;
 
 /// Names an open UDP socket of a [`Stack`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct UdpHandle(pub(in crate::stack) u32);
+pub struct UdpSocket(pub(in crate::stack) u32);
 
 /// The UDP part of a stack: the socket table, and the datagrams
 /// reassembled for its sockets.
@@ -154,7 +154,7 @@ fn parse_udp(
 }
 
 impl<N: Nic> Stack<N> {
-    fn sock(&self, h: UdpHandle) -> Result<UdpEntry, SocketError> {
+    fn sock(&self, h: UdpSocket) -> Result<UdpEntry, SocketError> {
         self.udp
             .sockets
             .get(h.0 as usize)
@@ -169,7 +169,7 @@ impl<N: Nic> Stack<N> {
         &mut self,
         local: SocketAddrV4,
         cap: Option<usize>,
-    ) -> Result<UdpHandle, SocketError> {
+    ) -> Result<UdpSocket, SocketError> {
         let addr = *local.ip();
         if !addr.is_unspecified() && addr != self.iface.addr {
             return Err(SocketError::AddrNotAvailable);
@@ -207,18 +207,18 @@ impl<N: Nic> Stack<N> {
                 (self.udp.sockets.len() - 1) as u32
             }
         };
-        Ok(UdpHandle(idx))
+        Ok(UdpSocket(idx))
     }
 
-    /// The body of `UdpSock::local_addr`.
-    pub(crate) fn udp_local_addr(&self, h: UdpHandle) -> Result<SocketAddrV4, SocketError> {
+    /// The body of `UdpSocketRef::local_addr`.
+    pub(crate) fn udp_local_addr(&self, h: UdpSocket) -> Result<SocketAddrV4, SocketError> {
         Ok(self.sock(h)?.local)
     }
 
-    /// The body of `UdpSock::connect`.
+    /// The body of `UdpSocketRef::connect`.
     pub(crate) fn udp_connect(
         &mut self,
-        h: UdpHandle,
+        h: UdpSocket,
         peer: Option<SocketAddrV4>,
     ) -> Result<(), SocketError> {
         self.sock(h)?;
@@ -228,13 +228,13 @@ impl<N: Nic> Stack<N> {
         Ok(())
     }
 
-    /// The body of `UdpSock::peer`.
-    pub(crate) fn udp_peer(&self, h: UdpHandle) -> Result<Option<SocketAddrV4>, SocketError> {
+    /// The body of `UdpSocketRef::peer`.
+    pub(crate) fn udp_peer(&self, h: UdpSocket) -> Result<Option<SocketAddrV4>, SocketError> {
         Ok(self.sock(h)?.peer)
     }
 
-    /// The body of `UdpSock::pending`.
-    pub(crate) fn udp_pending(&self, h: UdpHandle) -> Result<usize, SocketError> {
+    /// The body of `UdpSocketRef::pending`.
+    pub(crate) fn udp_pending(&self, h: UdpSocket) -> Result<usize, SocketError> {
         let s = self.sock(h)?;
         Ok(self.demux.queued(s.chan))
     }
@@ -242,13 +242,13 @@ impl<N: Nic> Stack<N> {
     /// `ni-lrp` (or attached): a probe of the ring the NI queues this
     /// socket's frames on, for a host's interrupt line; `None` where frames
     /// are demultiplexed in this thread.
-    pub fn udp_rx_probe(&self, h: UdpHandle) -> Option<crate::mem::RingProbe> {
+    pub fn udp_rx_probe(&self, h: UdpSocket) -> Option<crate::mem::RingProbe> {
         let s = self.sock(h).ok()?;
         self.demux.channel_probe(s.chan)
     }
 
-    /// The body of `UdpSock::close`.
-    pub(crate) fn udp_close(&mut self, h: UdpHandle) -> Result<(), SocketError> {
+    /// The body of `UdpSocketRef::close`.
+    pub(crate) fn udp_close(&mut self, h: UdpSocket) -> Result<(), SocketError> {
         let s = self.sock(h)?;
         self.registry.forget(super::ready::SocketId::Udp(h));
         let mut left = Vec::new();
@@ -265,10 +265,10 @@ impl<N: Nic> Stack<N> {
         Ok(())
     }
 
-    /// The body of `UdpSock::recv_with`.
+    /// The body of `UdpSocketRef::recv_with`.
     pub(crate) fn udp_recv_with<R>(
         &mut self,
-        h: UdpHandle,
+        h: UdpSocket,
         f: impl FnOnce(&[u8], SocketAddrV4) -> R,
     ) -> Result<R, SocketError> {
         let s = self.sock(h)?;
@@ -339,14 +339,14 @@ impl<N: Nic> Stack<N> {
         Err(SocketError::WouldBlock)
     }
 
-    /// The body of `UdpSock::prepare`: frames stay queued in order, marked
+    /// The body of `UdpSocketRef::prepare`: frames stay queued in order, marked
     /// as checked (so `recv` does not repeat the work); frames that fail
     /// are dropped and counted. LRP §3.3:
     /// "an otherwise idle CPU should always perform protocol processing for
     /// any received packets" — the caller is an idle-priority task that
     /// charges the work to the socket's owner. O(queued) (the channel is
     /// rotated once), no allocation.
-    pub(crate) fn udp_prepare(&mut self, h: UdpHandle, max: usize) -> Result<usize, SocketError> {
+    pub(crate) fn udp_prepare(&mut self, h: UdpSocket, max: usize) -> Result<usize, SocketError> {
         let s = self.sock(h)?;
         let queued = self.demux.queued(s.chan);
         let mut checked = 0;
@@ -382,10 +382,10 @@ impl<N: Nic> Stack<N> {
         Ok(checked)
     }
 
-    /// The body of `UdpSock::send_to`.
+    /// The body of `UdpSocketRef::send_to`.
     pub(crate) fn udp_send_to(
         &mut self,
-        h: UdpHandle,
+        h: UdpSocket,
         payload: &[u8],
         dst: SocketAddrV4,
         now: u64,

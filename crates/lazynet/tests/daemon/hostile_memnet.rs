@@ -139,15 +139,15 @@ impl Harness {
                 }
             }
             let peer = &mut self.peer;
-            self.peer_conns.retain(|c| match c.read(peer, &mut buf) {
+            self.peer_conns.retain(|c| match c.recv(peer, &mut buf) {
                 Ok(0) => {
                     // The client finished: finish too (a peer that never
                     // closes leaves the daemon's side in FIN-WAIT-2).
-                    let _ = TcpStream::from_handle(c.handle()).close(peer);
+                    let _ = c.close(peer);
                     false
                 }
                 Ok(n) => {
-                    let _ = c.write(peer, &buf[..n]);
+                    let _ = c.send(peer, &buf[..n]);
                     true
                 }
                 Err(lazynet::socket::SocketError::WouldBlock) => true,
@@ -306,7 +306,7 @@ impl Harness {
                     let to = SocketAddrV4::new(US, 80 + u16::from(b[0] % 3));
                     if let Ok(c) = TcpStream::connect_nonblocking(&mut self.peer, to, None) {
                         if self.peer_conns.len() < 16 {
-                            let _ = c.write(&mut self.peer, b"GET / HTTP/1.0\r\n\r\n");
+                            let _ = c.send(&mut self.peer, b"GET / HTTP/1.0\r\n\r\n");
                             self.peer_conns.push(c);
                         } else {
                             let _ = c.abort(&mut self.peer);

@@ -78,7 +78,7 @@ fn run(seed: u64, p: f64) {
     for seq in 0..n {
         let now = clock.fetch_add(200_000, Ordering::Relaxed) + 200_000; // 200 µs per datagram
         let _ = sa
-            .udp_mut(ua.handle())
+            .udp_mut(ua)
             .send_to(&payload(seq), SocketAddrV4::new(B, 7), now);
         for _ in 0..4 {
             sa.poll(now);
@@ -86,11 +86,7 @@ fn run(seed: u64, p: f64) {
             while let Ok((len, from)) = ub.recv_from(&mut sb, &mut buf) {
                 let s = u32::from_be_bytes(buf[..4].try_into().unwrap());
                 assert_eq!(&buf[..len], &payload(s)[..], "B got a damaged datagram");
-                if sb
-                    .udp_mut(ub.handle())
-                    .send_to(&buf[..len], from, now)
-                    .is_ok()
-                {
+                if sb.udp_mut(ub).send_to(&buf[..len], from, now).is_ok() {
                     echoed += 1;
                 }
             }

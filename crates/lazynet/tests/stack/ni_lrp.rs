@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 
 use lazynet::nic::wirepair::{WireConfig, WireEnd, WirePair};
 use lazynet::nic::Nic;
-use lazynet::stack::{NiEngine, NiNic, ReceiveMode, Stack, StackConfig, TcpHandle};
+use lazynet::stack::{NiEngine, NiProxy, ReceiveMode, Stack, StackConfig, TcpStream};
 
 use crate::util::{data, A, B, MS};
 
-fn pair() -> (Stack<WireEnd>, Stack<NiNic>, NiEngine<WireEnd>) {
+fn pair() -> (Stack<WireEnd>, Stack<NiProxy>, NiEngine<WireEnd>) {
     let (a, b) = WirePair::new(WireConfig {
         buf_count: 2048,
         ..WireConfig::default()
@@ -73,7 +73,7 @@ impl Ni {
     }
 
     /// Quiesces the host, stops the engine, returns the NIC.
-    fn stop(mut self, sb: &mut Stack<NiNic>) -> WireEnd {
+    fn stop(mut self, sb: &mut Stack<NiProxy>) -> WireEnd {
         let t0 = Instant::now();
         while !sb.ni_quiesce() {
             assert!(t0.elapsed() < Duration::from_secs(10), "quiesce");
@@ -106,7 +106,7 @@ impl Clock {
     }
 }
 
-fn pump(sa: &mut Stack<WireEnd>, sb: &mut Stack<NiNic>, ni: &mut Ni, now: u64) {
+fn pump(sa: &mut Stack<WireEnd>, sb: &mut Stack<NiProxy>, ni: &mut Ni, now: u64) {
     sa.poll(now);
     sa.tcp_service(now, 1024);
     ni.step();
@@ -206,11 +206,11 @@ fn udp_echo_ni_lrp_threaded() {
 
 fn establish(
     sa: &mut Stack<WireEnd>,
-    sb: &mut Stack<NiNic>,
+    sb: &mut Stack<NiProxy>,
     ni: &mut Ni,
     clock: &mut Clock,
     b_listens: bool,
-) -> (TcpHandle, TcpHandle) {
+) -> (TcpStream, TcpStream) {
     let t0 = Instant::now();
     if b_listens {
         let l = sb.tcp_listen(SocketAddrV4::new(B, 80), None, None).unwrap();

@@ -8,7 +8,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use lazynet::nic::wirepair::{WireConfig, WireEnd, WirePair};
 use lazynet::socket::SocketError;
 use lazynet::stack::ready::{Event, Interest, Readiness, Sleep, SocketId, Trigger};
-use lazynet::stack::{Stack, StackConfig, TcpHandle};
+use lazynet::stack::{Stack, StackConfig, TcpStream};
 
 use crate::util::{connect_accept, pump, A, B, MS};
 
@@ -28,7 +28,7 @@ fn stacks() -> (Stack<WireEnd>, Stack<WireEnd>) {
 }
 
 /// An established connection A → B:80: (stacks, client, server, now).
-fn connected() -> (Stack<WireEnd>, Stack<WireEnd>, TcpHandle, TcpHandle, u64) {
+fn connected() -> (Stack<WireEnd>, Stack<WireEnd>, TcpStream, TcpStream, u64) {
     let (mut sa, mut sb) = stacks();
     let l = sb
         .tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), None, None)

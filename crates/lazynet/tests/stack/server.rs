@@ -9,7 +9,7 @@ use lazynet::nic::wirepair::{WireConfig, WireEnd, WirePair};
 use lazynet::proto::tcp::State;
 use lazynet::server::{EchoApp, Server, ServerConfig};
 use lazynet::socket::SocketError;
-use lazynet::stack::{Stack, StackConfig, TcpHandle};
+use lazynet::stack::{Stack, StackConfig, TcpStream};
 
 use crate::util::{data, A, B, MS};
 
@@ -41,7 +41,7 @@ fn echo_through(n: usize, len: usize, cfg: ServerConfig) -> (Vec<Vec<u8>>, u64, 
         .unwrap();
     let mut server = Server::new(&mut sb, l, EchoApp::default, cfg).unwrap();
     let mut now = 0;
-    let clients: Vec<TcpHandle> = (0..n)
+    let clients: Vec<TcpStream> = (0..n)
         .map(|_| sa.tcp_connect(SocketAddrV4::new(B, 7), None, now).unwrap())
         .collect();
     let streams: Vec<Vec<u8>> = (0..n).map(|i| data(0, len, i as u8)).collect();

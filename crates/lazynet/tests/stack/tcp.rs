@@ -11,9 +11,7 @@ use lazynet::nic::wirepair::{WireConfig, WireEnd, WirePair};
 use lazynet::nic::Nic;
 use lazynet::proto::tcp::{ListenConfig, State};
 use lazynet::socket::{SocketError, TcpListener, TcpStream};
-use lazynet::stack::{
-    HandbackMode, ListenHandle, Stack, StackConfig, StackDrop, TcpEvent, TcpHandle,
-};
+use lazynet::stack::{EvictMode, Stack, StackConfig, StackDrop, TcpEvent};
 use lazynet::wire::ethernet::EthernetFrame;
 use lazynet::wire::ipv4::Ipv4Packet;
 use lazynet::wire::tcp::{TcpFlags, TcpPacket, TcpRepr};
@@ -21,11 +19,11 @@ use lazynet::wire::tcp::{TcpFlags, TcpPacket, TcpRepr};
 use crate::util::{connect_accept, data, pump, A, B, MS};
 
 fn pair() -> (Stack<WireEnd>, Stack<WireEnd>) {
-    pair_receiving(HandbackMode::Adaptive)
+    pair_receiving(EvictMode::Adaptive)
 }
 
-/// [`pair`] with B's `rx_handback` set.
-fn pair_receiving(mode: HandbackMode) -> (Stack<WireEnd>, Stack<WireEnd>) {
+/// [`pair`] with B's `rx_evict` set.
+fn pair_receiving(mode: EvictMode) -> (Stack<WireEnd>, Stack<WireEnd>) {
     let (a, b) = WirePair::new(WireConfig {
         buf_count: 2048,
         ..WireConfig::default()
@@ -51,7 +49,7 @@ fn establish<N: Nic>(
     sa: &mut Stack<WireEnd>,
     sb: &mut Stack<N>,
     now: &mut u64,
-) -> (TcpHandle, TcpHandle) {
+) -> (TcpStream, TcpStream) {
     let l = sb
         .tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), None, None)
         .unwrap();
@@ -206,34 +204,34 @@ fn a_reader_with_less_room_than_a_segment_still_gets_text_placed_directly() {
     );
 }
 
-/// B's stack with `rx_handback` set.
-fn receiver<N: Nic>(nic: N, mode: HandbackMode) -> Stack<N> {
+/// B's stack with `rx_evict` set.
+fn receiver<N: Nic>(nic: N, mode: EvictMode) -> Stack<N> {
     Stack::new(
         nic,
         StackConfig {
             addr: B,
             seed: 2,
-            rx_handback: mode,
+            rx_evict: mode,
             ..StackConfig::default()
         },
     )
 }
 
 #[test]
-fn handback_always_evicts_every_frame_placed_directly_and_keeps_the_bytes() {
-    let (mut sa, mut sb) = pair_receiving(HandbackMode::Always);
+fn evict_always_evicts_every_frame_placed_directly_and_keeps_the_bytes() {
+    let (mut sa, mut sb) = pair_receiving(EvictMode::Always);
     let k = send_to_reader(&mut sa, &mut sb, 1 << 20, 65536, false);
     let evicted = sb.stats().tcp.frames_evicted;
     assert!(k.direct > 500, "{} placed directly", k.direct);
     assert_eq!(evicted, k.direct, "every frame placed directly was evicted");
-    assert_eq!(sb.stats().handback_switches, 0);
+    assert_eq!(sb.stats().evict_switches, 0);
 }
 
 #[test]
-fn handback_always_evicts_frames_whose_text_went_to_the_receive_buffer() {
+fn evict_always_evicts_frames_whose_text_went_to_the_receive_buffer() {
     // B's protocol handler runs before it reads: every segment takes the
     // ordinary path, its text copied into the receive buffer.
-    let (mut sa, mut sb) = pair_receiving(HandbackMode::Always);
+    let (mut sa, mut sb) = pair_receiving(EvictMode::Always);
     let total = 1 << 20;
     let k = send_to_reader(&mut sa, &mut sb, total, 65536, true);
     assert_eq!(k.direct, 0, "all through the receive buffer");
@@ -246,8 +244,8 @@ fn handback_always_evicts_frames_whose_text_went_to_the_receive_buffer() {
 }
 
 #[test]
-fn handback_off_evicts_nothing() {
-    let (mut sa, mut sb) = pair_receiving(HandbackMode::Off);
+fn evict_off_evicts_nothing() {
+    let (mut sa, mut sb) = pair_receiving(EvictMode::Off);
     let k = send_to_reader(&mut sa, &mut sb, 1 << 20, 65536, false);
     assert!(k.direct > 500);
     assert_eq!(sb.stats().tcp.frames_evicted, 0);
@@ -288,13 +286,13 @@ impl Nic for Local {
 }
 
 #[test]
-fn handback_never_evicts_where_the_nic_fills_its_own_buffers() {
+fn evict_never_evicts_where_the_nic_fills_its_own_buffers() {
     let (a, b) = WirePair::new(WireConfig::default()).unwrap();
     assert!(b.cross_core_buffers());
     let mut sa = pair_with(a, A, 1);
     let local = Local(b);
     assert!(!local.cross_core_buffers());
-    let mut sb = receiver(local, HandbackMode::Always);
+    let mut sb = receiver(local, EvictMode::Always);
     let k = send_to_reader(&mut sa, &mut sb, 1 << 20, 65536, false);
     assert!(k.direct > 500);
     assert_eq!(sb.stats().tcp.frames_evicted, 0);
@@ -564,9 +562,9 @@ fn take_segments(sa: &mut Stack<WireEnd>) -> Vec<TcpRepr> {
 fn half_open(
     sa: &mut Stack<WireEnd>,
     sb: &mut Stack<WireEnd>,
-    l: ListenHandle,
+    l: TcpListener,
     now: &mut u64,
-) -> (TcpHandle, TcpRepr) {
+) -> (TcpStream, TcpRepr) {
     let before = sb.listener(l).syn_queue_len().unwrap();
     let c = sa
         .tcp_connect(SocketAddrV4::new(B, 80), None, *now)
@@ -702,12 +700,12 @@ fn blocking_sockets_echo_between_two_threads() {
         let mut buf = vec![0u8; 8192];
         let mut total = 0;
         loop {
-            let n = s.read_blocking(&mut sb, &mut buf, t).unwrap();
+            let n = s.recv_blocking(&mut sb, &mut buf, t).unwrap();
             if n == 0 {
                 break;
             }
             total += n;
-            s.write_all_blocking(&mut sb, &buf[..n], t).unwrap();
+            s.send_all_blocking(&mut sb, &buf[..n], t).unwrap();
         }
         s.flush_blocking(&mut sb, t).unwrap();
         s.close(&mut sb).unwrap();
@@ -731,15 +729,15 @@ fn blocking_sockets_echo_between_two_threads() {
     let mut back = Vec::new();
     let mut buf = vec![0u8; 8192];
     for chunk in msg.chunks(10_000) {
-        c.write_all_blocking(&mut sa, chunk, t).unwrap();
+        c.send_all_blocking(&mut sa, chunk, t).unwrap();
         while back.len() < msg.len() && c.recv_queue(&sa).unwrap() > 0 {
-            let n = c.read(&mut sa, &mut buf).unwrap();
+            let n = c.recv(&mut sa, &mut buf).unwrap();
             back.extend_from_slice(&buf[..n]);
         }
     }
     c.shutdown(&mut sa).unwrap();
     loop {
-        let n = c.read_blocking(&mut sa, &mut buf, t).unwrap();
+        let n = c.recv_blocking(&mut sa, &mut buf, t).unwrap();
         if n == 0 {
             break;
         }

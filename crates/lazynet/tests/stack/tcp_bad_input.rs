@@ -12,7 +12,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 
 use lazynet::demux::{CONTROL, FRAGMENT};
 use lazynet::nic::wirepair::{WireConfig, WireEnd, WirePair};
-use lazynet::stack::{ListenHandle, Stack, StackConfig, TcpHandle};
+use lazynet::stack::{Stack, StackConfig, TcpListener, TcpStream};
 use lazynet::wire::checksum;
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -250,7 +250,7 @@ fn pump(sa: &mut Stack<WireEnd>, sb: &mut Stack<WireEnd>, now: u64) {
     }
 }
 
-fn check(s: &Stack<WireEnd>, conns: &[TcpHandle], tag: &str) {
+fn check(s: &Stack<WireEnd>, conns: &[TcpStream], tag: &str) {
     let st = s.stats();
     assert_eq!(
         st.frames_accounted() + s.queued_frames() as u64,
@@ -267,11 +267,11 @@ fn check(s: &Stack<WireEnd>, conns: &[TcpHandle], tag: &str) {
 struct World {
     sa: Stack<WireEnd>,
     sb: Stack<WireEnd>,
-    l: ListenHandle,
+    l: TcpListener,
     /// A's connections (live or dead; dead ones are closed and dropped).
-    ca: Vec<TcpHandle>,
+    ca: Vec<TcpStream>,
     /// B's accepted connections.
-    cb: Vec<TcpHandle>,
+    cb: Vec<TcpStream>,
 }
 
 impl World {

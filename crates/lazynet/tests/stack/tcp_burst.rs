@@ -1,4 +1,4 @@
-//! The transmit fast path (`proto/tcp/burst.rs`, `Out::conn_burst`) at the
+//! The transmit fast path (`proto/tcp/conn/burst.rs`, `Out::conn_burst`) at the
 //! frame level: two stacks on the in-memory wire, stepped in virtual time,
 //! run the same transfers with `Config::fast_path` on and off. Both fast
 //! paths (header prediction on receive, bursts on transmit) are subsets of

@@ -19,7 +19,7 @@ use lazynet::nic::fault::{FaultConfig, FaultNic, FaultSpec};
 use lazynet::nic::wirepair::{WireConfig, WireEnd, WirePair};
 use lazynet::proto::tcp::TcpCounters;
 use lazynet::socket::SocketError;
-use lazynet::stack::{Stack, StackConfig, StackDrop, TcpHandle};
+use lazynet::stack::{Stack, StackConfig, StackDrop, TcpStream};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -119,7 +119,7 @@ fn faulty(end: WireEnd, seed: u64, cell: &Cell, clock: &Arc<AtomicU64>) -> Fault
 /// One end: its stack, connection and progress.
 struct End {
     stack: S,
-    h: TcpHandle,
+    h: TcpStream,
     /// Bytes this end sends.
     total: usize,
     /// Bytes the peer sends.

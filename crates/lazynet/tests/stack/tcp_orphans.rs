@@ -9,7 +9,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use lazynet::nic::wirepair::{WireConfig, WireEnd, WirePair};
 use lazynet::proto::tcp::{Config, State};
 use lazynet::socket::SocketError;
-use lazynet::stack::{OrphanReset, Stack, StackConfig, TcpHandle};
+use lazynet::stack::{OrphanReset, Stack, StackConfig, TcpStream};
 
 use crate::util::{connect_accept, pump, A, B, MS};
 
@@ -54,7 +54,7 @@ fn connections(
     sb: &mut Stack<WireEnd>,
     n: usize,
     now: &mut u64,
-) -> Vec<(TcpHandle, TcpHandle)> {
+) -> Vec<(TcpStream, TcpStream)> {
     let l = sb
         .tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), None, None)
         .unwrap();

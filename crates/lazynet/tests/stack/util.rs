@@ -7,7 +7,7 @@ use lazynet::mem::Desc;
 use lazynet::nic::wirepair::WireEnd;
 use lazynet::nic::Nic;
 use lazynet::proto::tcp::State;
-use lazynet::stack::{ListenHandle, Stack, TcpHandle};
+use lazynet::stack::{Stack, TcpListener, TcpStream};
 
 pub const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 pub const B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
@@ -49,9 +49,9 @@ pub fn pump<N: Nic>(sa: &mut Stack<WireEnd>, sb: &mut Stack<N>, now: u64) {
 pub fn connect_accept<N: Nic>(
     sa: &mut Stack<WireEnd>,
     sb: &mut Stack<N>,
-    l: ListenHandle,
+    l: TcpListener,
     now: &mut u64,
-) -> (TcpHandle, TcpHandle) {
+) -> (TcpStream, TcpStream) {
     let c = sa
         .tcp_connect(SocketAddrV4::new(B, 80), None, *now)
         .unwrap();

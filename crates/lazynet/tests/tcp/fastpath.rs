@@ -1,4 +1,4 @@
-//! Header prediction (`proto/tcp/fast.rs`): when the fast
+//! Header prediction (`proto/tcp/conn/fast.rs`): when the fast
 //! path is taken and when it is not, segment by segment; then a
 //! differential property test: two connections, fast path on and off, fed
 //! identical random sequences, must emit identical segments, deliver

@@ -13,7 +13,7 @@
 use std::net::SocketAddrV4;
 
 use super::service::After;
-use super::{listener_stalled, ConnSlot, Cx, ListenHandle, ListenSlot, Owner, TcpHandle};
+use super::{listener_stalled, ChannelOwner, ConnSlot, Cx, ListenSlot, TcpListener, TcpStream};
 use crate::nic::Nic;
 use crate::proto::tcp::{Config, ConnError, Connection, ListenConfig, Listener, State, TwKey};
 use crate::stack::{SocketError, Stack, StackDrop, MAX_BATCH};
@@ -37,14 +37,14 @@ impl<N: Nic> Cx<'_, N> {
         let queued = self.demux.queued(s.chan);
         if queued > 0 {
             self.conn_input(s, now, queued.min(MAX_BATCH));
-            self.conn_after_live(s, idx, now, true);
+            self.conn_settle_live(s, idx, now, true);
         }
     }
 
-    /// [`Cx::conn_after`] on a slot whose handle the caller holds: it is
+    /// [`Cx::conn_settle`] on a slot whose handle the caller holds: it is
     /// not detached, so it stays.
     #[cfg_attr(lazynet_pin, inline(always))]
-    pub(in crate::stack) fn conn_after_live(
+    pub(in crate::stack) fn conn_settle_live(
         &mut self,
         s: &mut ConnSlot,
         idx: u32,
@@ -52,7 +52,7 @@ impl<N: Nic> Cx<'_, N> {
         event: bool,
     ) {
         debug_assert!(!s.detached);
-        let after = self.conn_after(s, idx, now, event);
+        let after = self.conn_settle(s, idx, now, event);
         debug_assert!(matches!(after, After::Keep));
     }
 }
@@ -63,7 +63,7 @@ impl<N: Nic> Stack<N> {
         self.tcp.sh.cfg
     }
 
-    pub(in crate::stack) fn fit(&self, mut cfg: Config) -> Config {
+    pub(in crate::stack) fn fit_mss(&self, mut cfg: Config) -> Config {
         let mtu_mss = self
             .iface
             .mtu
@@ -85,7 +85,7 @@ impl<N: Nic> Stack<N> {
         local: SocketAddrV4,
         lcfg: Option<ListenConfig>,
         cfg: Option<Config>,
-    ) -> Result<ListenHandle, SocketError> {
+    ) -> Result<TcpListener, SocketError> {
         let addr = *local.ip();
         if !addr.is_unspecified() && addr != self.iface.addr {
             return Err(SocketError::AddrNotAvailable);
@@ -106,7 +106,7 @@ impl<N: Nic> Stack<N> {
             crate::stack::ni::BindKind::Listen(addr, local.port()),
         )?;
         let cfg = cfg.unwrap_or(self.tcp.sh.cfg);
-        let mut cfg = self.fit(cfg);
+        let mut cfg = self.fit_mss(cfg);
         // The listener gives each passive connection its own TSval offset
         // (`Secret::ts_offset` of the 4-tuple) from its SYN-ACK on.
         cfg.ts_offset = 0;
@@ -129,21 +129,21 @@ impl<N: Nic> Stack<N> {
             armed: None,
             in_events: false,
         });
-        self.tcp.set_owner(chan, Owner::Listener(idx));
-        Ok(ListenHandle { idx, gen })
+        self.tcp.set_owner(chan, ChannelOwner::Listener(idx));
+        Ok(TcpListener { idx, gen })
     }
 
-    /// The body of `TcpListen::accept`.
+    /// The body of `TcpListenerRef::accept`.
     pub(crate) fn tcp_accept(
         &mut self,
-        h: ListenHandle,
+        h: TcpListener,
         now: u64,
-    ) -> Result<TcpHandle, SocketError> {
+    ) -> Result<TcpStream, SocketError> {
         let s = self.tcp.listener(h)?;
         let chan = s.chan;
         let queued = self.demux.queued(chan);
         if self.listen_input(h.idx, now, queued.min(MAX_BATCH), false) > 0 {
-            self.listen_after(h.idx, now);
+            self.listen_settle(h.idx, now);
         }
         let Some(Some(s)) = self.tcp.listeners.get_mut(h.idx as usize) else {
             return Err(SocketError::BadHandle);
@@ -159,56 +159,52 @@ impl<N: Nic> Stack<N> {
         self.tcp.sh.stats.accepted += 1;
         // Room in the accept queue again: resume the listener.
         self.demux.mark_ready(chan);
-        self.conn_after(c.idx, now, false);
+        self.conn_settle(c.idx, now, false);
         Ok(c)
     }
 
-    /// The body of `TcpListen::stalled`.
-    pub(crate) fn tcp_listen_stalled(&self, h: ListenHandle) -> Result<bool, SocketError> {
+    /// The body of `TcpListenerRef::stalled`.
+    pub(crate) fn tcp_listen_stalled(&self, h: TcpListener) -> Result<bool, SocketError> {
         let s = self.tcp.listener(h)?;
         Ok(listener_stalled(&s.l, !self.mode.eager_protocol()))
     }
 
-    /// The body of `TcpListen::syn_queue_len`.
-    pub(crate) fn tcp_syn_queue_len(&self, h: ListenHandle) -> Result<usize, SocketError> {
+    /// The body of `TcpListenerRef::syn_queue_len`.
+    pub(crate) fn tcp_syn_queue_len(&self, h: TcpListener) -> Result<usize, SocketError> {
         Ok(self.tcp.listener(h)?.l.syn_queue_len())
     }
 
-    /// The body of `TcpListen::accept_queue_len`.
-    pub(crate) fn tcp_accept_queue_len(&self, h: ListenHandle) -> Result<usize, SocketError> {
+    /// The body of `TcpListenerRef::accept_queue_len`.
+    pub(crate) fn tcp_accept_queue_len(&self, h: TcpListener) -> Result<usize, SocketError> {
         Ok(self.tcp.listener(h)?.l.accept_queue_len())
     }
 
-    /// The body of `TcpListen::counters`.
+    /// The body of `TcpListenerRef::counters`.
     pub(crate) fn tcp_listener_counters(
         &self,
-        h: ListenHandle,
+        h: TcpListener,
     ) -> Result<crate::proto::tcp::ListenCounters, SocketError> {
         Ok(*self.tcp.listener(h)?.l.counters())
     }
 
-    /// The body of `TcpListen::pending`.
-    pub(crate) fn tcp_listen_pending(&self, h: ListenHandle) -> Result<usize, SocketError> {
+    /// The body of `TcpListenerRef::pending`.
+    pub(crate) fn tcp_listen_pending(&self, h: TcpListener) -> Result<usize, SocketError> {
         let s = self.tcp.listener(h)?;
         Ok(self.demux.queued(s.chan))
     }
 
-    /// The body of `TcpListen::addr`.
-    pub(crate) fn tcp_listen_addr(&self, h: ListenHandle) -> Result<SocketAddrV4, SocketError> {
+    /// The body of `TcpListenerRef::addr`.
+    pub(crate) fn tcp_listen_addr(&self, h: TcpListener) -> Result<SocketAddrV4, SocketError> {
         Ok(self.tcp.listener(h)?.bound)
     }
 
-    /// The body of `TcpListen::close`: nothing of the listener is left
+    /// The body of `TcpListenerRef::close`: nothing of the listener is left
     /// (RFC 9293 §3.10.5 ABORT for every entry, see
     /// [`Listener::poll_close`]). Work: at most `syn_queue + backlog` RSTs, sent
     /// in batches; one that finds no transmit buffer is counted
     /// (`TxNoBuffer`) and not retried. Not rate limited: the RSTs answer
     /// our own close, not a peer's segments, and are bounded by the queues.
-    pub(crate) fn tcp_listen_close(
-        &mut self,
-        h: ListenHandle,
-        now: u64,
-    ) -> Result<(), SocketError> {
+    pub(crate) fn tcp_listen_close(&mut self, h: TcpListener, now: u64) -> Result<(), SocketError> {
         self.tcp.listener(h)?;
         let Some(mut s) = self.tcp.listeners[h.idx as usize].take() else {
             return Err(SocketError::BadHandle);
@@ -223,7 +219,7 @@ impl<N: Nic> Stack<N> {
             *s.bound.ip(),
             s.bound.port(),
         ));
-        self.tcp.set_owner(s.chan, Owner::None);
+        self.tcp.set_owner(s.chan, ChannelOwner::None);
         for d in left {
             self.stats.drops[StackDrop::SocketClosed as usize] += 1;
             self.stats.rx_frame_drops += 1;
@@ -246,7 +242,7 @@ impl<N: Nic> Stack<N> {
         remote: SocketAddrV4,
         cfg: Option<Config>,
         now: u64,
-    ) -> Result<TcpHandle, SocketError> {
+    ) -> Result<TcpStream, SocketError> {
         if remote.port() == 0 || remote.ip().is_unspecified() || remote.ip().is_broadcast() {
             return Err(SocketError::AddrNotAvailable);
         }
@@ -268,14 +264,14 @@ impl<N: Nic> Stack<N> {
             })
             .ok_or(SocketError::NoPorts)?;
         let local = SocketAddrV4::new(me, port);
-        let mut cfg = self.fit(cfg.unwrap_or(self.tcp.sh.cfg));
+        let mut cfg = self.fit_mss(cfg.unwrap_or(self.tcp.sh.cfg));
         // RFC 7323 §5.4: the TSval offset of this 4-tuple.
         cfg.ts_offset = self.tcp.sh.secret.ts_offset(local, remote);
         let iss = self.tcp.sh.secret.isn(local, remote, now);
         let conn = Connection::connect(cfg, local, remote, iss, now);
         let h = self.install_conn(conn)?;
         self.tcp.sh.stats.connects += 1;
-        self.conn_after(h.idx, now, false);
+        self.conn_settle(h.idx, now, false);
         self.iface.flush_release();
         self.iface.nic.flush();
         Ok(h)
@@ -283,13 +279,13 @@ impl<N: Nic> Stack<N> {
 
     /// Processes the connection's queued segments (bounded by what is
     /// queued at entry and [`MAX_BATCH`]) in the caller's context.
-    fn conn_catch_up(&mut self, h: TcpHandle, now: u64) -> Result<(), SocketError> {
+    fn conn_catch_up(&mut self, h: TcpStream, now: u64) -> Result<(), SocketError> {
         let (mut cx, s) = self.conn_split_handle(h)?;
         cx.catch_up(s, h.idx, now);
         Ok(())
     }
 
-    /// The body of `TcpConn::recv`. The connection's queued segments are processed here, in the
+    /// The body of `TcpStreamRef::recv`. The connection's queued segments are processed here, in the
     /// caller's context (LRP §3.4), in-order text going straight into `buf`
     /// where it can (direct placement). Once `buf` is full, segments
     /// still queued wait for the next read or for the connection's
@@ -297,7 +293,7 @@ impl<N: Nic> Stack<N> {
     #[cfg_attr(lazynet_pin, inline(always))]
     pub(crate) fn tcp_recv(
         &mut self,
-        h: TcpHandle,
+        h: TcpStream,
         buf: &mut [u8],
         now: u64,
     ) -> Result<usize, SocketError> {
@@ -326,10 +322,10 @@ impl<N: Nic> Stack<N> {
         if n > 0 {
             // A window update may be due (RFC 9293 §3.8.6.2.2). If not,
             // `recv` changed nothing a timer or `poll_transmit` depends on
-            // (the last `conn_after` already ran after the last change), so
-            // `conn_after` would send nothing and re-arm the same deadline.
+            // (the last `conn_settle` already ran after the last change), so
+            // `conn_settle` would send nothing and re-arm the same deadline.
             if s.conn.wants_output(now) {
-                cx.conn_after_live(s, h.idx, now, false);
+                cx.conn_settle_live(s, h.idx, now, false);
             }
             cx.iface.flush_release();
             cx.iface.nic.flush();
@@ -350,21 +346,21 @@ impl<N: Nic> Stack<N> {
         }
     }
 
-    /// The body of `TcpConn::send`.
+    /// The body of `TcpStreamRef::send`.
     #[cfg_attr(lazynet_pin, inline(always))]
     pub(crate) fn tcp_send(
         &mut self,
-        h: TcpHandle,
+        h: TcpStream,
         data: &[u8],
         now: u64,
     ) -> Result<usize, SocketError> {
         self.tcp_send_by(h, data.len(), now, |c| c.send(data))
     }
 
-    /// The body of `TcpConn::send_with`.
+    /// The body of `TcpStreamRef::send_with`.
     pub(crate) fn tcp_send_with(
         &mut self,
-        h: TcpHandle,
+        h: TcpStream,
         n: usize,
         now: u64,
         fill: impl FnMut(usize, &mut [u8]),
@@ -376,7 +372,7 @@ impl<N: Nic> Stack<N> {
     #[cfg_attr(lazynet_pin, inline(always))]
     fn tcp_send_by(
         &mut self,
-        h: TcpHandle,
+        h: TcpStream,
         len: usize,
         now: u64,
         push: impl FnOnce(&mut Connection) -> usize,
@@ -394,7 +390,7 @@ impl<N: Nic> Stack<N> {
         }
         let n = push(&mut s.conn);
         if n > 0 {
-            cx.conn_after_live(s, h.idx, now, false);
+            cx.conn_settle_live(s, h.idx, now, false);
             cx.iface.flush_release();
             cx.iface.nic.flush();
             Ok(n)
@@ -405,37 +401,37 @@ impl<N: Nic> Stack<N> {
         }
     }
 
-    /// The body of `TcpConn::send_space`.
-    pub(crate) fn tcp_send_space(&self, h: TcpHandle) -> Result<usize, SocketError> {
+    /// The body of `TcpStreamRef::send_space`.
+    pub(crate) fn tcp_send_space(&self, h: TcpStream) -> Result<usize, SocketError> {
         let s = self.tcp.conn(h)?;
         Ok(s.conn.send_space())
     }
 
-    /// The body of `TcpConn::send_queue`.
-    pub(crate) fn tcp_send_queue(&self, h: TcpHandle) -> Result<usize, SocketError> {
+    /// The body of `TcpStreamRef::send_queue`.
+    pub(crate) fn tcp_send_queue(&self, h: TcpStream) -> Result<usize, SocketError> {
         Ok(self.tcp.conn(h)?.conn.send_queue())
     }
 
-    /// The body of `TcpConn::recv_queue`.
-    pub(crate) fn tcp_recv_queue(&self, h: TcpHandle) -> Result<usize, SocketError> {
+    /// The body of `TcpStreamRef::recv_queue`.
+    pub(crate) fn tcp_recv_queue(&self, h: TcpStream) -> Result<usize, SocketError> {
         Ok(self.tcp.conn(h)?.conn.recv_queue())
     }
 
-    /// The body of `TcpConn::shutdown`.
-    pub(crate) fn tcp_shutdown(&mut self, h: TcpHandle, now: u64) -> Result<(), SocketError> {
+    /// The body of `TcpStreamRef::shutdown`.
+    pub(crate) fn tcp_shutdown(&mut self, h: TcpStream, now: u64) -> Result<(), SocketError> {
         let s = self.tcp.conn_mut(h)?;
         s.conn.close();
-        self.conn_after(h.idx, now, false);
+        self.conn_settle(h.idx, now, false);
         self.iface.flush_release();
         self.iface.nic.flush();
         Ok(())
     }
 
-    /// The body of `TcpConn::close`. Unread text aborts the connection
+    /// The body of `TcpStreamRef::close`. Unread text aborts the connection
     /// (RFC 1122 §4.2.2.13: the peer learns its data was lost); otherwise
     /// our FIN follows the queued data and the connection becomes an
     /// orphan, bounded by the stack's caps (`orphans`).
-    pub(crate) fn tcp_close(&mut self, h: TcpHandle, now: u64) -> Result<(), SocketError> {
+    pub(crate) fn tcp_close(&mut self, h: TcpStream, now: u64) -> Result<(), SocketError> {
         self.conn_catch_up(h, now)?;
         let tag = self.tcp.tag_of(self.tcp.conn(h)?.chan.0);
         let s = self.tcp.conn_mut(h)?;
@@ -456,7 +452,7 @@ impl<N: Nic> Stack<N> {
                 self.orphan_reset(idx, why, now);
             }
         }
-        self.conn_after(h.idx, now, false);
+        self.conn_settle(h.idx, now, false);
         self.iface.flush_release();
         self.iface.nic.flush();
         Ok(())
@@ -467,12 +463,12 @@ impl<N: Nic> Stack<N> {
     /// nothing.
     #[cfg_attr(lazynet_outline, cold, inline(never))]
     pub(in crate::stack) fn fail_refused(&mut self, c: crate::demux::ChannelId, now: u64) {
-        let Owner::Conn(idx) = self.tcp.owner_of(c.0) else {
+        let ChannelOwner::Conn(idx) = self.tcp.owner_of(c.0) else {
             return;
         };
         if let Some(Some(s)) = self.tcp.conns.get_mut(idx as usize) {
             s.conn.fail(ConnError::AddrInUse);
-            self.conn_after(idx, now, true);
+            self.conn_settle(idx, now, true);
         }
     }
 
@@ -498,69 +494,69 @@ impl<N: Nic> Stack<N> {
         };
         s.conn.abort();
         self.tcp.sh.stats.orphans_reset[why as usize] += 1;
-        self.conn_after(idx, now, false);
+        self.conn_settle(idx, now, false);
     }
 
-    /// The body of `TcpConn::abort`.
-    pub(crate) fn tcp_abort(&mut self, h: TcpHandle, now: u64) -> Result<(), SocketError> {
+    /// The body of `TcpStreamRef::abort`.
+    pub(crate) fn tcp_abort(&mut self, h: TcpStream, now: u64) -> Result<(), SocketError> {
         let s = self.tcp.conn_mut(h)?;
         s.conn.abort();
         s.detached = true;
-        self.conn_after(h.idx, now, false);
+        self.conn_settle(h.idx, now, false);
         self.iface.flush_release();
         self.iface.nic.flush();
         Ok(())
     }
 
-    /// The body of `TcpConn::state`.
-    pub(crate) fn tcp_state(&mut self, h: TcpHandle, now: u64) -> Result<State, SocketError> {
+    /// The body of `TcpStreamRef::state`.
+    pub(crate) fn tcp_state(&mut self, h: TcpStream, now: u64) -> Result<State, SocketError> {
         self.conn_catch_up(h, now)?;
         Ok(self.tcp.conn(h)?.conn.state())
     }
 
-    /// The body of `TcpConn::error`.
-    pub(crate) fn tcp_error(&self, h: TcpHandle) -> Result<Option<SocketError>, SocketError> {
+    /// The body of `TcpStreamRef::error`.
+    pub(crate) fn tcp_error(&self, h: TcpStream) -> Result<Option<SocketError>, SocketError> {
         Ok(self.tcp.conn(h)?.conn.error().map(conn_error))
     }
 
-    /// The body of `TcpConn::recv_finished`.
-    pub(crate) fn tcp_recv_finished(&self, h: TcpHandle) -> Result<bool, SocketError> {
+    /// The body of `TcpStreamRef::recv_finished`.
+    pub(crate) fn tcp_recv_finished(&self, h: TcpStream) -> Result<bool, SocketError> {
         Ok(self.tcp.conn(h)?.conn.recv_finished())
     }
 
-    /// The body of `TcpConn::addrs`.
+    /// The body of `TcpStreamRef::addrs`.
     pub(crate) fn tcp_addrs(
         &self,
-        h: TcpHandle,
+        h: TcpStream,
     ) -> Result<(SocketAddrV4, SocketAddrV4), SocketError> {
         let s = self.tcp.conn(h)?;
         Ok((s.conn.local(), s.conn.remote()))
     }
 
-    /// The body of `TcpConn::set_nodelay`.
-    pub(crate) fn tcp_set_nodelay(&mut self, h: TcpHandle, on: bool) -> Result<(), SocketError> {
+    /// The body of `TcpStreamRef::set_nodelay`.
+    pub(crate) fn tcp_set_nodelay(&mut self, h: TcpStream, on: bool) -> Result<(), SocketError> {
         self.tcp.conn_mut(h)?.conn.set_nodelay(on);
         Ok(())
     }
 
-    /// The body of `TcpConn::counters`.
+    /// The body of `TcpStreamRef::counters`.
     pub(crate) fn tcp_counters(
         &self,
-        h: TcpHandle,
+        h: TcpStream,
     ) -> Result<crate::proto::tcp::TcpCounters, SocketError> {
         Ok(*self.tcp.conn(h)?.conn.counters())
     }
 
-    /// The body of `TcpConn::pending`.
-    pub(crate) fn tcp_pending(&self, h: TcpHandle) -> Result<usize, SocketError> {
+    /// The body of `TcpStreamRef::pending`.
+    pub(crate) fn tcp_pending(&self, h: TcpStream) -> Result<usize, SocketError> {
         let s = self.tcp.conn(h)?;
         Ok(self.demux.queued(s.chan))
     }
 
-    /// The body of `TcpConn::inspect`.
+    /// The body of `TcpStreamRef::inspect`.
     pub(crate) fn tcp_inspect<R>(
         &self,
-        h: TcpHandle,
+        h: TcpStream,
         f: impl FnOnce(&Connection) -> R,
     ) -> Result<R, SocketError> {
         Ok(f(&self.tcp.conn(h)?.conn))

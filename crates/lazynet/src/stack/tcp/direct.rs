@@ -103,10 +103,10 @@ impl<N: Nic> Cx<'_, N> {
                 self.tcp.stats.segments_in += k as u64;
                 note_conn_event(&mut self.tcp.events, s, idx);
                 if s.conn.wants_output(now) {
-                    self.conn_after_live(s, idx, now, false);
+                    self.conn_settle_live(s, idx, now, false);
                     self.iface.nic.flush();
                 }
-                let evict = self.iface.handback.evict();
+                let evict = self.iface.evict.evict();
                 for &(d, a, b, off) in &round[..k] {
                     if let Some(f) = self.iface.nic.buffers().frame(d) {
                         let p = &f[a as usize..b as usize];
@@ -120,7 +120,7 @@ impl<N: Nic> Cx<'_, N> {
                 if evict {
                     self.tcp.stats.frames_evicted += k as u64;
                 }
-                self.iface.handback.placed((at - n) as u64, now);
+                self.iface.evict.placed((at - n) as u64, now);
                 n = at;
             }
             if let Some((d, parsed)) = other {

@@ -9,7 +9,7 @@
 //! segments to a connection accepted meanwhile, the TIME-WAIT table's
 //! answers and RSTs for closed ports (rate limited).
 //!
-//! **May not touch:** when a connection sends: `conn_after` (`service`)
+//! **May not touch:** when a connection sends: `conn_settle` (`service`)
 //! decides, except for the immediate duplicate ACK of an out-of-order
 //! segment (RFC 5681 §4.2) and the replies for closed ports and TIME-WAIT,
 //! sent from here; other connections' channels, except to move a
@@ -138,12 +138,12 @@ impl<N: Nic> Cx<'_, N> {
                 let _ = s.conn.handle_segment(now, &seg.repr, payload);
                 self.tcp.stats.segments_in += 1;
                 if !payload.is_empty() {
-                    // Its text is in the receive buffer now (`handback`).
-                    if self.iface.handback.evict() {
+                    // Its text is in the receive buffer now (`evict`).
+                    if self.iface.evict.evict() {
                         self.iface.nic.buffers().evict(d);
                         self.tcp.stats.frames_evicted += 1;
                     }
-                    self.iface.handback.placed(payload.len() as u64, now);
+                    self.iface.evict.placed(payload.len() as u64, now);
                 }
                 self.iface.release(d);
                 // RFC 5681 §4.2: an out-of-order segment (one that
@@ -259,7 +259,7 @@ impl<N: Nic> Stack<N> {
         now: u64,
     ) -> bool {
         let chan = self.demux.lookup_tcp_conn(local, remote);
-        let Some(super::Owner::Conn(idx)) = chan.map(|c| self.tcp.owner_of(c.0)) else {
+        let Some(super::ChannelOwner::Conn(idx)) = chan.map(|c| self.tcp.owner_of(c.0)) else {
             return false;
         };
         let taken = match self.tcp.conns.get_mut(idx as usize) {
@@ -267,7 +267,7 @@ impl<N: Nic> Stack<N> {
             _ => false,
         };
         if taken {
-            self.conn_after(idx, now, false);
+            self.conn_settle(idx, now, false);
         }
         true
     }

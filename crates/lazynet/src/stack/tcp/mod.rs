@@ -87,19 +87,19 @@ pub use service::SERVICE_PER_CHANNEL;
 
 /// Names a TCP connection of a [`Stack`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct TcpHandle {
+pub struct TcpStream {
     pub(in crate::stack) idx: u32,
     pub(in crate::stack) gen: u32,
 }
 
 /// Names a TCP listener of a [`Stack`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct ListenHandle {
+pub struct TcpListener {
     pub(in crate::stack) idx: u32,
     pub(in crate::stack) gen: u32,
 }
 
-impl TcpHandle {
+impl TcpStream {
     /// The connection's slot in the stack's table (unique among live
     /// connections; reused after close): an index for callers' own tables.
     pub fn index(&self) -> u32 {
@@ -107,7 +107,7 @@ impl TcpHandle {
     }
 }
 
-impl ListenHandle {
+impl TcpListener {
     /// The listener's slot in the stack's table (unique among live
     /// listeners; reused after close).
     pub fn index(&self) -> u32 {
@@ -121,13 +121,14 @@ impl ListenHandle {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TcpEvent {
     /// A connection processed input or a timer.
-    Conn(TcpHandle),
+    Conn(TcpStream),
     /// A listener has connections to accept.
-    Listener(ListenHandle),
+    Listener(TcpListener),
 }
 
+/// Who a TCP channel of the classifier belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(in crate::stack) enum Owner {
+pub(in crate::stack) enum ChannelOwner {
     None,
     Conn(u32),
     Listener(u32),
@@ -202,7 +203,7 @@ pub struct TcpStats {
     pub time_wait_evicted: u64,
     /// Received frames whose cache lines were evicted after their text was
     /// copied out, into the reader's buffer or the receive buffer
-    /// (`handback`).
+    /// (`evict`).
     pub frames_evicted: u64,
     /// Connections whose handle was closed while they still closed
     /// (orphans; see [`Stack::tcp_orphans`]).
@@ -228,8 +229,8 @@ pub(in crate::stack) struct Tcp {
     pub(in crate::stack) listeners: Vec<Option<ListenSlot>>,
     pub(in crate::stack) listen_gen: Vec<u32>,
     pub(in crate::stack) free_listeners: Vec<u32>,
-    pub(in crate::stack) owner: Vec<Owner>,
-    /// Owner tag per channel (0: untagged), for per-owner servicing
+    pub(in crate::stack) owner: Vec<ChannelOwner>,
+    /// ChannelOwner tag per channel (0: untagged), for per-owner servicing
     /// ([`Stack::tcp_service_tag`]). Indexed like `owner`.
     pub(in crate::stack) tags: Vec<u16>,
     pub(in crate::stack) orphans: orphans::Orphans,
@@ -308,10 +309,10 @@ impl Tcp {
         self.sh.secret.table_key(Secret::TABLE_DEMUX)
     }
 
-    pub(in crate::stack) fn set_owner(&mut self, c: ChannelId, o: Owner) {
+    pub(in crate::stack) fn set_owner(&mut self, c: ChannelId, o: ChannelOwner) {
         let i = c.0 as usize;
         if self.owner.len() <= i {
-            self.owner.resize(i + 1, Owner::None);
+            self.owner.resize(i + 1, ChannelOwner::None);
             self.tags.resize(i + 1, 0);
         }
         self.owner[i] = o;
@@ -338,14 +339,17 @@ impl Tcp {
     }
 
     pub(in crate::stack) fn is_owned(&self, c: u32) -> bool {
-        self.owner_of(c) != Owner::None
+        self.owner_of(c) != ChannelOwner::None
     }
 
-    pub(in crate::stack) fn owner_of(&self, c: u32) -> Owner {
-        self.owner.get(c as usize).copied().unwrap_or(Owner::None)
+    pub(in crate::stack) fn owner_of(&self, c: u32) -> ChannelOwner {
+        self.owner
+            .get(c as usize)
+            .copied()
+            .unwrap_or(ChannelOwner::None)
     }
 
-    pub(in crate::stack) fn conn(&self, h: TcpHandle) -> Result<&ConnSlot, SocketError> {
+    pub(in crate::stack) fn conn(&self, h: TcpStream) -> Result<&ConnSlot, SocketError> {
         match self.conns.get(h.idx as usize) {
             Some(Some(s)) if s.gen == h.gen && !s.detached => Ok(s),
             _ => Err(SocketError::BadHandle),
@@ -354,7 +358,7 @@ impl Tcp {
 
     pub(in crate::stack) fn conn_mut(
         &mut self,
-        h: TcpHandle,
+        h: TcpStream,
     ) -> Result<&mut ConnSlot, SocketError> {
         match self.conns.get_mut(h.idx as usize) {
             Some(Some(s)) if s.gen == h.gen && !s.detached => Ok(s),
@@ -362,7 +366,7 @@ impl Tcp {
         }
     }
 
-    pub(in crate::stack) fn listener(&self, h: ListenHandle) -> Result<&ListenSlot, SocketError> {
+    pub(in crate::stack) fn listener(&self, h: TcpListener) -> Result<&ListenSlot, SocketError> {
         match self.listeners.get(h.idx as usize) {
             Some(Some(s)) if s.gen == h.gen => Ok(s),
             _ => Err(SocketError::BadHandle),
@@ -435,7 +439,7 @@ impl<N: Nic> Stack<N> {
     #[cfg_attr(lazynet_pin, inline(always))]
     pub(in crate::stack) fn conn_split_handle(
         &mut self,
-        h: TcpHandle,
+        h: TcpStream,
     ) -> Result<(Cx<'_, N>, &mut ConnSlot), SocketError> {
         match self.conn_split(h.idx) {
             Some((cx, s)) if s.gen == h.gen && !s.detached => Ok((cx, s)),
@@ -446,7 +450,7 @@ impl<N: Nic> Stack<N> {
     pub(in crate::stack) fn install_conn(
         &mut self,
         conn: Connection,
-    ) -> Result<TcpHandle, SocketError> {
+    ) -> Result<TcpStream, SocketError> {
         let (local, remote) = (conn.local(), conn.remote());
         let chan = self
             .demux
@@ -476,8 +480,8 @@ impl<N: Nic> Stack<N> {
             ip_ident: self.rng.next_u32() as u16,
             orphan: orphans::Links::default(),
         });
-        self.tcp.set_owner(chan, Owner::Conn(idx));
-        Ok(TcpHandle { idx, gen })
+        self.tcp.set_owner(chan, ChannelOwner::Conn(idx));
+        Ok(TcpStream { idx, gen })
     }
 
     /// Frees a connection slot, its channel and the frames still queued.
@@ -486,7 +490,7 @@ impl<N: Nic> Stack<N> {
         let Some(slot) = self.tcp.conns.get_mut(idx as usize).and_then(|s| s.take()) else {
             return;
         };
-        self.registry.forget(super::ready::SocketId::Tcp(TcpHandle {
+        self.registry.forget(super::ready::SocketId::Tcp(TcpStream {
             idx,
             gen: slot.gen,
         }));
@@ -495,7 +499,7 @@ impl<N: Nic> Stack<N> {
         self.tcp.sh.stats.data_after_close += c.data_after_close;
         if slot.in_events {
             // Keep the event list bounded by live slots.
-            let dead = TcpEvent::Conn(TcpHandle { idx, gen: slot.gen });
+            let dead = TcpEvent::Conn(TcpStream { idx, gen: slot.gen });
             self.tcp.sh.events.retain(|e| *e != dead);
         }
         let mut left = Vec::new();
@@ -506,7 +510,7 @@ impl<N: Nic> Stack<N> {
             slot.conn.local(),
             slot.conn.remote(),
         ));
-        self.tcp.set_owner(slot.chan, Owner::None);
+        self.tcp.set_owner(slot.chan, ChannelOwner::None);
         for d in left {
             self.stats.drops[StackDrop::SocketClosed as usize] += 1;
             if d.buf & REASM_TAG == 0 {

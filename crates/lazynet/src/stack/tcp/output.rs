@@ -171,7 +171,7 @@ impl<N: Nic> Iface<N> {
         let dst = *conn.remote().ip();
         while sent < MAX_TX_PER_CALL {
             // The transmit fast path: a run of full segments decided once
-            // (`proto/tcp/burst.rs`). A lone segment goes the slow way,
+            // (`proto/tcp/conn/burst.rs`). A lone segment goes the slow way,
             // which costs the same.
             if let Some(plan) = conn.burst_plan(now, MAX_TX_PER_CALL - sent) {
                 if plan.count >= 2 {
@@ -233,7 +233,7 @@ impl<N: Nic> Iface<N> {
         (ok, starved)
     }
 
-    /// Sends segments of burst `plan` (see `proto/tcp/burst.rs`): the
+    /// Sends segments of burst `plan` (see `proto/tcp/conn/burst.rs`): the
     /// first with headers built as `tcp_emit` builds them, the others
     /// with a copy of those headers in which only the IP ident, SEG.SEQ,
     /// PSH and the two checksums change. Returns the segments sent and

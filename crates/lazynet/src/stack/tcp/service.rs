@@ -3,8 +3,8 @@
 //!
 //! **Owns:** [`Stack::tcp_service`] and its per-owner form
 //! [`Stack::tcp_service_tag`] (owner tags, ready tags, due timer tags), and
-//! the step after any work on a connection or listener (`conn_after`,
-//! `listen_after`): output, timer re-arm, events, freeing a finished
+//! the step after any work on a connection or listener (`conn_settle`,
+//! `listen_settle`): output, timer re-arm, events, freeing a finished
 //! connection or moving it to the TIME-WAIT table.
 //!
 //! **May not touch:** segments themselves (`input`), frames (`output`).
@@ -12,7 +12,8 @@
 use std::cmp::Reverse;
 
 use super::{
-    listener_stalled, ConnSlot, Cx, ListenHandle, Owner, Tcp, TcpEvent, TcpHandle, LISTENER_BIT,
+    listener_stalled, ChannelOwner, ConnSlot, Cx, Tcp, TcpEvent, TcpListener, TcpStream,
+    LISTENER_BIT,
 };
 use crate::demux::ChannelId;
 use crate::nic::Nic;
@@ -27,7 +28,7 @@ pub const SERVICE_PER_CHANNEL: usize = 32;
 /// tried again after this long (buffers come back as the NIC sends).
 const TX_RETRY_NS: u64 = 1_000_000;
 
-/// What is left after [`Cx::conn_after`], to do once the slot's borrow
+/// What is left after [`Cx::conn_settle`], to do once the slot's borrow
 /// ends.
 #[must_use]
 pub(in crate::stack) enum After {
@@ -43,7 +44,7 @@ impl<N: Nic> Cx<'_, N> {
     /// `idx`): send, re-arm its timer, note an event if `event`, and say
     /// whether it is finished.
     #[cfg_attr(lazynet_pin, inline(always))]
-    pub(in crate::stack) fn conn_after(
+    pub(in crate::stack) fn conn_settle(
         &mut self,
         s: &mut ConnSlot,
         idx: u32,
@@ -89,23 +90,23 @@ impl<N: Nic> Cx<'_, N> {
 pub(in crate::stack) fn note_conn_event(events: &mut Vec<TcpEvent>, s: &mut ConnSlot, idx: u32) {
     if !s.detached && !s.in_events {
         s.in_events = true;
-        events.push(TcpEvent::Conn(TcpHandle { idx, gen: s.gen }));
+        events.push(TcpEvent::Conn(TcpStream { idx, gen: s.gen }));
     }
 }
 
 impl<N: Nic> Stack<N> {
-    /// [`Cx::conn_after`] for slot `idx`, then what it asks for: for the
+    /// [`Cx::conn_settle`] for slot `idx`, then what it asks for: for the
     /// cold callers that hold no split of their own.
-    pub(in crate::stack) fn conn_after(&mut self, idx: u32, now: u64, event: bool) {
+    pub(in crate::stack) fn conn_settle(&mut self, idx: u32, now: u64, event: bool) {
         let Some((mut cx, s)) = self.conn_split(idx) else {
             return;
         };
-        if let After::Free = cx.conn_after(s, idx, now, event) {
+        if let After::Free = cx.conn_settle(s, idx, now, event) {
             self.free_conn(idx);
         }
     }
 
-    pub(in crate::stack) fn listen_after(&mut self, idx: u32, now: u64) {
+    pub(in crate::stack) fn listen_settle(&mut self, idx: u32, now: u64) {
         let Some(Some(s)) = self.tcp.listeners.get_mut(idx as usize) else {
             return;
         };
@@ -123,7 +124,7 @@ impl<N: Nic> Stack<N> {
             self.tcp
                 .sh
                 .events
-                .push(TcpEvent::Listener(ListenHandle { idx, gen: s.gen }));
+                .push(TcpEvent::Listener(TcpListener { idx, gen: s.gen }));
         }
     }
 
@@ -136,7 +137,7 @@ impl<N: Nic> Stack<N> {
     }
 
     /// [`Stack::tcp_service`] restricted to the connections and listeners
-    /// tagged `tag` ([`TcpConn::set_tag`](crate::socket::TcpConn::set_tag)):
+    /// tagged `tag` ([`TcpStreamRef::set_tag`](crate::socket::TcpStreamRef::set_tag)):
     /// the protocol handler of one owner (LRP §3.4: TCP input at the owner's priority, charged to it).
     /// Ready channels and expired timers of other tags are left for their
     /// own handlers; the TIME-WAIT table is swept only by tag 0 (and by
@@ -145,17 +146,17 @@ impl<N: Nic> Stack<N> {
         self.service(now, budget, Some(tag))
     }
 
-    /// The body of `TcpConn::set_tag`.
-    pub(crate) fn tcp_set_tag(&mut self, h: TcpHandle, tag: u16) -> Result<(), SocketError> {
+    /// The body of `TcpStreamRef::set_tag`.
+    pub(crate) fn tcp_set_tag(&mut self, h: TcpStream, tag: u16) -> Result<(), SocketError> {
         let c = self.tcp.conn(h)?.chan.0 as usize;
         self.tcp.tags[c] = tag;
         Ok(())
     }
 
-    /// The body of `TcpListen::set_tag`.
+    /// The body of `TcpListenerRef::set_tag`.
     pub(crate) fn tcp_listen_set_tag(
         &mut self,
-        h: ListenHandle,
+        h: TcpListener,
         tag: u16,
     ) -> Result<(), SocketError> {
         let c = self.tcp.listener(h)?.chan.0 as usize;
@@ -252,35 +253,35 @@ impl<N: Nic> Stack<N> {
             }
             let max = SERVICE_PER_CHANNEL.min(budget - work);
             match self.tcp.owner_of(c) {
-                Owner::Conn(idx) => {
+                ChannelOwner::Conn(idx) => {
                     let Some((mut cx, s)) = self.conn_split(idx) else {
                         continue;
                     };
                     let n = cx.conn_input(s, now, max);
                     work += n;
                     if n > 0 {
-                        if let After::Free = cx.conn_after(s, idx, now, true) {
+                        if let After::Free = cx.conn_settle(s, idx, now, true) {
                             self.free_conn(idx);
                         }
                     }
                 }
-                Owner::Listener(idx) => {
+                ChannelOwner::Listener(idx) => {
                     let n = self.listen_input(idx, now, max, false);
                     work += n;
                     if n > 0 {
-                        self.listen_after(idx, now);
+                        self.listen_settle(idx, now);
                     }
                 }
-                Owner::None => {}
+                ChannelOwner::None => {}
             }
             // Frames left over (work bound): back on the list. A stalled
             // listener stays off it until accept or its timer makes room.
             let resume = match self.tcp.owner_of(c) {
-                Owner::Conn(_) => true,
-                Owner::Listener(l) => self.tcp.listeners[l as usize]
+                ChannelOwner::Conn(_) => true,
+                ChannelOwner::Listener(l) => self.tcp.listeners[l as usize]
                     .as_ref()
                     .is_some_and(|s| !listener_stalled(&s.l, lazy)),
-                Owner::None => false,
+                ChannelOwner::None => false,
             };
             if resume {
                 self.demux.mark_ready(ChannelId(c));

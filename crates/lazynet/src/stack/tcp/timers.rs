@@ -84,7 +84,7 @@ impl<N: Nic> Stack<N> {
             // was left off the ready list while stalled.
             let lazy = !self.mode.eager_protocol();
             let resume = !listener_stalled(&s.l, lazy);
-            self.listen_after(idx, now);
+            self.listen_settle(idx, now);
             if resume {
                 self.demux.mark_ready(chan);
             }
@@ -112,7 +112,7 @@ impl<N: Nic> Stack<N> {
             s.conn.handle_timeout(now);
             cx.tcp.stats.timers += 1;
         }
-        if let After::Free = cx.conn_after(s, id, now, true) {
+        if let After::Free = cx.conn_settle(s, id, now, true) {
             self.free_conn(id);
         }
         true

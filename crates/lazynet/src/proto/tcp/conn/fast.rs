@@ -4,7 +4,7 @@
 //! [`Connection::handle_segment`] first asks [`Connection::fast_path`]
 //! whether the segment is the one the steady state predicts. If so, it is
 //! handled here in a few dozen instructions; if not, nothing was changed
-//! and the full RFC 9293 §3.10.7.4 sequence in `conn.rs` (the slow path,
+//! and the full RFC 9293 §3.10.7.4 sequence in `input` (the slow path,
 //! the single source of truth) runs instead. The fast path is a subset of
 //! the slow path: for every segment it admits, it leaves the TCB exactly
 //! as the slow path would (`tests/tcp/fastpath.rs` checks this

@@ -33,7 +33,7 @@ use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::ni::{BindKind, NiHost, NiStats, RemoteNi};
+use super::ni::{BindKind, NiLink, NiStats, RemoteNi};
 use super::{ReceiveMode, Stack, StackConfig};
 use crate::ctl::{self, Msg, Welcome};
 use crate::demux::{ChannelId, DemuxStats, DropReason, Link, CONTROL, FRAGMENT};
@@ -551,7 +551,7 @@ impl<N: Nic> Stack<N> {
         stack
             .demux
             .set_ready_inbound(Consumer::attach(&region, l.ready)?);
-        stack.ni = Some(Box::new(NiHost::remote(Box::new(link))));
+        stack.ni = Some(Box::new(NiLink::remote(Box::new(link))));
         Ok(stack)
     }
 }

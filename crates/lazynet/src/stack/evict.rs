@@ -15,7 +15,7 @@
 //! cannot see where the host puts its vCPUs, and the host moves them every
 //! few seconds, so the choice is made by measuring.
 //!
-//! [`Handback`] does that, sans-IO: it is told the bytes consumed and the
+//! [`Eviction`] does that, sans-IO: it is told the bytes consumed and the
 //! time, and says whether to evict. Consumed text is counted in epochs of
 //! [`EPOCH_BYTES`]. After [`CYCLE`] epochs with the current choice comes a
 //! trial of the other one, in two parts: first it *settles* for as many
@@ -52,9 +52,9 @@
 //! (time comes in as an argument) and answers; the stack evicts.
 
 /// How received frames' lines are treated after their text is copied out
-/// ([`crate::stack::StackConfig::rx_handback`]).
+/// ([`crate::stack::StackConfig::rx_evict`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum HandbackMode {
+pub enum EvictMode {
     /// Never evict.
     Off,
     /// Measure and choose (see the module docs). The default.
@@ -99,8 +99,8 @@ enum Phase {
 
 /// The keep-or-evict choice of one stack (see the module docs).
 #[derive(Clone, Debug)]
-pub struct Handback {
-    mode: HandbackMode,
+pub struct Eviction {
+    mode: EvictMode,
     /// The current choice (outside trials); trials try `!best`.
     best: bool,
     phase: Phase,
@@ -127,12 +127,12 @@ pub struct Handback {
     switches: u64,
 }
 
-impl Handback {
+impl Eviction {
     /// A choice in `mode`; `Adaptive` starts by keeping. `settle_bytes`:
     /// how much text passes before a change of choice reaches the buffers
     /// the writer takes (the NIC's buffer memory).
-    pub fn new(mode: HandbackMode, settle_bytes: u64) -> Self {
-        Handback {
+    pub fn new(mode: EvictMode, settle_bytes: u64) -> Self {
+        Eviction {
             mode,
             best: false,
             phase: Phase::Current,
@@ -154,9 +154,9 @@ impl Handback {
     #[inline]
     pub fn evict(&self) -> bool {
         match self.mode {
-            HandbackMode::Off => false,
-            HandbackMode::Always => true,
-            HandbackMode::Adaptive => self.best != (self.phase != Phase::Current),
+            EvictMode::Off => false,
+            EvictMode::Always => true,
+            EvictMode::Adaptive => self.best != (self.phase != Phase::Current),
         }
     }
 
@@ -169,7 +169,7 @@ impl Handback {
     /// `now` (ns, monotonic).
     #[inline]
     pub fn placed(&mut self, bytes: u64, now: u64) {
-        if self.mode != HandbackMode::Adaptive {
+        if self.mode != EvictMode::Adaptive {
             return;
         }
         if self.bytes == 0 {
@@ -295,15 +295,15 @@ mod tests {
     /// consumed)`: the writer only meets the effect of a choice once its
     /// buffers come round, `SETTLE` bytes later.
     struct Sim {
-        h: Handback,
+        h: Eviction,
         now: u64,
         past: VecDeque<bool>,
     }
 
     impl Sim {
-        fn new(mode: HandbackMode) -> Self {
+        fn new(mode: EvictMode) -> Self {
             Sim {
-                h: Handback::new(mode, SETTLE),
+                h: Eviction::new(mode, SETTLE),
                 now: 0,
                 past: (0..SETTLE / READ).map(|_| false).collect(),
             }
@@ -354,16 +354,16 @@ mod tests {
 
     #[test]
     fn off_and_always_never_change() {
-        let mut off = Sim::new(HandbackMode::Off);
+        let mut off = Sim::new(EvictMode::Off);
         assert_eq!(off.run(100, apart), 0.0);
-        let mut always = Sim::new(HandbackMode::Always);
+        let mut always = Sim::new(EvictMode::Always);
         assert_eq!(always.run(100, shared), 1.0);
         assert_eq!(off.h.switches() + always.h.switches(), 0);
     }
 
     #[test]
     fn keeps_where_evicting_is_slower_and_tries_less_and_less() {
-        let mut s = Sim::new(HandbackMode::Adaptive);
+        let mut s = Sim::new(EvictMode::Adaptive);
         // The first trial comes after CYCLE epochs: 2 of CYCLE + 2.
         let first = s.run(ROUND, shared);
         assert!(
@@ -379,14 +379,14 @@ mod tests {
 
     #[test]
     fn keeps_where_both_cost_the_same() {
-        let mut s = Sim::new(HandbackMode::Adaptive);
+        let mut s = Sim::new(EvictMode::Adaptive);
         s.run(40 * ROUND, |_, _| 30_000);
         assert_eq!(s.h.switches(), 0);
     }
 
     #[test]
     fn evicts_where_it_is_faster_after_a_confirmed_win() {
-        let mut s = Sim::new(HandbackMode::Adaptive);
+        let mut s = Sim::new(EvictMode::Adaptive);
         s.run(ROUND, apart);
         assert_eq!(s.h.switches(), 0, "one win is not enough");
         s.run(8, apart);
@@ -398,7 +398,7 @@ mod tests {
 
     #[test]
     fn follows_the_cores_when_the_host_moves_them() {
-        let mut s = Sim::new(HandbackMode::Adaptive);
+        let mut s = Sim::new(EvictMode::Adaptive);
         s.run(3 * ROUND, apart);
         assert_eq!(s.h.switches(), 1);
         s.run(3 * ROUND, shared);
@@ -415,7 +415,7 @@ mod tests {
         // Eviction chosen where it paid, then the cores come together and
         // all its cost shows only when the buffers come round. The trial
         // of keeping must wait for that to settle to see its gain.
-        let mut s = Sim::new(HandbackMode::Adaptive);
+        let mut s = Sim::new(EvictMode::Adaptive);
         s.run(3 * ROUND, apart);
         assert!(s.h.evict() || s.h.phase != Phase::Current);
         s.run(3 * ROUND, shared_delayed);
@@ -426,7 +426,7 @@ mod tests {
 
     #[test]
     fn one_lucky_trial_does_not_switch() {
-        let mut s = Sim::new(HandbackMode::Adaptive);
+        let mut s = Sim::new(EvictMode::Adaptive);
         // Every other trial epoch happens to be fast; the trial that
         // would confirm it is not.
         let mut trials = 0u32;
@@ -447,7 +447,7 @@ mod tests {
 
     #[test]
     fn a_change_in_cost_brings_the_next_trial_forward() {
-        let mut s = Sim::new(HandbackMode::Adaptive);
+        let mut s = Sim::new(EvictMode::Adaptive);
         s.run(100 * ROUND, shared);
         assert_eq!(s.h.gap, MAX_GAP, "trials have backed off");
         // The host moves the cores apart: keeping now costs 40% more.
@@ -458,7 +458,7 @@ mod tests {
 
     #[test]
     fn one_odd_epoch_is_not_a_change() {
-        let mut h = Handback::new(HandbackMode::Adaptive, SETTLE);
+        let mut h = Eviction::new(EvictMode::Adaptive, SETTLE);
         for _ in 0..20 {
             assert!(!h.changed(1_000_000));
         }
@@ -472,7 +472,7 @@ mod tests {
 
     #[test]
     fn slow_epochs_are_not_compared() {
-        let mut s = Sim::new(HandbackMode::Adaptive);
+        let mut s = Sim::new(EvictMode::Adaptive);
         // An application-limited flow: 4 MiB in 60 or 90 ms.
         let share = s.run(10 * ROUND, |now, _| if now { 937_500 } else { 1_406_250 });
         assert_eq!(s.h.switches(), 0);
@@ -481,7 +481,7 @@ mod tests {
 
     #[test]
     fn an_epoch_spans_reads_and_overshoot_is_normalized() {
-        let mut h = Handback::new(HandbackMode::Adaptive, SETTLE);
+        let mut h = Eviction::new(EvictMode::Adaptive, SETTLE);
         // 3 MiB does not end an epoch; 3 MiB more ends it (6 MiB in 6 ms
         // counts as 4 ms per epoch).
         h.placed(3 << 20, 1_000);
