@@ -92,4 +92,6 @@ pub mod socket;
 pub mod stack;
 #[allow(unsafe_code)]
 pub mod sys;
+#[cfg(feature = "testkit")]
+pub mod testkit;
 pub mod wire;

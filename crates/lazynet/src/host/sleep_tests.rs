@@ -11,12 +11,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::nic::wirepair::{WireConfig, WireEnd, WirePair};
+use crate::nic::wirepair::{WireConfig, WireEnd};
 use crate::sched::{InstantClock, Periodic};
 use crate::stack::StackConfig;
 
-const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
-const B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+use crate::testkit::{Pair, A, B};
 const MS: u64 = 1_000_000;
 
 #[derive(Default)]
@@ -30,16 +29,16 @@ type H = Host<WireEnd, App>;
 type St = HostState<WireEnd, App>;
 
 fn stacks() -> (Stack<WireEnd>, Stack<WireEnd>) {
-    let (a, b) = WirePair::new(WireConfig::default()).unwrap();
     let cfg = |addr| StackConfig {
-        addr,
         prefix_len: 24,
-        seed: 7,
         mode: ReceiveMode::SoftLrp,
-        ..StackConfig::default()
+        ..crate::testkit::config(addr, 7)
     };
-    let mut client = Stack::new(a, cfg(A));
-    let mut server = Stack::new(b, cfg(B));
+    let Pair {
+        a: mut client,
+        b: mut server,
+        ..
+    } = Pair::with(WireConfig::default(), cfg(A), cfg(B));
     client.set_neighbor(B, server.mac());
     server.set_neighbor(A, client.mac());
     (client, server)

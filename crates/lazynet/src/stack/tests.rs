@@ -15,11 +15,7 @@ use crate::wire::ipv4::{PROTO_ICMP, PROTO_UDP};
 use crate::wire::tcp::SeqNumber;
 use crate::wire::{ArpOperation, ArpPacket, ArpRepr, Ipv4Packet, Ipv4Repr, UdpPacket, UdpRepr};
 
-const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
-const B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
-const MAC_A: [u8; 6] = [2, 0, 0, 0, 0, 1];
-const MAC_B: [u8; 6] = [2, 0, 0, 0, 0, 2];
-const MS: u64 = 1_000_000;
+use crate::testkit::{capture, Pair, A, B, MAC_A, MAC_B, MS};
 
 fn cfg(addr: Ipv4Addr) -> StackConfig {
     StackConfig {
@@ -31,8 +27,8 @@ fn cfg(addr: Ipv4Addr) -> StackConfig {
 }
 
 fn stacks() -> (Stack<WireEnd>, Stack<WireEnd>) {
-    let (a, b) = WirePair::new(WireConfig::default()).unwrap();
-    (Stack::new(a, cfg(A)), Stack::new(b, cfg(B)))
+    let p = Pair::with(WireConfig::default(), cfg(A), cfg(B));
+    (p.a, p.b)
 }
 
 /// Stack B, and the raw wire end A to inject and capture frames by hand.
@@ -42,27 +38,13 @@ fn raw() -> (WireEnd, Stack<WireEnd>) {
 }
 
 fn inject(end: &mut WireEnd, frame: &[u8]) {
-    let mut b = [0u32];
-    assert_eq!(end.alloc(&mut b), 1);
-    end.buffers_mut().buf_mut(b[0]).unwrap()[..frame.len()].copy_from_slice(frame);
-    assert_eq!(end.send(&[Desc::new(b[0], frame.len() as u16)]), 1);
+    assert!(
+        crate::testkit::inject(end, frame),
+        "the wire takes the frame"
+    );
 }
 
-fn capture(end: &mut WireEnd) -> Vec<Vec<u8>> {
-    let mut out = Vec::new();
-    let mut ds = [Desc::default(); 64];
-    loop {
-        let n = end.recv(&mut ds);
-        for d in &ds[..n] {
-            out.push(end.buffers().frame(*d).unwrap().to_vec());
-        }
-        end.release(&ds[..n]);
-        if n == 0 {
-            return out;
-        }
-    }
-}
-
+/// Receive rounds only (no TCP service): what UDP, ARP and ICMP need.
 fn pump(a: &mut Stack<WireEnd>, b: &mut Stack<WireEnd>, now: u64) {
     for _ in 0..8 {
         a.poll(now);

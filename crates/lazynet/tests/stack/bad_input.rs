@@ -15,7 +15,7 @@ use lazynet::wire::checksum;
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::util::{inject, A, B, MAC_A, MAC_B};
+use lazynet::testkit::{inject, A, B, MAC_A, MAC_B};
 
 fn frames_total() -> usize {
     if cfg!(debug_assertions) {

@@ -11,4 +11,3 @@ mod tcp_bad_input;
 mod tcp_burst;
 mod tcp_netsim;
 mod tcp_orphans;
-mod util;

@@ -15,7 +15,7 @@ use lazynet::nic::wirepair::{WireConfig, WireEnd, WirePair};
 use lazynet::socket::UdpSocket;
 use lazynet::stack::{Stack, StackConfig};
 
-use crate::util::{A, B};
+use lazynet::testkit::{A, B};
 
 fn faulty(end: WireEnd, seed: u64, p: f64, clock: &Arc<AtomicU64>) -> FaultNic<WireEnd> {
     let spec = FaultSpec {

@@ -12,7 +12,7 @@ use lazynet::nic::wirepair::{WireConfig, WireEnd, WirePair};
 use lazynet::nic::Nic;
 use lazynet::stack::{NiEngine, NiProxy, ReceiveMode, Stack, StackConfig, TcpStream};
 
-use crate::util::{data, A, B, MS};
+use lazynet::testkit::{data, A, B, MS};
 
 fn pair() -> (Stack<WireEnd>, Stack<NiProxy>, NiEngine<WireEnd>) {
     let (a, b) = WirePair::new(WireConfig {

@@ -5,26 +5,16 @@
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 
-use lazynet::nic::wirepair::{WireConfig, WireEnd, WirePair};
+use lazynet::nic::wirepair::WireEnd;
 use lazynet::socket::SocketError;
 use lazynet::stack::ready::{Event, Interest, Readiness, Sleep, SocketId, Trigger};
-use lazynet::stack::{Stack, StackConfig, TcpStream};
+use lazynet::stack::{Stack, TcpStream};
 
-use crate::util::{connect_accept, pump, A, B, MS};
+use lazynet::testkit::{connect_accept, pump, Pair, A, B, MS};
 
 fn stacks() -> (Stack<WireEnd>, Stack<WireEnd>) {
-    let (a, b) = WirePair::new(WireConfig::default()).unwrap();
-    let mk = |end, addr, seed| {
-        Stack::new(
-            end,
-            StackConfig {
-                addr,
-                seed,
-                ..StackConfig::default()
-            },
-        )
-    };
-    (mk(a, A, 1), mk(b, B, 2))
+    let p = Pair::new();
+    (p.a, p.b)
 }
 
 /// An established connection A → B:80: (stacks, client, server, now).
@@ -34,7 +24,7 @@ fn connected() -> (Stack<WireEnd>, Stack<WireEnd>, TcpStream, TcpStream, u64) {
         .tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), None, None)
         .unwrap();
     let mut now = 0;
-    let (c, s) = connect_accept(&mut sa, &mut sb, l, &mut now);
+    let (c, s) = connect_accept(&mut sa, &mut sb, l, 80, &mut now);
     (sa, sb, c, s, now)
 }
 
@@ -330,7 +320,7 @@ mod sleeping {
         let mut now = 0;
         while sb.udp(ub).pending() == Ok(0) && now < 100 * MS {
             now += MS;
-            crate::util::pump(&mut sa, &mut sb, now);
+            pump(&mut sa, &mut sb, now);
         }
         assert_eq!(sb.udp(ub).pending(), Ok(1));
         // The wake was drained: a new sleep waits again.

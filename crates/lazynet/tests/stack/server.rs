@@ -5,31 +5,17 @@
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::AtomicBool;
 
-use lazynet::nic::wirepair::{WireConfig, WireEnd, WirePair};
+use lazynet::nic::wirepair::WireEnd;
 use lazynet::proto::tcp::State;
 use lazynet::server::{EchoApp, Server, ServerConfig};
 use lazynet::socket::SocketError;
-use lazynet::stack::{Stack, StackConfig, TcpStream};
+use lazynet::stack::{Stack, TcpStream};
 
-use crate::util::{data, A, B, MS};
+use lazynet::testkit::{data, Pair, B, MS};
 
 fn stacks() -> (Stack<WireEnd>, Stack<WireEnd>) {
-    let (a, b) = WirePair::new(WireConfig {
-        buf_count: 4096,
-        ..WireConfig::default()
-    })
-    .unwrap();
-    let mk = |end, addr, seed| {
-        Stack::new(
-            end,
-            StackConfig {
-                addr,
-                seed,
-                ..StackConfig::default()
-            },
-        )
-    };
-    (mk(a, A, 1), mk(b, B, 2))
+    let p = Pair::new();
+    (p.a, p.b)
 }
 
 /// `n` clients each send `len` bytes (varied per client) through B's

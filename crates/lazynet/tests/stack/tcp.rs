@@ -16,7 +16,7 @@ use lazynet::wire::ethernet::EthernetFrame;
 use lazynet::wire::ipv4::Ipv4Packet;
 use lazynet::wire::tcp::{TcpFlags, TcpPacket, TcpRepr};
 
-use crate::util::{connect_accept, data, pump, A, B, MS};
+use lazynet::testkit::{config, connect_accept, data, pump, Pair, A, B, MS};
 
 fn pair() -> (Stack<WireEnd>, Stack<WireEnd>) {
     pair_receiving(EvictMode::Adaptive)
@@ -24,24 +24,18 @@ fn pair() -> (Stack<WireEnd>, Stack<WireEnd>) {
 
 /// [`pair`] with B's `rx_evict` set.
 fn pair_receiving(mode: EvictMode) -> (Stack<WireEnd>, Stack<WireEnd>) {
-    let (a, b) = WirePair::new(WireConfig {
-        buf_count: 2048,
-        ..WireConfig::default()
-    })
-    .unwrap();
-    (pair_with(a, A, 1), receiver(b, mode))
-}
-
-/// A stack at `addr` on `end` with the default configuration.
-fn pair_with(end: WireEnd, addr: Ipv4Addr, seed: u64) -> Stack<WireEnd> {
-    Stack::new(
-        end,
-        StackConfig {
-            addr,
-            seed,
-            ..StackConfig::default()
+    let p = Pair::with(
+        WireConfig {
+            buf_count: 2048,
+            ..WireConfig::default()
         },
-    )
+        config(A, 1),
+        StackConfig {
+            rx_evict: mode,
+            ..config(B, 2)
+        },
+    );
+    (p.a, p.b)
 }
 
 /// Connects A → B:80 in virtual time; returns (client, server) handles.
@@ -53,7 +47,7 @@ fn establish<N: Nic>(
     let l = sb
         .tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), None, None)
         .unwrap();
-    connect_accept(sa, sb, l, now)
+    connect_accept(sa, sb, l, 80, now)
 }
 
 fn check_accounting<N: Nic>(s: &Stack<N>) {
@@ -209,10 +203,8 @@ fn receiver<N: Nic>(nic: N, mode: EvictMode) -> Stack<N> {
     Stack::new(
         nic,
         StackConfig {
-            addr: B,
-            seed: 2,
             rx_evict: mode,
-            ..StackConfig::default()
+            ..config(B, 2)
         },
     )
 }
@@ -289,7 +281,7 @@ impl Nic for Local {
 fn evict_never_evicts_where_the_nic_fills_its_own_buffers() {
     let (a, b) = WirePair::new(WireConfig::default()).unwrap();
     assert!(b.cross_core_buffers());
-    let mut sa = pair_with(a, A, 1);
+    let mut sa = Stack::new(a, config(A, 1));
     let local = Local(b);
     assert!(!local.cross_core_buffers());
     let mut sb = receiver(local, EvictMode::Always);

@@ -17,7 +17,7 @@ use lazynet::wire::checksum;
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::util::{inject, A, B, MAC_A, MAC_B, MS};
+use lazynet::testkit::{inject, settle, A, B, MAC_A, MAC_B, MS};
 
 const SEC: u64 = 1_000_000_000;
 const PORT: u16 = 80;
@@ -239,15 +239,7 @@ fn hostile(rng: &mut ChaCha8Rng, tuples: &[Tuple]) -> Vec<u8> {
 }
 
 fn pump(sa: &mut Stack<WireEnd>, sb: &mut Stack<WireEnd>, now: u64) {
-    for _ in 0..8 {
-        let w = sa.poll(now).received
-            + sa.tcp_service(now, 1024)
-            + sb.poll(now).received
-            + sb.tcp_service(now, 1024);
-        if w == 0 {
-            break;
-        }
-    }
+    settle(sa, sb, now, 8);
 }
 
 fn check(s: &Stack<WireEnd>, conns: &[TcpStream], tag: &str) {

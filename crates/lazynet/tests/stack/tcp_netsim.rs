@@ -23,7 +23,7 @@ use lazynet::stack::{Stack, StackConfig, StackDrop, TcpStream};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::util::{A, B, MS};
+use lazynet::testkit::{A, B, MS};
 
 const US: u64 = 1_000;
 const SEC: u64 = 1_000_000_000;

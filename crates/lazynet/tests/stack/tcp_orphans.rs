@@ -6,46 +6,35 @@
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 
-use lazynet::nic::wirepair::{WireConfig, WireEnd, WirePair};
+use lazynet::nic::wirepair::{WireConfig, WireEnd};
 use lazynet::proto::tcp::{Config, State};
 use lazynet::socket::SocketError;
 use lazynet::stack::{OrphanReset, Stack, StackConfig, TcpStream};
 
-use crate::util::{connect_accept, pump, A, B, MS};
+use lazynet::testkit::{config, connect_accept, pump, Pair, A, B, MS};
 
 const SEC: u64 = 1_000_000_000;
 
 /// A and B on the wire; B with `max` orphans in all, `per_tag` per tag
 /// and a 2-second FIN timeout.
 fn stacks(max: usize, per_tag: usize) -> (Stack<WireEnd>, Stack<WireEnd>) {
-    let (a, b) = WirePair::new(WireConfig {
-        buf_count: 4096,
-        ..WireConfig::default()
-    })
-    .unwrap();
-    let sa = Stack::new(
-        a,
-        StackConfig {
-            addr: A,
-            seed: 1,
-            ..StackConfig::default()
+    let p = Pair::with(
+        WireConfig {
+            buf_count: 4096,
+            ..WireConfig::default()
         },
-    );
-    let sb = Stack::new(
-        b,
+        config(A, 1),
         StackConfig {
-            addr: B,
-            seed: 2,
             max_orphans: max,
             max_orphans_per_tag: per_tag,
             tcp: Config {
                 fin_timeout: 2 * SEC,
                 ..Config::default()
             },
-            ..StackConfig::default()
+            ..config(B, 2)
         },
     );
-    (sa, sb)
+    (p.a, p.b)
 }
 
 /// `n` connections A → B:80: (client, server) handles.
@@ -58,7 +47,7 @@ fn connections(
     let l = sb
         .tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), None, None)
         .unwrap();
-    (0..n).map(|_| connect_accept(sa, sb, l, now)).collect()
+    (0..n).map(|_| connect_accept(sa, sb, l, 80, now)).collect()
 }
 
 fn run(sa: &mut Stack<WireEnd>, sb: &mut Stack<WireEnd>, now: &mut u64, ms: u64) {
