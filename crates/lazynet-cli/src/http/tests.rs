@@ -1,6 +1,11 @@
+use super::pattern::TABLE_LEN;
 use super::*;
 
 use proptest::prelude::*;
+use sha2::{Digest, Sha256};
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 // ---------------------------------------------------------------- helpers
