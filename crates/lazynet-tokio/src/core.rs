@@ -16,6 +16,9 @@ use lazynet::stack::{
 };
 use tokio::sync::Notify;
 
+/// No slot (`Inner::by_conn`).
+const NO_SLOT: u32 = u32::MAX;
+
 /// A socket of [`Core`]: its waker slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Sock(u32);
@@ -71,6 +74,9 @@ pub(crate) struct Inner<N: Nic> {
     pub(crate) stack: Stack<N>,
     slots: Vec<Slot>,
     free: Vec<u32>,
+    /// The slot of each TCP connection, by its index in the stack's table
+    /// (`NO_SLOT`: none): which reader to hand a connection's frames to.
+    by_conn: Vec<u32>,
     events: Vec<Event>,
     events_per_turn: usize,
     /// UDP sends that found no transmit buffer: woken after the next turn.
@@ -88,6 +94,7 @@ impl<N: Nic> Inner<N> {
             stack,
             slots: Vec::new(),
             free: Vec::new(),
+            by_conn: Vec::new(),
             events: Vec::with_capacity(events_per_turn),
             events_per_turn,
             udp_blocked: Vec::new(),
@@ -101,7 +108,25 @@ impl<N: Nic> Inner<N> {
     pub(crate) fn turn(&mut self, budget: usize) -> (bool, u64) {
         let now = self.stack.now();
         let rx = self.stack.poll(now).received;
-        let work = self.stack.tcp_service(now, budget);
+        // A connection whose reader waits gets its frames unprocessed:
+        // the woken read does their protocol work (LRP §3.4) and places
+        // their text straight into the task's buffer.
+        let (slots, by_conn) = (&mut self.slots, &self.by_conn);
+        let work = self.stack.tcp_service_deferring(now, budget, |c| {
+            let Some(&i) = by_conn.get(c.index() as usize) else {
+                return false;
+            };
+            match slots.get_mut(i as usize) {
+                Some(slot) if slot.socket == Some(SocketId::Tcp(c)) => match slot.read.take() {
+                    Some(w) => {
+                        w.wake();
+                        true
+                    }
+                    None => false,
+                },
+                _ => false,
+            }
+        });
         self.events.clear();
         let n = self.stack.ready(&mut self.events, self.events_per_turn);
         for e in &self.events {
@@ -173,6 +198,13 @@ impl<N: Nic> Inner<N> {
             read: None,
             write: None,
         };
+        if let SocketId::Tcp(h) = socket {
+            let k = h.index() as usize;
+            if self.by_conn.len() <= k {
+                self.by_conn.resize(k + 1, NO_SLOT);
+            }
+            self.by_conn[k] = i;
+        }
         // The registration is reported by the next turn's ready set.
         self.touch();
         Ok(Sock(i))
@@ -414,6 +446,11 @@ impl<N: Nic> Core for Inner<N> {
             SocketId::Listener(h) => self.stack.listener_mut(h).close(now),
             SocketId::Udp(h) => self.stack.udp_mut(h).close(),
         };
+        if let SocketId::Tcp(h) = socket {
+            if let Some(x) = self.by_conn.get_mut(h.index() as usize) {
+                *x = NO_SLOT;
+            }
+        }
         if let Some(slot) = self.slots.get_mut(s.0 as usize) {
             // Tasks still waiting on it (another clone's) see BadHandle.
             for w in [slot.read.take(), slot.write.take()].into_iter().flatten() {

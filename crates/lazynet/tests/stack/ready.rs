@@ -353,3 +353,63 @@ mod sleeping {
         sa.sleep_end();
     }
 }
+
+/// `tcp_service_deferring`: the segments of a connection whose reader
+/// waits are left to that reader's own receive call (LRP §3.4), and
+/// processed by the next service call if it reads nothing.
+mod deferring {
+    use super::*;
+
+    /// A sends `msg` and B's NIC has put the frames in the connection's
+    /// channel, no protocol work done yet.
+    fn sent_to_b(msg: &[u8]) -> (Stack<WireEnd>, Stack<WireEnd>, TcpStream, u64) {
+        let (mut sa, mut sb, c, s, mut now) = connected();
+        now += MS;
+        assert_eq!(sa.tcp_mut(c).send(msg, now), Ok(msg.len()));
+        sa.poll(now);
+        sa.tcp_service(now, 1024);
+        sb.poll(now);
+        assert!(sb.tcp(s).pending().unwrap() > 0, "frames in the channel");
+        (sa, sb, s, now)
+    }
+
+    #[test]
+    fn a_waiting_readers_segments_are_left_to_its_receive_call() {
+        let msg = b"left for the reader";
+        let (_sa, mut sb, s, now) = sent_to_b(msg);
+        let mut asked = Vec::new();
+        let work = sb.tcp_service_deferring(now, 1024, |h| {
+            asked.push(h);
+            h == s
+        });
+        assert_eq!(asked, vec![s]);
+        assert!(work > 0, "a deferral is work: the caller must turn again");
+        assert!(sb.tcp(s).pending().unwrap() > 0, "still unprocessed");
+        assert_eq!(sb.tcp(s).recv_queue(), Ok(0));
+        let mut buf = [0u8; 64];
+        assert_eq!(sb.tcp_mut(s).recv(&mut buf, now), Ok(msg.len()));
+        assert_eq!(&buf[..msg.len()], msg);
+        assert_eq!(sb.tcp(s).pending(), Ok(0));
+    }
+
+    #[test]
+    fn a_reader_that_reads_nothing_gets_them_processed_by_the_next_call() {
+        let msg = b"processed on the next turn";
+        let (_sa, mut sb, s, now) = sent_to_b(msg);
+        sb.tcp_service_deferring(now, 1024, |h| h == s);
+        assert!(sb.tcp(s).pending().unwrap() > 0);
+        // Its reader did not read (and no longer waits).
+        sb.tcp_service_deferring(now, 1024, |_| false);
+        assert_eq!(sb.tcp(s).pending(), Ok(0));
+        assert_eq!(sb.tcp(s).recv_queue(), Ok(msg.len()));
+    }
+
+    #[test]
+    fn a_reader_that_does_not_wait_gets_the_ordinary_service() {
+        let msg = b"no one waits";
+        let (_sa, mut sb, s, now) = sent_to_b(msg);
+        sb.tcp_service_deferring(now, 1024, |_| false);
+        assert_eq!(sb.tcp(s).pending(), Ok(0));
+        assert_eq!(sb.tcp(s).recv_queue(), Ok(msg.len()));
+    }
+}

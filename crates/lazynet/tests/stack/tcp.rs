@@ -1013,3 +1013,29 @@ fn eager_mode_processes_every_syn_and_drops_it_after_the_work() {
     let k = sb.listener(l).counters().unwrap();
     assert_eq!(k.drop_count(ListenDrop::SynQueueFull), 6);
 }
+
+#[test]
+fn text_placed_directly_is_acknowledged_though_nothing_else_is_sent() {
+    // The read places the segment straight into its buffer and owes its
+    // ACK (delayed, RFC 9293 §3.8.6.3): that deadline must reach the timer
+    // heap, or A retransmits into a receiver that never answers.
+    let (mut sa, mut sb) = pair();
+    let mut now = 0;
+    let (c, s) = establish(&mut sa, &mut sb, &mut now);
+    let msg = data(0, 100, 9);
+    now += MS;
+    assert_eq!(sa.tcp_mut(c).send(&msg, now), Ok(msg.len()));
+    sa.poll(now);
+    sa.tcp_service(now, 1024);
+    sb.poll(now);
+    let mut buf = [0u8; 256];
+    assert_eq!(sb.tcp_mut(s).recv(&mut buf, now), Ok(msg.len()));
+    assert_eq!(sb.tcp(s).counters().unwrap().direct, 1, "placed directly");
+    // Well inside A's first retransmission timeout (1 s, RFC 6298 §2).
+    for _ in 0..300 {
+        now += MS;
+        pump(&mut sa, &mut sb, now);
+    }
+    assert_eq!(sa.tcp(c).send_queue(), Ok(0), "A's data acknowledged");
+    assert_eq!(sa.tcp(c).counters().unwrap().retransmits, 0);
+}

@@ -14,7 +14,7 @@ use crate::stack::{StackDrop, MAX_BATCH};
 
 use super::input::{parse_tcp_frame, pop_ahead};
 use super::service::note_conn_event;
-use super::{ConnSlot, Cx};
+use super::{ConnSlot, Cx, Tcp};
 
 /// Segments per round of direct placement (`Cx::conn_direct`).
 const DIRECT_ROUND: usize = 32;
@@ -125,7 +125,22 @@ impl<N: Nic> Cx<'_, N> {
             }
             if let Some((d, parsed)) = other {
                 self.conn_input_parsed(s, d, parsed, now);
+                // What the ordinary way does after input: its output (the
+                // ACK of a FIN, a duplicate ACK) and its timers.
+                self.conn_settle_live(s, idx, now, true);
             }
+        }
+        if done > 0 {
+            // Direct commits may set a deadline (a delayed ACK, the
+            // retransmission timer after an ACK of ours) that no output
+            // armed: the heap must know it.
+            Tcp::arm(
+                &mut self.tcp.timers,
+                &mut s.armed,
+                s.conn.poll_timeout(),
+                idx,
+                s.gen,
+            );
         }
         n
     }

@@ -133,7 +133,27 @@ impl<N: Nic> Stack<N> {
     /// each per round), until `budget` units of work are done. Returns the
     /// work done; a channel left non-empty stays on the ready list.
     pub fn tcp_service(&mut self, now: u64, budget: usize) -> usize {
-        self.service(now, budget, None)
+        self.service(now, budget, None, |_| false)
+    }
+
+    /// [`Stack::tcp_service`] that leaves the received segments of every
+    /// connection `reader_waits` names to that connection's reader: they
+    /// stay queued for its own receive call, which does their protocol
+    /// work in its context and places in-order text straight into its
+    /// buffer (LRP §3.4), instead of this handler doing it and the reader
+    /// copying from the receive buffer. For an event loop that knows which
+    /// readers wait (an async runtime's parked reads); `reader_waits`
+    /// should also wake that reader. A deferred channel stays on the
+    /// ready list: if its reader reads nothing by the next call, its
+    /// segments are processed then (a reader that waits again has emptied
+    /// the channel, so it is not deferred twice). Same work bound.
+    pub fn tcp_service_deferring(
+        &mut self,
+        now: u64,
+        budget: usize,
+        reader_waits: impl FnMut(TcpStream) -> bool,
+    ) -> usize {
+        self.service(now, budget, None, reader_waits)
     }
 
     /// [`Stack::tcp_service`] restricted to the connections and listeners
@@ -143,7 +163,7 @@ impl<N: Nic> Stack<N> {
     /// own handlers; the TIME-WAIT table is swept only by tag 0 (and by
     /// `tcp_service`). Same work bound.
     pub fn tcp_service_tag(&mut self, now: u64, tag: u16, budget: usize) -> usize {
-        self.service(now, budget, Some(tag))
+        self.service(now, budget, Some(tag), |_| false)
     }
 
     /// The body of `TcpStreamRef::set_tag`.
@@ -193,11 +213,13 @@ impl<N: Nic> Stack<N> {
         (t <= now).then(|| self.tcp.timer_tag(id).unwrap_or(0))
     }
 
+    #[cfg_attr(lazynet_pin, inline(always))]
     pub(in crate::stack) fn service(
         &mut self,
         now: u64,
         budget: usize,
         only: Option<u16>,
+        mut reader_waits: impl FnMut(TcpStream) -> bool,
     ) -> usize {
         let mine = |tag: u16| only.is_none_or(|o| o == tag);
         let lazy = !self.mode.eager_protocol();
@@ -257,6 +279,15 @@ impl<N: Nic> Stack<N> {
                     let Some((mut cx, s)) = self.conn_split(idx) else {
                         continue;
                     };
+                    if !s.detached && reader_waits(TcpStream { idx, gen: s.gen }) {
+                        // Its reader does the work; back on the list in
+                        // case it reads nothing, and counted as work so
+                        // the caller turns again rather than sleeping on
+                        // frames nobody will ring for.
+                        self.demux.mark_ready(ChannelId(c));
+                        work += 1;
+                        continue;
+                    }
                     let n = cx.conn_input(s, now, max);
                     work += n;
                     if n > 0 {
