@@ -194,6 +194,26 @@ struct QNode {
     next: u32,
 }
 
+/// The last address [`ArpCache::resolve`] found reachable: a stack sends
+/// most segments to one next hop (the peer on a link, or the gateway), and
+/// comparing two words is cheaper than hashing and probing (about 40
+/// instructions a segment, docs/PERFORMANCE.md). Any change to an entry
+/// clears it; `until` is that entry's expiry, so an expired neighbour is
+/// never answered from here.
+#[derive(Clone, Copy, Debug)]
+struct Memo {
+    key: u32,
+    mac: [u8; 6],
+    until: u64,
+}
+
+/// The memo that matches nothing (`until` 0: no `now` is below it).
+const NO_MEMO: Memo = Memo {
+    key: 0,
+    mac: [0; 6],
+    until: 0,
+};
+
 /// A fixed-capacity ARP cache with a bounded resolution queue.
 ///
 /// All memory is allocated in [`ArpCache::new`]; no call allocates.
@@ -207,6 +227,7 @@ pub struct ArpCache {
     q_free: u32,
     q_used: usize,
     counters: ArpCounters,
+    memo: Memo,
 }
 
 impl ArpCache {
@@ -237,6 +258,7 @@ impl ArpCache {
             q_used: 0,
             qnodes,
             counters: ArpCounters::default(),
+            memo: NO_MEMO,
         }
     }
 
@@ -299,6 +321,7 @@ impl ArpCache {
     /// Remove bucket `i` with backward-shift deletion. Its queue must be empty.
     fn remove_at(&mut self, mut i: usize) {
         debug_assert_eq!(self.buckets[i].q_len, 0);
+        self.memo = NO_MEMO;
         self.buckets[i] = EMPTY;
         self.len -= 1;
         let mut j = (i + 1) & self.mask;
@@ -370,8 +393,19 @@ impl ArpCache {
     /// RFC 1122 §2.3.2.1: requests for one address are rate limited to one
     /// per `retrans_ns`; an expired reachable entry is re-probed.
     #[must_use]
+    #[inline]
     pub fn resolve(&mut self, ip: Ipv4Addr, now: u64) -> Resolve {
         let key = u32::from(ip);
+        let m = self.memo;
+        if m.key == key && now < m.until {
+            return Resolve::Reachable(m.mac);
+        }
+        self.resolve_table(key, now)
+    }
+
+    /// [`ArpCache::resolve`] past the memo: the table itself.
+    #[inline(never)]
+    fn resolve_table(&mut self, key: u32, now: u64) -> Resolve {
         let Some(i) = self.find(key) else {
             return match self.insert(key, ArpState::Incomplete, now) {
                 Some(i) => {
@@ -383,9 +417,17 @@ impl ArpCache {
         };
         let e = self.buckets[i];
         match e.state {
-            ArpState::Reachable if now < e.stamp => Resolve::Reachable(e.mac),
+            ArpState::Reachable if now < e.stamp => {
+                self.memo = Memo {
+                    key,
+                    mac: e.mac,
+                    until: e.stamp,
+                };
+                Resolve::Reachable(e.mac)
+            }
             ArpState::Reachable => {
                 // Expired: start resolving again.
+                self.memo = NO_MEMO;
                 self.counters.expired += 1;
                 let e = &mut self.buckets[i];
                 e.state = ArpState::Incomplete;
@@ -427,6 +469,7 @@ impl ArpCache {
             return ArpUpdate::Invalid;
         }
         let expires = now.saturating_add(self.cfg.reachable_ns);
+        self.memo = NO_MEMO;
         let i = match self.find(key) {
             Some(i) => i,
             None if targets_us => match self.insert(key, ArpState::Reachable, now) {
@@ -659,5 +702,44 @@ mod tests {
             ArpUpdate::Invalid
         );
         assert!(c.is_empty());
+    }
+
+    /// The memo of the last reachable answer never outlives what it copied:
+    /// a new MAC, an expiry, a removal and an eviction are all seen by the
+    /// next `resolve`.
+    #[test]
+    fn resolve_memo_follows_every_change() {
+        const OTHER: [u8; 6] = [2, 0, 0, 0, 0, 2];
+        let reach = ArpConfig::default().reachable_ns;
+        let mut c = ArpCache::new(ArpConfig {
+            capacity: 2,
+            ..ArpConfig::default()
+        });
+        assert_eq!(c.update(ip(1), MAC, true, 0), ArpUpdate::Created);
+        assert_eq!(c.resolve(ip(1), 1), Resolve::Reachable(MAC));
+        // The peer's MAC changes (RFC 826 merge): the memo must not answer.
+        assert_eq!(c.update(ip(1), OTHER, false, 2), ArpUpdate::Refreshed);
+        assert_eq!(c.resolve(ip(1), 3), Resolve::Reachable(OTHER));
+        // Past the entry's expiry: re-resolved, not answered from the memo.
+        assert_eq!(c.resolve(ip(1), 2 + reach), Resolve::SendRequest);
+        assert_eq!(
+            c.update(ip(1), MAC, false, 10 + reach),
+            ArpUpdate::Resolved { waiting: 0 }
+        );
+        let t = 11 + reach;
+        assert_eq!(c.resolve(ip(1), t), Resolve::Reachable(MAC));
+        // Removed: the next resolve starts a request.
+        c.remove(ip(1), &mut []);
+        assert_eq!(c.resolve(ip(1), t + 1), Resolve::SendRequest);
+        // Evicted to make room for others.
+        let mut c = ArpCache::new(ArpConfig {
+            capacity: 1,
+            ..ArpConfig::default()
+        });
+        assert_eq!(c.update(ip(1), MAC, true, 0), ArpUpdate::Created);
+        assert_eq!(c.resolve(ip(1), 1), Resolve::Reachable(MAC));
+        assert_eq!(c.update(ip(2), OTHER, true, 2), ArpUpdate::Created);
+        assert_eq!(c.counters().evictions, 1);
+        assert_eq!(c.resolve(ip(1), 3), Resolve::SendRequest);
     }
 }

@@ -78,8 +78,10 @@ impl TscClock {
     }
 
     /// Calibrates by spinning for `span` and comparing TSC ticks with
-    /// `Instant`.
+    /// `Instant`. Kept out of line so that instruction counts can leave out
+    /// its spin, whose length is wall-clock time (`bench tcp-instructions`).
     #[cfg(target_arch = "x86_64")]
+    #[inline(never)]
     pub fn calibrate(span: Duration) -> Self {
         use crate::sys::rdtsc;
         let span = span.max(Duration::from_micros(100));

@@ -99,11 +99,10 @@ impl<N: Nic> Iface<N> {
     }
 
     /// Finds the MAC for `next_hop`: `Ok(Some)` known, `Ok(None)` packets must
-    /// wait for ARP (a request went out if due), `Err` cannot send. Inlined
-    /// in the path-inlined build: on the output path it is a lookup of a
-    /// known neighbour, and as a call it cost ~50 instructions per segment
-    /// (callgrind, `bench tcp-instructions`).
-    #[cfg_attr(lazynet_pin, inline(always))]
+    /// wait for ARP (a request went out if due), `Err` cannot send. Always
+    /// inlined: on the output path it is the ARP cache's memo compare for a
+    /// known neighbour, and as a call it cost more than that compare.
+    #[inline(always)]
     pub(in crate::stack) fn resolve(
         &mut self,
         next_hop: Ipv4Addr,

@@ -885,6 +885,14 @@ impl<C: CongestionControl> Connection<C> {
         n
     }
 
+    /// True if an ACK is owed at once: the window update a
+    /// [`Connection::recv`] decided (RFC 9293 §3.8.6.2.2), or one that input
+    /// asked for and output has not sent yet.
+    #[inline]
+    pub fn ack_owed(&self) -> bool {
+        self.ack_now
+    }
+
     /// Closes our direction after the queued data (RFC 9293 §3.10.4).
     pub fn close(&mut self) {
         match self.state {
