@@ -370,3 +370,91 @@ impl OnCpu {
         (lazynet::sys::thread_cpu_ns().saturating_sub(self.cpu)) as f64 / wall
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    /// A quick run's `finish` of `checks` (notes into a scratch directory).
+    fn finish_quick(checks: Checks) -> anyhow::Result<()> {
+        let dir = std::env::temp_dir().join(format!("lazynet-lab-checks-{}", std::process::id()));
+        let mut res = Results::new(&dir, "checks", "x").unwrap();
+        checks.finish(&mut res, true)
+    }
+
+    #[test]
+    fn a_quick_run_that_judged_nothing_fails() {
+        let mut c = Checks::default();
+        c.judge("nothing-judged", None, "a claim", "a stall");
+        let e = finish_quick(c).unwrap_err();
+        assert!(e.to_string().contains("judged nothing"), "{e}");
+    }
+
+    #[test]
+    fn a_claim_left_unjudged_fails_a_quick_run_and_is_reported_in_a_full_one() {
+        let mut c = Checks::default();
+        c.check(true, "judged");
+        c.judge("left-unjudged", None, "the claim", "a stall");
+        assert!(finish_quick(c).unwrap_err().is::<Unjudged>());
+        let mut c = Checks::default();
+        c.check(true, "judged");
+        c.judge("left-unjudged-full", None, "the claim", "a stall");
+        let dir = std::env::temp_dir().join(format!("lazynet-lab-full-{}", std::process::id()));
+        let mut res = Results::new(&dir, "checks", "x").unwrap();
+        c.finish(&mut res, false).unwrap();
+        assert!(
+            res.notes.contains("not judged (a stall): the claim"),
+            "{}",
+            res.notes
+        );
+    }
+
+    #[test]
+    fn rejudged_runs_again_at_most_twice_and_names_the_claim_never_judged() {
+        let attempts = Cell::new(0);
+        let e = rejudged(true, || {
+            attempts.set(attempts.get() + 1);
+            let mut c = Checks::default();
+            c.check(true, "judged");
+            c.judge("never-judged", None, "the stalled claim", "a stall");
+            finish_quick(c)
+        })
+        .unwrap_err();
+        assert_eq!(attempts.get(), 3);
+        let text = format!("{e:#}");
+        assert!(
+            text.contains("stayed unjudged") && text.contains("the stalled claim"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_claim_met_in_a_later_attempt_settles_the_run() {
+        let attempts = Cell::new(0);
+        rejudged(true, || {
+            attempts.set(attempts.get() + 1);
+            let mut c = Checks::default();
+            c.check(true, "judged");
+            let verdict = (attempts.get() == 2).then_some(true);
+            c.judge("settled-later", verdict, "the claim", "a stall");
+            finish_quick(c)
+        })
+        .unwrap();
+        assert_eq!(attempts.get(), 2);
+    }
+
+    #[test]
+    fn a_missed_claim_is_final_and_not_run_again() {
+        let attempts = Cell::new(0);
+        let e = rejudged(true, || {
+            attempts.set(attempts.get() + 1);
+            let mut c = Checks::default();
+            c.check(false, "the missed claim");
+            finish_quick(c)
+        })
+        .unwrap_err();
+        assert_eq!(attempts.get(), 1);
+        assert!(e.to_string().contains("the missed claim"), "{e}");
+    }
+}

@@ -1521,3 +1521,20 @@ fn plot(
     }
     crate::infra::plot::figure(&res.path("png"), &panels)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unbounded_analysis_keeps_no_response_within_it() {
+        // The busy window that never closes (u64::MAX) bounds nothing: not
+        // even a response of 0 is "within" it.
+        assert!(!within(0, u64::MAX));
+        assert!(!within(u64::MAX, u64::MAX));
+        assert!(within(10, 10));
+        assert!(!within(11, 10));
+        assert_eq!(bound_us(u64::MAX), "unbounded");
+        assert_eq!(bound_us(1_500), "2");
+    }
+}
