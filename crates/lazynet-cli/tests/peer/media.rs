@@ -161,11 +161,13 @@ fn probe(ns: &str, url: &str) -> Child {
         .unwrap()
 }
 
+/// Starts `serve media`; its standard error goes to `err`.
 fn serve(
     names: &(String, u32),
     media: &Path,
     clients: &[String],
     rtp: bool,
+    err: &Path,
 ) -> (Child, BufReader<ChildStdout>) {
     let (ns, subnet) = names;
     let mut c = Command::new(BIN);
@@ -190,11 +192,22 @@ fn serve(
     }
     let mut child = c
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(std::fs::File::create(err).unwrap())
         .spawn()
         .unwrap();
     let out = BufReader::new(child.stdout.take().unwrap());
     (child, out)
+}
+
+/// The release jitter (µs) a `serve media` run says its admission
+/// assumed: measured on this machine, so never zero on a sleeping host
+/// (RTU §IV: a release is seen as late as the wake-up).
+fn admitted_jitter_us(err: &Path) -> f64 {
+    let text = std::fs::read_to_string(err).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("release jitter assumed by admission: "))
+        .and_then(|r| r.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no admission jitter line in:\n{text}"))
 }
 
 #[test]
@@ -255,14 +268,22 @@ fn real_players_receive_and_decode_the_stream() {
     let p_udp = probe(&ns, &format!("udp://{peer}:5002?timeout=15000000"));
     g.kids.push(p_udp);
     std::thread::sleep(Duration::from_millis(300));
+    let err = dir.join("serve-udp.err");
     let (srv, mut out) = serve(
         &(ns.clone(), subnet),
         &media,
         &[format!("{peer}:5000"), format!("{peer}:5002")],
         false,
+        &err,
     );
     g.kids.push(srv);
     let _ = wait_ready(&mut out);
+    let jitter = admitted_jitter_us(&err);
+    assert!(
+        jitter > 0.0,
+        "the streams were admitted with no release jitter: {}",
+        std::fs::read_to_string(&err).unwrap()
+    );
     // The receiver ends 2 s after the stream; ffprobe once it identified it.
     let rx = g.kids.remove(0);
     let o = rx.wait_with_output().unwrap();
@@ -303,6 +324,7 @@ fn real_players_receive_and_decode_the_stream() {
         &media,
         &[format!("{peer}:5004")],
         true,
+        &dir.join("serve-rtp.err"),
     );
     g.kids.push(srv);
     let _ = wait_ready(&mut out);

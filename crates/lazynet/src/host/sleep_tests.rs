@@ -295,7 +295,9 @@ fn wakeup_overshoot_measures_real_sleeps_and_leaves_waiting_frames_alone() {
     let o = wakeup_overshoot(b.nic_mut(), 20, MS);
     assert!(t0.elapsed() >= Duration::from_millis(20));
     assert!(o > 0 && o < 200 * MS, "{o}");
-    // A frame waits: no sleep is taken, and the frame is still there.
+    // A frame waits (as a kernel peer's neighbour discovery does on a TAP
+    // device from the start): the sleeps are still measured, on the clock,
+    // and the frame is still there.
     let s = a
         .udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0), None)
         .unwrap();
@@ -304,7 +306,8 @@ fn wakeup_overshoot_measures_real_sleeps_and_leaves_waiting_frames_alone() {
         .unwrap();
     a.poll(0);
     let t0 = Instant::now();
-    assert_eq!(wakeup_overshoot(b.nic_mut(), 20, 100 * MS), 0);
-    assert!(t0.elapsed() < Duration::from_millis(100));
+    let o = wakeup_overshoot(b.nic_mut(), 20, MS);
+    assert!(t0.elapsed() >= Duration::from_millis(20));
+    assert!(o > 0 && o < 200 * MS, "{o}");
     assert!(b.nic_mut().rx_ready());
 }
