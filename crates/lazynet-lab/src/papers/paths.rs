@@ -148,6 +148,10 @@ const VARIANTS: &[Variant] = &[
 ];
 
 /// The repository root (the lab is built and run from it).
+/// The harness's trait whose `poll`, `recv` and `send` split a round
+/// trip's instructions by call (`bench::tcp::Endpoint`).
+const ENDPOINT: &str = "lazynet_lab::bench::tcp::Endpoint";
+
 fn repo_root() -> anyhow::Result<PathBuf> {
     let here = std::env::current_dir()?;
     ensure!(
@@ -1015,16 +1019,18 @@ pub fn exp(o: &Opts) -> anyhow::Result<()> {
             placed: placed.get(name).copied(),
             ..Row::default()
         };
+        // The harness's calls, each never inlined into it (`bench::tcp`).
+        let side = if lazy { "Lazy" } else { "Smol" };
+        let call = |f: &str| inclusive(&s, &[&format!("{side} as {ENDPOINT}>::{f}")]);
+        (r.poll, r.recv, r.send) = (call("poll"), call("recv"), call("send"));
+        if r.poll <= 0.0 || r.recv <= 0.0 || r.send <= 0.0 {
+            bail!(
+                "{name}: no instructions found in the harness's poll, recv or send ({ENDPOINT} renamed?)"
+            );
+        }
         if lazy {
-            r.poll = inclusive(&s, &["Lazy as lazynet_lab::tcp_bench::Endpoint>::poll"]);
-            r.recv = inclusive(&s, &["Lazy as lazynet_lab::tcp_bench::Endpoint>::recv"]);
-            r.send = inclusive(&s, &["Lazy as lazynet_lab::tcp_bench::Endpoint>::send"]);
             r.data_seg = segment_cost(&b.seg, "data", 20_000, &tmp, &mut log)?;
             r.ack = segment_cost(&b.seg, "ack", 20_000, &tmp, &mut log)?;
-        } else {
-            r.poll = inclusive(&s, &["Smol as lazynet_lab::tcp_bench::Endpoint>::poll"]);
-            r.recv = inclusive(&s, &["Smol as lazynet_lab::tcp_bench::Endpoint>::recv"]);
-            r.send = inclusive(&s, &["Smol as lazynet_lab::tcp_bench::Endpoint>::send"]);
         }
         let host = cachegrind(&b.lab, stack, cache_n, &[], &tmp, &mut log)?;
         let paper = cachegrind(
