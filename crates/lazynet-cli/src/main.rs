@@ -207,6 +207,11 @@ enum ServeCmd {
         /// Start over when the stream ends (until SIGINT/SIGTERM).
         #[arg(long = "loop")]
         repeat: bool,
+        /// The release jitter admission assumes (µs), instead of the
+        /// wake-up lateness measured at start (twice the worst of 100
+        /// half-period sleeps).
+        #[arg(long)]
+        release_jitter_us: Option<u64>,
         #[command(flatten)]
         net: NetArgs,
     },
@@ -303,6 +308,7 @@ fn main() -> anyhow::Result<()> {
                     payload,
                     meta,
                     repeat,
+                    release_jitter_us,
                     net,
                 },
         } => media::serve(
@@ -314,6 +320,7 @@ fn main() -> anyhow::Result<()> {
                 path,
                 payload,
                 repeat,
+                release_jitter_ns: release_jitter_us.map(|us| us.saturating_mul(1000)),
             },
             &net,
         ),

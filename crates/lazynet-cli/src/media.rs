@@ -32,6 +32,8 @@ pub struct MediaArgs {
     pub path: SendPath,
     pub payload: usize,
     pub repeat: bool,
+    /// The release jitter admission assumes; `None`: measured at start.
+    pub release_jitter_ns: Option<u64>,
 }
 
 fn open_meta(a: &MediaArgs) -> anyhow::Result<MetaFile> {
@@ -47,6 +49,10 @@ fn open_meta(a: &MediaArgs) -> anyhow::Result<MetaFile> {
         )
     })
 }
+
+/// The release jitter admission assumes when wake-ups could not be
+/// measured: what the lab's media and scheduling runs declare.
+const UNMEASURED_JITTER_NS: u64 = 200_000;
 
 /// What the media server's handler works on.
 struct MediaApp {
@@ -136,13 +142,32 @@ pub fn serve(a: &MediaArgs, net: &NetArgs) -> anyhow::Result<()> {
     // Admission assumes releases seen up to a wake-up late: as late as
     // this machine's wake-ups measure (twice the worst of 100 half-period
     // sleeps: a sample of 100 does not see the tail), not zero.
-    let overshoot = lazynet::host::wakeup_overshoot(stack.nic_mut(), 100, PERIOD_NS / 2);
-    hcfg.sched.release_jitter_ns = overshoot.saturating_mul(2);
-    eprintln!(
-        "release jitter assumed by admission: {:.0} us (wake-ups measured up to {:.0} us late)",
-        hcfg.sched.release_jitter_ns as f64 / 1e3,
-        overshoot as f64 / 1e3
-    );
+    match a.release_jitter_ns {
+        Some(j) => {
+            hcfg.sched.release_jitter_ns = j;
+            eprintln!(
+                "release jitter assumed by admission: {:.0} us (given, not measured)",
+                j as f64 / 1e3
+            );
+        }
+        None => match lazynet::host::wakeup_overshoot(stack.nic_mut(), 100, PERIOD_NS / 2) {
+            Some(o) => {
+                hcfg.sched.release_jitter_ns = o.saturating_mul(2);
+                eprintln!(
+                        "release jitter assumed by admission: {:.0} us (wake-ups measured up to {:.0} us late)",
+                        hcfg.sched.release_jitter_ns as f64 / 1e3,
+                        o as f64 / 1e3
+                    );
+            }
+            None => {
+                hcfg.sched.release_jitter_ns = UNMEASURED_JITTER_NS;
+                eprintln!(
+                        "release jitter assumed by admission: {:.0} us (not measured: frames were waiting at every sample)",
+                        UNMEASURED_JITTER_NS as f64 / 1e3
+                    );
+            }
+        },
+    }
     let app = MediaApp {
         streamer,
         repeat: a.repeat,

@@ -199,6 +199,18 @@ fn serve(
     (child, out)
 }
 
+/// [`wait_ready`] that shows the server's standard error (in `err`) if it
+/// exits first.
+fn ready_or_show(out: &mut BufReader<ChildStdout>, err: &Path) {
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| wait_ready(out)));
+    if r.is_err() {
+        panic!(
+            "serve media exited before ready:\n{}",
+            std::fs::read_to_string(err).unwrap_or_default()
+        );
+    }
+}
+
 /// The release jitter (µs) a `serve media` run says its admission
 /// assumed: measured on this machine, so never zero on a sleeping host
 /// (RTU §IV: a release is seen as late as the wake-up).
@@ -277,7 +289,7 @@ fn real_players_receive_and_decode_the_stream() {
         &err,
     );
     g.kids.push(srv);
-    let _ = wait_ready(&mut out);
+    ready_or_show(&mut out, &err);
     let jitter = admitted_jitter_us(&err);
     assert!(
         jitter > 0.0,
@@ -327,7 +339,7 @@ fn real_players_receive_and_decode_the_stream() {
         &dir.join("serve-rtp.err"),
     );
     g.kids.push(srv);
-    let _ = wait_ready(&mut out);
+    ready_or_show(&mut out, &dir.join("serve-rtp.err"));
     let p_rtp = g.kids.remove(0);
     let pr = p_rtp.wait_with_output().unwrap();
     let probe_rtp = String::from_utf8_lossy(&pr.stdout).to_string();

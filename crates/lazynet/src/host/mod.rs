@@ -1072,31 +1072,29 @@ impl<N: Nic + 'static, A: 'static> Host<N, A> {
 /// NIC's doorbell, or in [`Nic::wait`]). A periodic owner's release is seen
 /// up to this late, which admission must assume
 /// ([`SchedConfig::release_jitter_ns`]): measured on the machine that runs,
-/// not guessed. While a frame waits (a kernel peer's neighbour discovery
-/// reaches a TAP device before anything else), the NIC would end the sleep
-/// at once, so that sample sleeps on the clock alone, which is what ends a
-/// host's sleep at a release anyway (the kernel's timer); the frame is left
-/// where it is. A sleep that a frame ends early is not counted. Blocks for
-/// about `samples × sleep_ns`.
-pub fn wakeup_overshoot<N: Nic>(nic: &mut N, samples: u32, sleep_ns: u64) -> u64 {
+/// not guessed. A sleep that a frame ends early is not counted, and while a
+/// frame waits no sleep is taken (the frame is left where it is): `None`
+/// if no sample could be taken (a kernel peer's neighbour discovery reaches
+/// a TAP device before anything else), which the caller must not read as
+/// "on time". Blocks for about `samples × sleep_ns`.
+pub fn wakeup_overshoot<N: Nic>(nic: &mut N, samples: u32, sleep_ns: u64) -> Option<u64> {
     let clock = crate::sched::clock::mono_ns;
-    let mut worst = 0;
+    let mut worst = None;
     for _ in 0..samples {
-        let t0 = clock();
         if nic.rx_ready() {
-            std::thread::sleep(std::time::Duration::from_nanos(sleep_ns));
-        } else {
-            match nic.doorbell() {
-                Some(bell) => {
-                    bell.arm();
-                    bell.sleep(Some(sleep_ns), || !nic.rx_ready());
-                }
-                None => nic.wait(Some(sleep_ns)),
+            continue;
+        }
+        let t0 = clock();
+        match nic.doorbell() {
+            Some(bell) => {
+                bell.arm();
+                bell.sleep(Some(sleep_ns), || !nic.rx_ready());
             }
+            None => nic.wait(Some(sleep_ns)),
         }
         let slept = clock().saturating_sub(t0);
         if slept >= sleep_ns {
-            worst = worst.max(slept - sleep_ns);
+            worst = Some(worst.unwrap_or(0).max(slept - sleep_ns));
         }
     }
     worst

@@ -292,11 +292,10 @@ fn wakeup_overshoot_measures_real_sleeps_and_leaves_waiting_frames_alone() {
     let (mut a, mut b) = stacks();
     // Idle: every sleep is slept, and wakes late by something.
     let t0 = Instant::now();
-    let o = wakeup_overshoot(b.nic_mut(), 20, MS);
+    let o = wakeup_overshoot(b.nic_mut(), 20, MS).expect("samples taken");
     assert!(t0.elapsed() >= Duration::from_millis(20));
     assert!(o > 0 && o < 200 * MS, "{o}");
-    // A frame waits (as a kernel peer's neighbour discovery does on a TAP
-    // device from the start): the sleeps are still measured, on the clock,
+    // A frame waits: no sleep is taken, nothing is measured (not "0 late"),
     // and the frame is still there.
     let s = a
         .udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0), None)
@@ -306,8 +305,7 @@ fn wakeup_overshoot_measures_real_sleeps_and_leaves_waiting_frames_alone() {
         .unwrap();
     a.poll(0);
     let t0 = Instant::now();
-    let o = wakeup_overshoot(b.nic_mut(), 20, MS);
-    assert!(t0.elapsed() >= Duration::from_millis(20));
-    assert!(o > 0 && o < 200 * MS, "{o}");
+    assert_eq!(wakeup_overshoot(b.nic_mut(), 20, 100 * MS), None);
+    assert!(t0.elapsed() < Duration::from_millis(100));
     assert!(b.nic_mut().rx_ready());
 }
