@@ -142,32 +142,24 @@ pub fn serve(a: &MediaArgs, net: &NetArgs) -> anyhow::Result<()> {
     // Admission assumes releases seen up to a wake-up late: as late as
     // this machine's wake-ups measure (twice the worst of 100 half-period
     // sleeps: a sample of 100 does not see the tail), not zero.
-    match a.release_jitter_ns {
-        Some(j) => {
-            hcfg.sched.release_jitter_ns = j;
-            eprintln!(
-                "release jitter assumed by admission: {:.0} us (given, not measured)",
-                j as f64 / 1e3
-            );
-        }
+    let (jitter, why) = match a.release_jitter_ns {
+        Some(j) => (j, "given, not measured".to_string()),
         None => match lazynet::host::wakeup_overshoot(stack.nic_mut(), 100, PERIOD_NS / 2) {
-            Some(o) => {
-                hcfg.sched.release_jitter_ns = o.saturating_mul(2);
-                eprintln!(
-                        "release jitter assumed by admission: {:.0} us (wake-ups measured up to {:.0} us late)",
-                        hcfg.sched.release_jitter_ns as f64 / 1e3,
-                        o as f64 / 1e3
-                    );
-            }
-            None => {
-                hcfg.sched.release_jitter_ns = UNMEASURED_JITTER_NS;
-                eprintln!(
-                        "release jitter assumed by admission: {:.0} us (not measured: frames were waiting at every sample)",
-                        UNMEASURED_JITTER_NS as f64 / 1e3
-                    );
-            }
+            Some(o) => (
+                o.saturating_mul(2),
+                format!("wake-ups measured up to {:.0} us late", o as f64 / 1e3),
+            ),
+            None => (
+                UNMEASURED_JITTER_NS,
+                "not measured: frames were waiting at every sample".to_string(),
+            ),
         },
-    }
+    };
+    hcfg.sched.release_jitter_ns = jitter;
+    eprintln!(
+        "release jitter assumed by admission: {:.0} us ({why})",
+        jitter as f64 / 1e3
+    );
     let app = MediaApp {
         streamer,
         repeat: a.repeat,

@@ -376,11 +376,25 @@ mod tests {
     use super::*;
     use std::cell::Cell;
 
-    /// A quick run's `finish` of `checks` (notes into a scratch directory).
+    /// Results in a scratch directory of this process.
+    fn scratch(tag: &str) -> Results {
+        let dir = std::env::temp_dir().join(format!("lazynet-lab-{tag}-{}", std::process::id()));
+        Results::new(&dir, "checks", "x").unwrap()
+    }
+
+    /// A quick run's `finish` of `checks`.
     fn finish_quick(checks: Checks) -> anyhow::Result<()> {
-        let dir = std::env::temp_dir().join(format!("lazynet-lab-checks-{}", std::process::id()));
-        let mut res = Results::new(&dir, "checks", "x").unwrap();
-        checks.finish(&mut res, true)
+        checks.finish(&mut scratch("checks"), true)
+    }
+
+    /// One attempt of a quick run: a met check, then claim `key` judged
+    /// as `verdict` (`None`: not judged); counts itself in `attempts`.
+    fn attempt(attempts: &Cell<u32>, key: &str, verdict: Option<bool>) -> anyhow::Result<()> {
+        attempts.set(attempts.get() + 1);
+        let mut c = Checks::default();
+        c.check(true, "judged");
+        c.judge(key, verdict, "the claim", "a stall");
+        finish_quick(c)
     }
 
     #[test]
@@ -400,8 +414,7 @@ mod tests {
         let mut c = Checks::default();
         c.check(true, "judged");
         c.judge("left-unjudged-full", None, "the claim", "a stall");
-        let dir = std::env::temp_dir().join(format!("lazynet-lab-full-{}", std::process::id()));
-        let mut res = Results::new(&dir, "checks", "x").unwrap();
+        let mut res = scratch("full");
         c.finish(&mut res, false).unwrap();
         assert!(
             res.notes.contains("not judged (a stall): the claim"),
@@ -413,18 +426,11 @@ mod tests {
     #[test]
     fn rejudged_runs_again_at_most_twice_and_names_the_claim_never_judged() {
         let attempts = Cell::new(0);
-        let e = rejudged(true, || {
-            attempts.set(attempts.get() + 1);
-            let mut c = Checks::default();
-            c.check(true, "judged");
-            c.judge("never-judged", None, "the stalled claim", "a stall");
-            finish_quick(c)
-        })
-        .unwrap_err();
+        let e = rejudged(true, || attempt(&attempts, "never-judged", None)).unwrap_err();
         assert_eq!(attempts.get(), 3);
         let text = format!("{e:#}");
         assert!(
-            text.contains("stayed unjudged") && text.contains("the stalled claim"),
+            text.contains("stayed unjudged") && text.contains("the claim (a stall)"),
             "{text}"
         );
     }
@@ -433,12 +439,8 @@ mod tests {
     fn a_claim_met_in_a_later_attempt_settles_the_run() {
         let attempts = Cell::new(0);
         rejudged(true, || {
-            attempts.set(attempts.get() + 1);
-            let mut c = Checks::default();
-            c.check(true, "judged");
-            let verdict = (attempts.get() == 2).then_some(true);
-            c.judge("settled-later", verdict, "the claim", "a stall");
-            finish_quick(c)
+            let verdict = (attempts.get() == 1).then_some(true);
+            attempt(&attempts, "settled-later", verdict)
         })
         .unwrap();
         assert_eq!(attempts.get(), 2);

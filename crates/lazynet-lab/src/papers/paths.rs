@@ -147,11 +147,11 @@ const VARIANTS: &[Variant] = &[
     },
 ];
 
-/// The repository root (the lab is built and run from it).
 /// The harness's trait whose `poll`, `recv` and `send` split a round
 /// trip's instructions by call (`bench::tcp::Endpoint`).
 const ENDPOINT: &str = "lazynet_lab::bench::tcp::Endpoint";
 
+/// The repository root (the lab is built and run from it).
 fn repo_root() -> anyhow::Result<PathBuf> {
     let here = std::env::current_dir()?;
     ensure!(

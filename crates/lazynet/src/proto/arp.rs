@@ -196,8 +196,8 @@ struct QNode {
 
 /// The last address [`ArpCache::resolve`] found reachable: a stack sends
 /// most segments to one next hop (the peer on a link, or the gateway), and
-/// comparing two words is cheaper than hashing and probing (about 40
-/// instructions a segment, docs/PERFORMANCE.md). Any change to an entry
+/// comparing two words is cheaper than hashing and probing
+/// (docs/PERFORMANCE.md, 4.2). Any change to an entry
 /// clears it; `until` is that entry's expiry, so an expired neighbour is
 /// never answered from here.
 #[derive(Clone, Copy, Debug)]
@@ -671,12 +671,17 @@ mod tests {
         Ipv4Addr::from(0x0a00_0000 + n)
     }
 
+    /// A cache of `capacity` entries, the other limits as by default.
+    fn cache(capacity: usize) -> ArpCache {
+        ArpCache::new(ArpConfig {
+            capacity,
+            ..ArpConfig::default()
+        })
+    }
+
     #[test]
     fn backward_shift_keeps_all_findable() {
-        let mut c = ArpCache::new(ArpConfig {
-            capacity: 64,
-            ..ArpConfig::default()
-        });
+        let mut c = cache(64);
         for n in 1..=64 {
             assert_eq!(c.update(ip(n), MAC, true, 0), ArpUpdate::Created);
         }
@@ -711,10 +716,7 @@ mod tests {
     fn resolve_memo_follows_every_change() {
         const OTHER: [u8; 6] = [2, 0, 0, 0, 0, 2];
         let reach = ArpConfig::default().reachable_ns;
-        let mut c = ArpCache::new(ArpConfig {
-            capacity: 2,
-            ..ArpConfig::default()
-        });
+        let mut c = cache(2);
         assert_eq!(c.update(ip(1), MAC, true, 0), ArpUpdate::Created);
         assert_eq!(c.resolve(ip(1), 1), Resolve::Reachable(MAC));
         // The peer's MAC changes (RFC 826 merge): the memo must not answer.
@@ -732,10 +734,7 @@ mod tests {
         c.remove(ip(1), &mut []);
         assert_eq!(c.resolve(ip(1), t + 1), Resolve::SendRequest);
         // Evicted to make room for others.
-        let mut c = ArpCache::new(ArpConfig {
-            capacity: 1,
-            ..ArpConfig::default()
-        });
+        let mut c = cache(1);
         assert_eq!(c.update(ip(1), MAC, true, 0), ArpUpdate::Created);
         assert_eq!(c.resolve(ip(1), 1), Resolve::Reachable(MAC));
         assert_eq!(c.update(ip(2), OTHER, true, 2), ArpUpdate::Created);

@@ -325,7 +325,8 @@ impl<N: Nic> Stack<N> {
             // last input, and what it left unsent waits on a timer it armed
             // (a delayed ACK, a retry for want of buffers), so without an
             // ACK owed `conn_settle` would send nothing and re-arm the same
-            // deadline (a full `wants_output` here cost ~35 instructions).
+            // deadline; the full `wants_output` cost more than this load
+            // (docs/PERFORMANCE.md, 4.2).
             if s.conn.ack_owed() {
                 cx.conn_settle_live(s, h.idx, now, false);
             }

@@ -24,7 +24,7 @@ const TIMER_HEAP_SLACK: usize = 4;
 impl<N: Nic> Stack<N> {
     /// Rebuilds the timer heap if it holds more than [`TIMER_HEAP_SLACK`]
     /// entries per live slot (plus a constant). Runs at every service call:
-    /// inlined, a compare (as a call it cost ~20 instructions).
+    /// always inlined, a compare (docs/PERFORMANCE.md, 4.2).
     #[inline(always)]
     pub(in crate::stack) fn compact_timers_if_stale(&mut self) {
         let live = self.tcp.conns.len() + self.tcp.listeners.len();
